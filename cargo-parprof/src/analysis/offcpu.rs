@@ -1,0 +1,183 @@
+//! Switched-out intervals of every thread, on the trace's tick time line.
+//!
+//! Built from the kernel's switch records: each switch-out is paired with the next switch-in
+//! of the same thread. Queries answer "how long was thread T switched out within [a, b]"
+//! in O(log n) through prefix sums.
+
+use crate::kernel::{SwitchKind, SwitchRecord};
+use std::collections::HashMap;
+
+/// One interval during which a thread was not on a CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OffCpu {
+    pub start: u64,
+    pub end: u64,
+    /// Preempted while runnable (true) or blocked voluntarily (false).
+    pub preempted: bool,
+}
+
+/// Switched-out time within a window, split by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwitchedOut {
+    pub preempted: u64,
+    pub voluntary: u64,
+}
+
+impl SwitchedOut {
+    pub fn total(&self) -> u64 {
+        self.preempted + self.voluntary
+    }
+}
+
+#[derive(Default, Debug)]
+struct ThreadIntervals {
+    intervals: Vec<OffCpu>,
+    /// prefix[i] = total length of intervals[..i], per cause.
+    prefix: Vec<SwitchedOut>,
+}
+
+/// Off-CPU intervals of every thread, sorted and non-overlapping per thread.
+#[derive(Default, Debug)]
+pub struct OffCpuIndex {
+    threads: HashMap<u32, ThreadIntervals>,
+}
+
+impl OffCpuIndex {
+    /// `to_ticks` maps kernel ns onto the trace's tick time line. Switch records must be
+    /// sorted by time. A switch-out without a later switch-in lasts until `end_of_run`.
+    pub fn from_switches(switches: &[SwitchRecord], to_ticks: impl Fn(u64) -> u64, end_of_run: u64) -> Self {
+        let mut open: HashMap<u32, (u64, bool)> = HashMap::new();
+        let mut per_thread: HashMap<u32, Vec<OffCpu>> = HashMap::new();
+        for s in switches {
+            let t = to_ticks(s.time_ns);
+            match s.kind {
+                SwitchKind::OutPreempted | SwitchKind::OutVoluntary => {
+                    open.insert(s.tid, (t, s.kind == SwitchKind::OutPreempted));
+                }
+                SwitchKind::In => {
+                    if let Some((start, preempted)) = open.remove(&s.tid)
+                        && t > start
+                    {
+                        per_thread.entry(s.tid).or_default().push(OffCpu { start, end: t, preempted });
+                    }
+                }
+            }
+        }
+        for (tid, (start, preempted)) in open {
+            if end_of_run > start {
+                per_thread.entry(tid).or_default().push(OffCpu { start, end: end_of_run, preempted });
+            }
+        }
+        let threads = per_thread.into_iter().map(|(tid, v)| (tid, ThreadIntervals::new(v))).collect();
+        OffCpuIndex { threads }
+    }
+
+    /// Switched-out time of `tid` within `[a, b]`.
+    pub fn within(&self, tid: u32, a: u64, b: u64) -> SwitchedOut {
+        self.threads.get(&tid).map_or_else(SwitchedOut::default, |t| t.within(a, b))
+    }
+
+    /// The intervals of `tid` that overlap `[a, b]`, in time order.
+    pub fn overlapping(&self, tid: u32, a: u64, b: u64) -> &[OffCpu] {
+        self.threads.get(&tid).map_or(&[], |t| t.overlapping(a, b))
+    }
+
+    /// Every interval of `tid`, in time order.
+    pub fn intervals(&self, tid: u32) -> &[OffCpu] {
+        self.threads.get(&tid).map_or(&[], |t| &t.intervals)
+    }
+
+    pub fn threads(&self) -> impl Iterator<Item = u32> + '_ {
+        self.threads.keys().copied()
+    }
+}
+
+impl ThreadIntervals {
+    fn new(mut intervals: Vec<OffCpu>) -> Self {
+        intervals.sort_by_key(|i| i.start);
+        // Lost or reordered records could make intervals overlap; clip so time is counted once.
+        let mut clipped: Vec<OffCpu> = Vec::with_capacity(intervals.len());
+        for mut i in intervals {
+            if let Some(last) = clipped.last() {
+                i.start = i.start.max(last.end);
+            }
+            if i.end > i.start {
+                clipped.push(i);
+            }
+        }
+        let mut prefix = Vec::with_capacity(clipped.len() + 1);
+        let mut acc = SwitchedOut::default();
+        prefix.push(acc);
+        for i in &clipped {
+            add(&mut acc, i, i.end - i.start);
+            prefix.push(acc);
+        }
+        ThreadIntervals { intervals: clipped, prefix }
+    }
+
+    fn overlapping(&self, a: u64, b: u64) -> &[OffCpu] {
+        let first = self.intervals.partition_point(|i| i.end <= a);
+        let last = self.intervals.partition_point(|i| i.start < b);
+        &self.intervals[first..last.max(first)]
+    }
+
+    fn within(&self, a: u64, b: u64) -> SwitchedOut {
+        if b <= a {
+            return SwitchedOut::default();
+        }
+        let first = self.intervals.partition_point(|i| i.end <= a);
+        let last = self.intervals.partition_point(|i| i.start < b).max(first);
+        if first == last {
+            return SwitchedOut::default();
+        }
+        let mut total = SwitchedOut {
+            preempted: self.prefix[last].preempted - self.prefix[first].preempted,
+            voluntary: self.prefix[last].voluntary - self.prefix[first].voluntary,
+        };
+        // The first and last intervals may stick out of the window: remove the outside parts.
+        let head = &self.intervals[first];
+        sub(&mut total, head, a.saturating_sub(head.start));
+        let tail = &self.intervals[last - 1];
+        sub(&mut total, tail, tail.end.saturating_sub(b));
+        total
+    }
+}
+
+fn add(acc: &mut SwitchedOut, i: &OffCpu, len: u64) {
+    if i.preempted { acc.preempted += len } else { acc.voluntary += len }
+}
+
+fn sub(acc: &mut SwitchedOut, i: &OffCpu, len: u64) {
+    if i.preempted { acc.preempted -= len } else { acc.voluntary -= len }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(time_ns: u64, kind: SwitchKind) -> SwitchRecord {
+        SwitchRecord { time_ns, tid: 1, cpu: 0, kind }
+    }
+
+    #[test]
+    fn pairs_switch_out_with_next_switch_in_and_clips_to_window() {
+        let switches = [
+            rec(1000, SwitchKind::OutPreempted),
+            rec(1190, SwitchKind::In),
+            rec(1225, SwitchKind::OutVoluntary),
+            rec(1411, SwitchKind::In),
+        ];
+        let idx = OffCpuIndex::from_switches(&switches, |t| t, 5000);
+        assert_eq!(idx.within(1, 900, 1550), SwitchedOut { preempted: 190, voluntary: 186 });
+        assert_eq!(idx.within(1, 1100, 1300), SwitchedOut { preempted: 90, voluntary: 75 });
+        assert_eq!(idx.within(1, 1190, 1225), SwitchedOut::default());
+        assert_eq!(idx.within(2, 0, 5000), SwitchedOut::default());
+        assert_eq!(idx.overlapping(1, 1200, 1300).len(), 1);
+    }
+
+    #[test]
+    fn a_switch_out_without_switch_in_lasts_to_the_end_of_the_run() {
+        let idx = OffCpuIndex::from_switches(&[rec(100, SwitchKind::OutVoluntary)], |t| t, 400);
+        assert_eq!(idx.within(1, 0, 1000).voluntary, 300);
+    }
+}

@@ -1,0 +1,81 @@
+//! What the kernel told us about the profiled process, on `CLOCK_MONOTONIC` nanoseconds
+//! (the collector sets `use_clockid`, the runtime records sync points against the same clock).
+
+use serde::Serialize;
+
+/// Whether a capability could be used, and if not, why (shown to the user as is).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Capability {
+    pub available: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Capability {
+    pub fn yes() -> Self {
+        Capability { available: true, reason: None }
+    }
+    pub fn no(reason: impl Into<String>) -> Self {
+        Capability { available: false, reason: Some(reason.into()) }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    pub context_switches: Capability,
+    pub cpu_samples: Capability,
+    pub hardware_counters: Capability,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum SwitchKind {
+    /// The thread was switched in.
+    In,
+    /// The thread was switched out while runnable (preempted).
+    OutPreempted,
+    /// The thread was switched out because it blocked (sleep, lock, I/O, futex wait).
+    OutVoluntary,
+}
+
+/// One `PERF_RECORD_SWITCH` of a thread of the profiled process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchRecord {
+    pub time_ns: u64,
+    pub tid: u32,
+    pub cpu: u32,
+    pub kind: SwitchKind,
+}
+
+/// One cpu-clock sample with its user call chain (instruction pointers, leaf first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuSample {
+    pub time_ns: u64,
+    pub tid: u32,
+    pub cpu: u32,
+    pub callchain: Vec<u64>,
+}
+
+/// A symbolised frame. `inlined` frames were inlined into the next frame toward the root.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub function: String,
+    pub inlined: bool,
+}
+
+/// Everything collected from the kernel for one run.
+#[derive(Clone, Debug, Default)]
+pub struct KernelRecords {
+    pub capabilities: Capabilities,
+    /// Sorted by time.
+    pub switches: Vec<SwitchRecord>,
+    /// Sorted by time.
+    pub samples: Vec<CpuSample>,
+    /// Symbolised stacks of `samples`, root first, in the same order (empty when not symbolised).
+    pub sample_stacks: Vec<Vec<Frame>>,
+    /// Sampling period of cpu-clock samples, in ns.
+    pub sample_period_ns: u64,
+    /// Records the kernel dropped because a ring buffer was full (`PERF_RECORD_LOST`).
+    pub lost_records: u64,
+    /// Thread names the kernel reported (`PERF_RECORD_COMM`), by tid.
+    pub thread_names: Vec<(u32, String)>,
+}

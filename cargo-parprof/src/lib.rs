@@ -1,0 +1,5 @@
+//! cargo-parprof: build and run a cargo target under parprof, collect the kernel's records,
+//! analyse them with the probes' trace, and write the reports.
+
+pub mod analysis;
+pub mod kernel;

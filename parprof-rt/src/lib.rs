@@ -1,0 +1,48 @@
+//! parprof-rt: the runtime linked into a profiled program.
+//!
+//! Annotate functions with [`probe`]; run the program under `cargo parprof` (which sets
+//! `PARPROF_OUT`) and each probe call is recorded with a timestamp into a per-thread buffer,
+//! drained by a background writer into a [`trace`] file. Without `PARPROF_OUT` a probe costs
+//! one predictable branch; the `off` feature compiles probes out entirely.
+
+pub use parprof_macros::probe;
+
+mod calibrate;
+pub mod clock;
+#[cfg(not(feature = "off"))]
+mod probe;
+mod recorder;
+mod ring;
+pub mod trace;
+
+pub use recorder::{flush, is_enabled, register_current_thread, shutdown, trace_file_name};
+
+/// Support for the code `#[probe]` generates; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    #[cfg(not(feature = "off"))]
+    pub use crate::probe::{Guard, Site, enter, enter_method};
+
+    #[cfg(feature = "off")]
+    pub use crate::off::{Guard, Site, enter, enter_method};
+}
+
+/// With the `off` feature a probe is a zero-sized guard without `Drop`: no code at all.
+#[cfg(feature = "off")]
+mod off {
+    pub struct Site;
+    impl Site {
+        pub const fn new(_: &'static str, _: &'static str, _: u32) -> Self {
+            Site
+        }
+    }
+    pub struct Guard;
+    #[inline(always)]
+    pub fn enter(_: &'static Site) -> Guard {
+        Guard
+    }
+    #[inline(always)]
+    pub fn enter_method(_: &'static Site, _: fn() -> &'static str) -> Guard {
+        Guard
+    }
+}

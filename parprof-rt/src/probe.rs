@@ -1,0 +1,110 @@
+//! Probe sites and the RAII guard that `#[probe]` expands to.
+
+use crate::recorder;
+use crate::trace::{EventKind, SiteKind};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A probed source location: one static per annotated function, registered on first use so
+/// that the hot path writes only an id and a timestamp.
+pub struct Site {
+    name: &'static str,
+    file: &'static str,
+    line: u32,
+    kind: SiteKind,
+    id: AtomicU32,
+}
+
+impl Site {
+    pub const fn new(name: &'static str, file: &'static str, line: u32) -> Self {
+        Site { name, file, line, kind: SiteKind::Probe, id: AtomicU32::new(0) }
+    }
+
+    pub const fn region(name: &'static str, file: &'static str, line: u32) -> Self {
+        Site { name, file, line, kind: SiteKind::Region, id: AtomicU32::new(0) }
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The site's id, registering it on first use. `type_name` names the `Self` type of a
+    /// method, so that the probe is called `module::Type::method`.
+    #[inline(always)]
+    pub fn id(&self, type_name: Option<fn() -> &'static str>) -> u32 {
+        let id = self.id.load(Ordering::Relaxed);
+        if id != 0 { id } else { self.register(type_name) }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn register(&self, type_name: Option<fn() -> &'static str>) -> u32 {
+        let name = match type_name {
+            Some(type_name) => method_name(type_name(), self.name),
+            None => self.name.to_owned(),
+        };
+        recorder::register_site(&self.id, self.kind, name, self.file, self.line)
+    }
+}
+
+/// `crate::m::Type<T>` and `crate::m::f` (the site's default name) → `crate::m::Type::f`.
+fn method_name(type_name: &str, fn_path: &str) -> String {
+    let base = type_name.split('<').next().unwrap_or(type_name);
+    let fn_name = fn_path.rsplit("::").next().unwrap_or(fn_path);
+    format!("{base}::{fn_name}")
+}
+
+/// Records the exit of a probed section when dropped: on return, `?`, and unwinding alike.
+#[must_use = "the probe measures until this guard is dropped"]
+pub struct Guard {
+    id: u32,
+}
+
+impl Guard {
+    pub(crate) const fn new(id: u32) -> Self {
+        Guard { id }
+    }
+}
+
+impl Drop for Guard {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.id != 0 {
+            recorder::record(EventKind::Exit, self.id, 0, 0);
+        }
+    }
+}
+
+/// Entry of a probed section. When recording is off this is one load and one branch.
+#[inline(always)]
+pub fn enter(site: &'static Site) -> Guard {
+    if recorder::is_off() {
+        return Guard { id: 0 };
+    }
+    enter_recording(site, None)
+}
+
+/// Entry of a probed method: `type_name` is `std::any::type_name::<Self>`.
+#[inline(always)]
+pub fn enter_method(site: &'static Site, type_name: fn() -> &'static str) -> Guard {
+    if recorder::is_off() {
+        return Guard { id: 0 };
+    }
+    enter_recording(site, Some(type_name))
+}
+
+#[inline(always)]
+fn enter_recording(site: &'static Site, type_name: Option<fn() -> &'static str>) -> Guard {
+    let id = site.id(type_name);
+    if recorder::record(EventKind::Enter, id, 0, 0) { Guard { id } } else { Guard { id: 0 } }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn method_names_drop_generics_and_keep_the_type() {
+        assert_eq!(method_name("app::grid::Grid<f32>", "app::grid::step"), "app::grid::Grid::step");
+        assert_eq!(method_name("app::Solver", "app::solve"), "app::Solver::solve");
+    }
+}

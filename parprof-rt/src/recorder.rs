@@ -1,0 +1,364 @@
+//! The recording machinery: start-up from `PARPROF_OUT`, per-thread rings, the site and
+//! thread registries, the background writer, and the flushes at thread and process exit.
+//!
+//! Memory held: one ring of [`ring::CAPACITY`] events (2 MiB) per live recording thread, plus
+//! the writer's chunk buffer (at most one drain of every ring). When a ring is full because the
+//! writer cannot keep up, further events of that thread are counted as lost and the count is
+//! written into the trace.
+
+use crate::calibrate;
+use crate::clock;
+use crate::ring::Ring;
+use crate::trace::{self, Chunk, ChunkEncoder, End, Event, EventKind, Header, SiteKind, SiteRecord, ThreadRecord};
+use std::cell::Cell;
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Once, OnceLock};
+use std::thread::Thread;
+use std::time::Duration;
+
+const UNINIT: u8 = 0;
+const OFF: u8 = 1;
+const ON: u8 = 2;
+
+/// Whether probes record. Starts UNINIT, which takes the recording path, whose cold branch
+/// initialises the runtime once and settles the mode; afterwards a disabled probe costs
+/// this one load and branch.
+static MODE: AtomicU8 = AtomicU8::new(UNINIT);
+
+#[inline(always)]
+pub fn is_off() -> bool {
+    MODE.load(Ordering::Relaxed) == OFF
+}
+
+/// True when probes are recording into a trace.
+pub fn is_enabled() -> bool {
+    ensure_init();
+    MODE.load(Ordering::Relaxed) == ON
+}
+
+struct Runtime {
+    rings: Mutex<Vec<Arc<Ring>>>,
+    /// Site and thread records waiting for the writer; written before any later events.
+    metadata: Mutex<Vec<Chunk>>,
+    writer: OnceLock<Thread>,
+    stop: AtomicBool,
+    finished: (Mutex<bool>, Condvar),
+    file: Mutex<Option<File>>,
+    events_written: AtomicU64,
+    events_lost: AtomicU64,
+}
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+static INIT: Once = Once::new();
+
+thread_local! {
+    /// This thread's ring; null until the thread first records (and again once it exits).
+    static RING: Cell<*const Ring> = const { Cell::new(std::ptr::null()) };
+    /// Closes this thread's ring when the thread exits, so the writer flushes and frees it.
+    static THREAD_EXIT: ThreadExit = const { ThreadExit { ring: std::cell::RefCell::new(None) } };
+}
+
+struct ThreadExit {
+    ring: std::cell::RefCell<Option<Arc<Ring>>>,
+}
+
+impl Drop for ThreadExit {
+    fn drop(&mut self) {
+        let _ = RING.try_with(|r| r.set(std::ptr::null()));
+        if let Some(ring) = self.ring.borrow_mut().take() {
+            ring.close();
+            wake_writer();
+        }
+    }
+}
+
+/// Records one event on the calling thread. Returns false when nothing was recorded
+/// (recording is off, or the thread is past its exit).
+#[inline(always)]
+pub fn record(kind: EventKind, id: u32, aux: u16, flags: u8) -> bool {
+    let ring = RING.with(|r| r.get());
+    if ring.is_null() {
+        return record_cold(kind, id, aux, flags);
+    }
+    let event = Event { ts: clock::now(), id, aux, kind: kind as u8, flags };
+    // SAFETY: a non-null RING points into an Arc held by THREAD_EXIT of this live thread.
+    if unsafe { &*ring }.push(event) {
+        wake_writer();
+    }
+    true
+}
+
+#[cold]
+#[inline(never)]
+fn record_cold(kind: EventKind, id: u32, aux: u16, flags: u8) -> bool {
+    ensure_init();
+    if MODE.load(Ordering::Relaxed) != ON || !attach_current_thread() {
+        return false;
+    }
+    record(kind, id, aux, flags)
+}
+
+/// Gives the calling thread a ring and a thread record. Returns false during thread teardown.
+fn attach_current_thread() -> bool {
+    let Some(rt) = RUNTIME.get() else { return false };
+    if !RING.with(|r| r.get().is_null()) {
+        return true;
+    }
+    let ring = Arc::new(Ring::new(current_tid()));
+    let attached = THREAD_EXIT
+        .try_with(|exit| {
+            *exit.ring.borrow_mut() = Some(ring.clone());
+        })
+        .is_ok();
+    if !attached {
+        return false;
+    }
+    RING.with(|r| r.set(Arc::as_ptr(&ring)));
+    rt.metadata.lock().unwrap_or_else(|e| e.into_inner()).push(Chunk::Thread(current_thread_record()));
+    rt.rings.lock().unwrap_or_else(|e| e.into_inner()).push(ring);
+    true
+}
+
+fn current_tid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+fn current_thread_record() -> ThreadRecord {
+    let current = std::thread::current();
+    ThreadRecord {
+        tid: current_tid(),
+        rayon_index: rayon::current_thread_index().map_or(trace::NO_WORKER, |i| i.min(u16::MAX as usize - 1) as u16),
+        pool: 0,
+        name: current.name().unwrap_or("").to_owned(),
+    }
+}
+
+/// Writes (again) the calling thread's record, e.g. once it is known to be a rayon worker, and
+/// makes sure the thread has a ring even if it never records an event (idle workers).
+pub fn register_current_thread(pool: u32) {
+    ensure_init();
+    if MODE.load(Ordering::Relaxed) != ON || !attach_current_thread() {
+        return;
+    }
+    if let Some(rt) = RUNTIME.get() {
+        let record = ThreadRecord { pool, ..current_thread_record() };
+        rt.metadata.lock().unwrap_or_else(|e| e.into_inner()).push(Chunk::Thread(record));
+    }
+}
+
+static NEXT_SITE_ID: AtomicU32 = AtomicU32::new(1);
+static SITE_LOCK: Mutex<()> = Mutex::new(());
+
+/// Registers a site once and returns its id (never 0).
+#[cold]
+pub fn register_site(slot: &AtomicU32, kind: SiteKind, name: String, file: &str, line: u32) -> u32 {
+    let _guard = SITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let existing = slot.load(Ordering::Acquire);
+    if existing != 0 {
+        return existing;
+    }
+    let id = NEXT_SITE_ID.fetch_add(1, Ordering::Relaxed);
+    if let Some(rt) = RUNTIME.get() {
+        rt.metadata
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Chunk::Site(SiteRecord { id, kind, name, file: file.to_owned(), line }));
+    }
+    slot.store(id, Ordering::Release);
+    id
+}
+
+fn wake_writer() {
+    if let Some(writer) = RUNTIME.get().and_then(|rt| rt.writer.get()) {
+        writer.unpark();
+    }
+}
+
+/// Initialises the runtime once: off unless `PARPROF_OUT` names a folder.
+pub fn ensure_init() {
+    if MODE.load(Ordering::Acquire) != UNINIT {
+        return;
+    }
+    INIT.call_once(|| {
+        let mode = match std::env::var_os("PARPROF_OUT") {
+            Some(dir) if !dir.is_empty() => match start(PathBuf::from(dir)) {
+                Ok(()) => ON,
+                Err(e) => {
+                    eprintln!("parprof: recording disabled: {e}");
+                    OFF
+                }
+            },
+            _ => OFF,
+        };
+        MODE.store(mode, Ordering::Release);
+    });
+}
+
+/// Name of the trace file a process writes into the output folder.
+pub fn trace_file_name(pid: u32) -> String {
+    format!("trace-{pid}.ppt")
+}
+
+fn start(dir: PathBuf) -> std::io::Result<()> {
+    std::fs::create_dir_all(&dir)?;
+    let pid = std::process::id();
+    let path = dir.join(trace_file_name(pid));
+    let mut file = File::create(&path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
+    let clock = clock::select();
+    let start = clock::sync_point();
+    let ticks_per_ns = clock::measure_ticks_per_ns(5_000_000);
+
+    let rt = RUNTIME.get_or_init(|| Runtime {
+        rings: Mutex::new(Vec::new()),
+        metadata: Mutex::new(Vec::new()),
+        writer: OnceLock::new(),
+        stop: AtomicBool::new(false),
+        finished: (Mutex::new(false), Condvar::new()),
+        file: Mutex::new(None),
+        events_written: AtomicU64::new(0),
+        events_lost: AtomicU64::new(0),
+    });
+    // Calibration records through the real path, so it needs the mode on and a ring;
+    // its events are discarded before the writer starts.
+    MODE.store(ON, Ordering::Release);
+    attach_current_thread();
+    let table = calibrate::measure();
+    MODE.store(UNINIT, Ordering::Release);
+
+    let mut enc = ChunkEncoder::new();
+    enc.preamble();
+    enc.chunk(&Chunk::Header(Header {
+        pid,
+        clock,
+        ticks_per_ns,
+        start,
+        bare_read_ticks: table.bare_read_pair_ticks,
+        calibration: table.rows,
+        program: std::env::args().next().unwrap_or_default(),
+    }));
+    enc.flush_to(&mut file)?;
+    *rt.file.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);
+
+    let writer = std::thread::Builder::new()
+        .name("parprof-writer".into())
+        .spawn(writer_loop)?;
+    let _ = rt.writer.set(writer.thread().clone());
+    // SAFETY: registering a plain extern "C" fn with no captured state.
+    unsafe { libc::atexit(flush_at_exit) };
+    #[cfg(panic = "abort")]
+    {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            previous(info);
+            shutdown();
+        }));
+    }
+    Ok(())
+}
+
+extern "C" fn flush_at_exit() {
+    shutdown();
+}
+
+/// Stops recording, writes everything buffered and the end chunk. Idempotent; waits at most
+/// a few seconds for the writer.
+pub fn shutdown() {
+    let Some(rt) = RUNTIME.get() else { return };
+    if MODE.load(Ordering::Acquire) != ON {
+        return;
+    }
+    rt.stop.store(true, Ordering::Release);
+    wake_writer();
+    let (lock, cvar) = &rt.finished;
+    let done = lock.lock().unwrap_or_else(|e| e.into_inner());
+    let _ = cvar.wait_timeout_while(done, Duration::from_secs(5), |done| !*done);
+}
+
+/// Asks the writer to drain every buffer now and waits until it has.
+pub fn flush() {
+    let Some(rt) = RUNTIME.get() else { return };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        let pending: usize = rt.rings.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|r| r.pending()).sum();
+        let meta = rt.metadata.lock().unwrap_or_else(|e| e.into_inner()).len();
+        if pending == 0 && meta == 0 {
+            return;
+        }
+        wake_writer();
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+fn writer_loop() {
+    let rt = RUNTIME.get().expect("runtime initialised before the writer starts");
+    let mut enc = ChunkEncoder::new();
+    loop {
+        let stopping = rt.stop.load(Ordering::Acquire);
+        drain_once(rt, &mut enc);
+        if stopping {
+            break;
+        }
+        std::thread::park_timeout(Duration::from_millis(2));
+    }
+    MODE.store(OFF, Ordering::Release);
+    drain_once(rt, &mut enc);
+    enc.chunk(&Chunk::End(End {
+        end: clock::sync_point(),
+        events_written: rt.events_written.load(Ordering::Relaxed),
+        events_lost: rt.events_lost.load(Ordering::Relaxed),
+    }));
+    write_out(rt, &mut enc);
+    if let Some(file) = rt.file.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        let _ = file.flush();
+    }
+    let (lock, cvar) = &rt.finished;
+    *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    cvar.notify_all();
+}
+
+fn drain_once(rt: &Runtime, enc: &mut ChunkEncoder) {
+    for chunk in std::mem::take(&mut *rt.metadata.lock().unwrap_or_else(|e| e.into_inner())) {
+        enc.chunk(&chunk);
+    }
+    let rings: Vec<Arc<Ring>> = rt.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    for ring in &rings {
+        let closed = ring.is_closed();
+        let n = ring.drain(|a, b| enc.events(ring.tid, a, b));
+        rt.events_written.fetch_add(n as u64, Ordering::Relaxed);
+        let lost = ring.take_lost();
+        if lost > 0 {
+            rt.events_lost.fetch_add(lost, Ordering::Relaxed);
+            enc.chunk(&Chunk::Lost { tid: ring.tid, count: lost });
+        }
+        if closed {
+            rt.rings.lock().unwrap_or_else(|e| e.into_inner()).retain(|r| !Arc::ptr_eq(r, ring));
+        }
+    }
+    write_out(rt, enc);
+}
+
+fn write_out(rt: &Runtime, enc: &mut ChunkEncoder) {
+    if enc.is_empty() {
+        return;
+    }
+    let mut file = rt.file.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(f) = file.as_mut()
+        && let Err(e) = enc.flush_to(f)
+    {
+        eprintln!("parprof: cannot write the trace ({e}); recording stops");
+        MODE.store(OFF, Ordering::Release);
+        *file = None;
+    }
+}
+
+/// The calling thread's ring, for calibration.
+pub(crate) fn with_current_ring<T>(f: impl FnOnce(&Ring) -> T) -> Option<T> {
+    let ring = RING.with(|r| r.get());
+    // SAFETY: see `record`.
+    (!ring.is_null()).then(|| f(unsafe { &*ring }))
+}

@@ -1,0 +1,94 @@
+//! A single-producer single-consumer ring of events: the owning thread pushes without a lock
+//! or an allocation, the writer thread drains.
+
+use crate::trace::Event;
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+/// Events per thread buffer: 128 Ki events, 2 MiB.
+pub const CAPACITY: usize = 1 << 17;
+const MASK: usize = CAPACITY - 1;
+/// The producer wakes the writer each time this many more events are pending.
+pub const WAKE_EVERY: usize = CAPACITY / 4;
+
+pub struct Ring {
+    slots: Box<[UnsafeCell<Event>]>,
+    /// Next slot the producer writes; only the producer stores it.
+    head: AtomicUsize,
+    /// Next slot the consumer reads; only the consumer stores it.
+    tail: AtomicUsize,
+    lost: AtomicU64,
+    /// Set when the owning thread has exited: the ring is drained once more, then dropped.
+    closed: AtomicBool,
+    pub tid: u32,
+}
+
+// SAFETY: a slot is written only by the producer while it is outside [tail, head) and read only
+// by the consumer while it is inside; head/tail are published with release/acquire.
+unsafe impl Sync for Ring {}
+unsafe impl Send for Ring {}
+
+impl Ring {
+    pub fn new(tid: u32) -> Self {
+        Ring {
+            slots: (0..CAPACITY).map(|_| UnsafeCell::new(Event::default())).collect(),
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+            lost: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            tid,
+        }
+    }
+
+    /// Producer side. Returns true when the writer should be woken.
+    #[inline(always)]
+    pub fn push(&self, event: Event) -> bool {
+        let head = self.head.load(Ordering::Relaxed);
+        if head - self.tail.load(Ordering::Acquire) >= CAPACITY {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        // SAFETY: the slot is outside [tail, head), so the consumer does not read it.
+        unsafe { *self.slots[head & MASK].get() = event };
+        self.head.store(head + 1, Ordering::Release);
+        (head + 1) % WAKE_EVERY == 0
+    }
+
+    /// Consumer side: hands the pending events (as up to two slices) to `f`, then frees them.
+    pub fn drain(&self, f: impl FnOnce(&[Event], &[Event])) -> usize {
+        let tail = self.tail.load(Ordering::Relaxed);
+        let head = self.head.load(Ordering::Acquire);
+        let n = head - tail;
+        if n == 0 {
+            return 0;
+        }
+        let start = tail & MASK;
+        let first_len = n.min(CAPACITY - start);
+        // SAFETY: slots in [tail, head) are published and not written until tail moves past.
+        let slots: &[Event] = unsafe { std::slice::from_raw_parts(self.slots.as_ptr() as *const Event, CAPACITY) };
+        f(&slots[start..start + first_len], &slots[..n - first_len]);
+        self.tail.store(head, Ordering::Release);
+        n
+    }
+
+    pub fn pending(&self) -> usize {
+        self.head.load(Ordering::Acquire) - self.tail.load(Ordering::Relaxed)
+    }
+
+    /// Drops every pending event without writing it (used after calibration).
+    pub fn discard(&self) {
+        self.tail.store(self.head.load(Ordering::Acquire), Ordering::Release);
+    }
+
+    pub fn take_lost(&self) -> u64 {
+        self.lost.swap(0, Ordering::Relaxed)
+    }
+
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,712 @@
+//! The parprof trace format: defined once here, written by the runtime, read by `cargo parprof`.
+//!
+//! ```text
+//! file    := MAGIC (8 bytes) version (u32) chunk*
+//! chunk   := kind (u32) length (u32) payload (length bytes) crc32(kind, length, payload) (u32)
+//! ```
+//! All integers are little-endian. Every chunk is self-delimiting and checksummed, so a reader
+//! can stop at the last complete chunk of a file whose writer was killed, and tell a cut file
+//! (truncated tail) from a corrupt one (bad checksum or invalid payload).
+//!
+//! A complete trace holds, in this order of first appearance: one [`Header`], then any mix of
+//! [`SiteRecord`], [`ThreadRecord`], event and lost-count chunks, then one [`End`]. A thread
+//! record may be repeated for the same tid when more is learnt (e.g. its rayon index); the
+//! last one wins. Events of one thread appear in time order across its chunks.
+
+use std::io::{self, Read, Write};
+
+/// First eight bytes of every trace file.
+pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
+/// Version of the format written by this crate. Readers accept exactly this version.
+pub const VERSION: u32 = 1;
+/// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
+pub const MAX_CHUNK_LEN: u32 = 64 << 20;
+/// Size of one encoded [`Event`].
+pub const EVENT_SIZE: usize = 16;
+/// Name of the trace file inside the output folder.
+pub const TRACE_FILE_NAME: &str = "trace.ppt";
+/// `ThreadRecord::rayon_index` and `Event::aux` value meaning "no rayon worker".
+pub const NO_WORKER: u16 = u16::MAX;
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("parprof writes events as little-endian memory images; big-endian targets are not supported");
+
+/// Kinds of chunks. The numeric values are part of the format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum ChunkKind {
+    Header = 1,
+    Site = 2,
+    Thread = 3,
+    Events = 4,
+    Lost = 5,
+    End = 6,
+}
+
+impl ChunkKind {
+    fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            1 => Self::Header,
+            2 => Self::Site,
+            3 => Self::Thread,
+            4 => Self::Events,
+            5 => Self::Lost,
+            6 => Self::End,
+            _ => return None,
+        })
+    }
+}
+
+/// What an event records. The numeric values are part of the format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum EventKind {
+    /// A probed section was entered; `id` is its site.
+    Enter = 1,
+    /// A probed section was left (on any path, unwinding included); `id` is its site.
+    Exit = 2,
+    /// A parallel region began on this thread; `id` is the region's site.
+    RegionBegin = 3,
+    /// A parallel region ended on this thread; `id` is the region's site.
+    RegionEnd = 4,
+    /// A task of a region started on this thread; `id` is the region's site, `aux` the rayon
+    /// index of the worker that created the task ([`NO_WORKER`] from outside the pool), and
+    /// `flags` a [`TaskOrigin`].
+    TaskBegin = 5,
+    /// The task that began last on this thread ended; `id` is the region's site.
+    TaskEnd = 6,
+}
+
+impl EventKind {
+    /// Every event kind, for calibration tables and exhaustive checks.
+    pub const ALL: [EventKind; 6] = [
+        Self::Enter,
+        Self::Exit,
+        Self::RegionBegin,
+        Self::RegionEnd,
+        Self::TaskBegin,
+        Self::TaskEnd,
+    ];
+
+    pub fn from_u8(v: u8) -> Option<Self> {
+        Self::ALL.iter().copied().find(|k| *k as u8 == v)
+    }
+}
+
+/// How a worker obtained the task it runs (`flags` of a [`EventKind::TaskBegin`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum TaskOrigin {
+    /// Run directly by the thread that created it (scheduler bypass, e.g. the first half of a join).
+    Inline = 0,
+    /// Popped from the worker's own deque.
+    Local = 1,
+    /// Stolen from another worker's deque.
+    Stolen = 2,
+    /// Injected into the pool from a thread outside it.
+    Injected = 3,
+}
+
+impl TaskOrigin {
+    pub fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            0 => Self::Inline,
+            1 => Self::Local,
+            2 => Self::Stolen,
+            3 => Self::Injected,
+            _ => return None,
+        })
+    }
+}
+
+/// One timestamped event, 16 bytes in memory and in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct Event {
+    /// Clock ticks (see [`ClockKind`]).
+    pub ts: u64,
+    /// Site id of the probe or region.
+    pub id: u32,
+    /// Kind-specific (the creating worker of a task).
+    pub aux: u16,
+    /// An [`EventKind`] value.
+    pub kind: u8,
+    /// Kind-specific (the [`TaskOrigin`] of a task).
+    pub flags: u8,
+}
+
+const _: () = assert!(std::mem::size_of::<Event>() == EVENT_SIZE);
+
+impl Event {
+    pub fn kind(&self) -> EventKind {
+        // Events handed out by the reader are validated, so this cannot fail for them.
+        EventKind::from_u8(self.kind).unwrap_or(EventKind::Enter)
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.ts.to_le_bytes());
+        out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&self.aux.to_le_bytes());
+        out.push(self.kind);
+        out.push(self.flags);
+    }
+
+    fn decode(b: &[u8; EVENT_SIZE]) -> Self {
+        Event {
+            ts: u64::from_le_bytes(b[0..8].try_into().expect("8 bytes")),
+            id: u32::from_le_bytes(b[8..12].try_into().expect("4 bytes")),
+            aux: u16::from_le_bytes(b[12..14].try_into().expect("2 bytes")),
+            kind: b[14],
+            flags: b[15],
+        }
+    }
+}
+
+/// The clock of event timestamps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ClockKind {
+    /// The x86 time-stamp counter, used only where it is invariant (constant and nonstop).
+    Tsc = 1,
+    /// `CLOCK_MONOTONIC` in nanoseconds (one tick = one ns).
+    Monotonic = 2,
+}
+
+/// A simultaneous reading of the event clock and of `CLOCK_MONOTONIC`.
+///
+/// The kernel stamps perf records with `CLOCK_MONOTONIC` when `cargo parprof` asks it to
+/// (`use_clockid`), so two sync points map ticks onto the kernel's time line. The
+/// monotonic reading lies between `ticks` and `ticks + uncertainty_ticks`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ClockSync {
+    pub ticks: u64,
+    pub monotonic_ns: u64,
+    pub uncertainty_ticks: u32,
+}
+
+/// One row of the overhead calibration table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Calibration {
+    pub kind: EventKind,
+    /// Median cost of one event, in ticks, that falls inside an enclosing probed interval.
+    pub cost_ticks: u32,
+}
+
+/// The first chunk of every trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Header {
+    pub pid: u32,
+    pub clock: ClockKind,
+    /// Ticks per nanosecond measured at start-up (against `CLOCK_MONOTONIC`).
+    pub ticks_per_ns: f64,
+    pub start: ClockSync,
+    /// Cost of two back-to-back bare clock reads, in ticks (for context in reports).
+    pub bare_read_ticks: u32,
+    pub calibration: Vec<Calibration>,
+    pub program: String,
+}
+
+/// What a site id stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum SiteKind {
+    Probe = 1,
+    Region = 2,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteRecord {
+    pub id: u32,
+    pub kind: SiteKind,
+    pub name: String,
+    pub file: String,
+    pub line: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadRecord {
+    /// OS thread id (as the kernel's records name it).
+    pub tid: u32,
+    /// Rayon worker index, or [`NO_WORKER`].
+    pub rayon_index: u16,
+    /// Rayon pool identity (0 for the global pool or none), to tell pools apart.
+    pub pool: u32,
+    pub name: String,
+}
+
+/// The last chunk of a complete trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct End {
+    pub end: ClockSync,
+    pub events_written: u64,
+    pub events_lost: u64,
+}
+
+/// A decoded chunk.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Chunk {
+    Header(Header),
+    Site(SiteRecord),
+    Thread(ThreadRecord),
+    Events { tid: u32, events: Vec<Event> },
+    /// Events a thread could not store (its buffer was full); counted, never silently dropped.
+    Lost { tid: u32, count: u64 },
+    End(End),
+}
+
+/// Why a trace could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("cannot read the trace: {0}")]
+    Io(#[from] io::Error),
+    #[error("not a parprof trace (bad magic number)")]
+    NotATrace,
+    #[error(
+        "trace format version {found} is newer than this parprof understands ({supported}); \
+         update cargo-parprof"
+    )]
+    FutureVersion { found: u32, supported: u32 },
+    #[error("trace format version {found} is not supported (this parprof reads {supported})")]
+    OldVersion { found: u32, supported: u32 },
+    #[error("the trace ends before its header: it was cut before anything was recorded")]
+    Empty,
+    #[error("corrupt trace at byte {offset}: {reason}")]
+    Corrupt { offset: u64, reason: String },
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+/// Appends encoded chunks to a byte buffer; the runtime's writer and tests use it.
+#[derive(Default)]
+pub struct ChunkEncoder {
+    buf: Vec<u8>,
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    // Strings are bounded by u16; longer ones are cut at a char boundary.
+    let mut end = s.len().min(u16::MAX as usize);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.extend_from_slice(&(end as u16).to_le_bytes());
+    out.extend_from_slice(&s.as_bytes()[..end]);
+}
+
+fn put_sync(out: &mut Vec<u8>, s: &ClockSync) {
+    out.extend_from_slice(&s.ticks.to_le_bytes());
+    out.extend_from_slice(&s.monotonic_ns.to_le_bytes());
+    out.extend_from_slice(&s.uncertainty_ticks.to_le_bytes());
+}
+
+impl ChunkEncoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The file preamble: magic and version.
+    pub fn preamble(&mut self) {
+        self.buf.extend_from_slice(&MAGIC);
+        self.buf.extend_from_slice(&VERSION.to_le_bytes());
+    }
+
+    pub fn chunk(&mut self, chunk: &Chunk) {
+        match chunk {
+            Chunk::Header(h) => self.framed(ChunkKind::Header, |o| {
+                o.extend_from_slice(&h.pid.to_le_bytes());
+                o.push(h.clock as u8);
+                o.extend_from_slice(&h.ticks_per_ns.to_bits().to_le_bytes());
+                put_sync(o, &h.start);
+                o.extend_from_slice(&h.bare_read_ticks.to_le_bytes());
+                o.extend_from_slice(&(h.calibration.len() as u16).to_le_bytes());
+                for c in &h.calibration {
+                    o.push(c.kind as u8);
+                    o.extend_from_slice(&c.cost_ticks.to_le_bytes());
+                }
+                put_str(o, &h.program);
+            }),
+            Chunk::Site(s) => self.framed(ChunkKind::Site, |o| {
+                o.extend_from_slice(&s.id.to_le_bytes());
+                o.push(s.kind as u8);
+                o.extend_from_slice(&s.line.to_le_bytes());
+                put_str(o, &s.name);
+                put_str(o, &s.file);
+            }),
+            Chunk::Thread(t) => self.framed(ChunkKind::Thread, |o| {
+                o.extend_from_slice(&t.tid.to_le_bytes());
+                o.extend_from_slice(&t.rayon_index.to_le_bytes());
+                o.extend_from_slice(&t.pool.to_le_bytes());
+                put_str(o, &t.name);
+            }),
+            Chunk::Events { tid, events } => self.events(*tid, events, &[]),
+            Chunk::Lost { tid, count } => self.framed(ChunkKind::Lost, |o| {
+                o.extend_from_slice(&tid.to_le_bytes());
+                o.extend_from_slice(&count.to_le_bytes());
+            }),
+            Chunk::End(e) => self.framed(ChunkKind::End, |o| {
+                put_sync(o, &e.end);
+                o.extend_from_slice(&e.events_written.to_le_bytes());
+                o.extend_from_slice(&e.events_lost.to_le_bytes());
+            }),
+        }
+    }
+
+    /// An events chunk from two slices (a ring buffer's contents may wrap around).
+    pub fn events(&mut self, tid: u32, first: &[Event], second: &[Event]) {
+        self.framed(ChunkKind::Events, |o| {
+            o.extend_from_slice(&tid.to_le_bytes());
+            o.extend_from_slice(&((first.len() + second.len()) as u32).to_le_bytes());
+            o.reserve((first.len() + second.len()) * EVENT_SIZE);
+            for e in first.iter().chain(second) {
+                e.encode(o);
+            }
+        });
+    }
+
+    fn framed(&mut self, kind: ChunkKind, payload: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&(kind as u32).to_le_bytes());
+        self.buf.extend_from_slice(&[0; 4]);
+        payload(&mut self.buf);
+        let len = (self.buf.len() - start - 8) as u32;
+        self.buf[start + 4..start + 8].copy_from_slice(&len.to_le_bytes());
+        let crc = crc32fast::hash(&self.buf[start..]);
+        self.buf.extend_from_slice(&crc.to_le_bytes());
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Writes what was encoded and empties the buffer.
+    pub fn flush_to(&mut self, w: &mut impl Write) -> io::Result<()> {
+        w.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+/// How a trace ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Completeness {
+    /// The End chunk was read.
+    Complete,
+    /// The file stops without an End chunk: the writer was killed or crashed. `tail_bytes`
+    /// is the size of an incomplete chunk at the end that was ignored (0 if the cut fell
+    /// between chunks).
+    Cut { after_byte: u64, tail_bytes: u64 },
+}
+
+/// A streaming, validating reader. It never panics on bad bytes and never allocates more than
+/// [`MAX_CHUNK_LEN`] for one chunk.
+pub struct TraceReader<R> {
+    input: R,
+    offset: u64,
+    header: Header,
+    completeness: Option<Completeness>,
+    payload: Vec<u8>,
+}
+
+impl<R: Read> TraceReader<R> {
+    /// Reads and checks the preamble and the header chunk.
+    pub fn new(mut input: R) -> Result<Self, TraceError> {
+        let mut pre = [0u8; 12];
+        let got = read_full(&mut input, &mut pre)?;
+        if got < 8 {
+            return Err(if got == 0 || MAGIC.starts_with(&pre[..got]) {
+                TraceError::Empty
+            } else {
+                TraceError::NotATrace
+            });
+        }
+        if pre[..8] != MAGIC {
+            return Err(TraceError::NotATrace);
+        }
+        if got < 12 {
+            return Err(TraceError::Empty);
+        }
+        let version = u32::from_le_bytes(pre[8..12].try_into().expect("4 bytes"));
+        if version > VERSION {
+            return Err(TraceError::FutureVersion { found: version, supported: VERSION });
+        }
+        if version < VERSION {
+            return Err(TraceError::OldVersion { found: version, supported: VERSION });
+        }
+        let mut reader = TraceReader {
+            input,
+            offset: 12,
+            header: Header {
+                pid: 0,
+                clock: ClockKind::Monotonic,
+                ticks_per_ns: 1.0,
+                start: ClockSync::default(),
+                bare_read_ticks: 0,
+                calibration: Vec::new(),
+                program: String::new(),
+            },
+            completeness: None,
+            payload: Vec::new(),
+        };
+        match reader.next_chunk()? {
+            Some(Chunk::Header(h)) => {
+                reader.header = h;
+                Ok(reader)
+            }
+            Some(_) => Err(TraceError::Corrupt {
+                offset: 12,
+                reason: "the first chunk is not the header".into(),
+            }),
+            None => Err(TraceError::Empty),
+        }
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Set once the reader has reached the end of the input.
+    pub fn completeness(&self) -> Option<&Completeness> {
+        self.completeness.as_ref()
+    }
+
+    /// The next chunk, `Ok(None)` at the end of the trace (see [`Self::completeness`]).
+    pub fn next_chunk(&mut self) -> Result<Option<Chunk>, TraceError> {
+        if self.completeness.is_some() {
+            return Ok(None);
+        }
+        let start = self.offset;
+        let mut frame = [0u8; 8];
+        let got = read_full(&mut self.input, &mut frame)?;
+        if got < 8 {
+            self.completeness =
+                Some(Completeness::Cut { after_byte: start, tail_bytes: got as u64 });
+            return Ok(None);
+        }
+        let kind_raw = u32::from_le_bytes(frame[0..4].try_into().expect("4 bytes"));
+        let len = u32::from_le_bytes(frame[4..8].try_into().expect("4 bytes"));
+        let corrupt = |reason: String| TraceError::Corrupt { offset: start, reason };
+        let kind = ChunkKind::from_u32(kind_raw)
+            .ok_or_else(|| corrupt(format!("unknown chunk kind {kind_raw}")))?;
+        if len > MAX_CHUNK_LEN {
+            return Err(corrupt(format!("chunk length {len} exceeds {MAX_CHUNK_LEN}")));
+        }
+        self.payload.clear();
+        self.payload.resize(len as usize + 4, 0);
+        let got_payload = read_full(&mut self.input, &mut self.payload)?;
+        if got_payload < self.payload.len() {
+            self.completeness = Some(Completeness::Cut {
+                after_byte: start,
+                tail_bytes: 8 + got_payload as u64,
+            });
+            return Ok(None);
+        }
+        let (body, crc_bytes) = self.payload.split_at(len as usize);
+        let stored_crc = u32::from_le_bytes(crc_bytes.try_into().expect("4 bytes"));
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&frame);
+        hasher.update(body);
+        if hasher.finalize() != stored_crc {
+            return Err(corrupt(format!("checksum mismatch in a {kind:?} chunk")));
+        }
+        self.offset += 8 + len as u64 + 4;
+        let chunk = decode_chunk(kind, body).map_err(|reason| corrupt(reason.to_string()))?;
+        if matches!(chunk, Chunk::End(_)) {
+            self.completeness = Some(Completeness::Complete);
+        }
+        Ok(Some(chunk))
+    }
+}
+
+impl<R: Read> Iterator for TraceReader<R> {
+    type Item = Result<Chunk, TraceError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_chunk().transpose()
+    }
+}
+
+/// Reads as many bytes as are available up to `buf.len()`; returns how many.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match r.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// A bounds-checked cursor over a chunk payload.
+struct Cursor<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], &'static str> {
+        if self.b.len() < n {
+            return Err("payload shorter than its fields");
+        }
+        let (head, tail) = self.b.split_at(n);
+        self.b = tail;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<u8, &'static str> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, &'static str> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
+    }
+    fn u32(&mut self) -> Result<u32, &'static str> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+    fn u64(&mut self) -> Result<u64, &'static str> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+    fn str(&mut self) -> Result<String, &'static str> {
+        let n = self.u16()? as usize;
+        std::str::from_utf8(self.take(n)?).map(str::to_owned).map_err(|_| "string is not UTF-8")
+    }
+    fn sync(&mut self) -> Result<ClockSync, &'static str> {
+        Ok(ClockSync { ticks: self.u64()?, monotonic_ns: self.u64()?, uncertainty_ticks: self.u32()? })
+    }
+    fn finish(&self) -> Result<(), &'static str> {
+        if self.b.is_empty() { Ok(()) } else { Err("trailing bytes after the chunk's fields") }
+    }
+}
+
+fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
+    let mut c = Cursor { b: body };
+    let chunk = match kind {
+        ChunkKind::Header => {
+            let pid = c.u32()?;
+            let clock = match c.u8()? {
+                1 => ClockKind::Tsc,
+                2 => ClockKind::Monotonic,
+                _ => return Err("unknown clock kind"),
+            };
+            let ticks_per_ns = f64::from_bits(c.u64()?);
+            if !(ticks_per_ns.is_finite() && ticks_per_ns > 0.0) {
+                return Err("ticks per ns is not a positive number");
+            }
+            let start = c.sync()?;
+            let bare_read_ticks = c.u32()?;
+            let n = c.u16()?;
+            let mut calibration = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let kind = EventKind::from_u8(c.u8()?).ok_or("unknown event kind in calibration")?;
+                calibration.push(Calibration { kind, cost_ticks: c.u32()? });
+            }
+            let program = c.str()?;
+            Chunk::Header(Header { pid, clock, ticks_per_ns, start, bare_read_ticks, calibration, program })
+        }
+        ChunkKind::Site => {
+            let id = c.u32()?;
+            let kind = match c.u8()? {
+                1 => SiteKind::Probe,
+                2 => SiteKind::Region,
+                _ => return Err("unknown site kind"),
+            };
+            let line = c.u32()?;
+            Chunk::Site(SiteRecord { id, kind, line, name: c.str()?, file: c.str()? })
+        }
+        ChunkKind::Thread => Chunk::Thread(ThreadRecord {
+            tid: c.u32()?,
+            rayon_index: c.u16()?,
+            pool: c.u32()?,
+            name: c.str()?,
+        }),
+        ChunkKind::Events => {
+            let tid = c.u32()?;
+            let count = c.u32()? as usize;
+            if c.b.len() != count.saturating_mul(EVENT_SIZE) {
+                return Err("event count does not match the chunk length");
+            }
+            let mut events = Vec::with_capacity(count);
+            let mut last_ts = 0;
+            for raw in c.b.chunks_exact(EVENT_SIZE) {
+                let e = Event::decode(raw.try_into().expect("16 bytes"));
+                let kind = EventKind::from_u8(e.kind).ok_or("unknown event kind")?;
+                if kind == EventKind::TaskBegin && TaskOrigin::from_u8(e.flags).is_none() {
+                    return Err("unknown task origin");
+                }
+                if e.ts < last_ts {
+                    return Err("event timestamps go backwards within a chunk");
+                }
+                last_ts = e.ts;
+                events.push(e);
+            }
+            c.b = &[];
+            Chunk::Events { tid, events }
+        }
+        ChunkKind::Lost => Chunk::Lost { tid: c.u32()?, count: c.u64()? },
+        ChunkKind::End => Chunk::End(End {
+            end: c.sync()?,
+            events_written: c.u64()?,
+            events_lost: c.u64()?,
+        }),
+    };
+    c.finish()?;
+    Ok(chunk)
+}
+
+/// Converts event-clock ticks to `CLOCK_MONOTONIC` nanoseconds, the time line of the kernel's
+/// perf records. With both sync points the rate is the one measured over the whole run;
+/// a cut trace falls back to the start-up calibration.
+#[derive(Clone, Copy, Debug)]
+pub struct TickConverter {
+    base_ticks: u64,
+    base_ns: u64,
+    ns_per_tick: f64,
+}
+
+impl TickConverter {
+    pub fn new(header: &Header, end: Option<&ClockSync>) -> Self {
+        let start = header.start;
+        let ns_per_tick = match end {
+            Some(e) if e.ticks > start.ticks && e.monotonic_ns > start.monotonic_ns => {
+                (e.monotonic_ns - start.monotonic_ns) as f64 / (e.ticks - start.ticks) as f64
+            }
+            _ => 1.0 / header.ticks_per_ns,
+        };
+        TickConverter { base_ticks: start.ticks, base_ns: start.monotonic_ns, ns_per_tick }
+    }
+
+    pub fn to_ns(&self, ticks: u64) -> u64 {
+        let delta = ticks as i128 - self.base_ticks as i128;
+        let ns = self.base_ns as f64 + delta as f64 * self.ns_per_tick;
+        ns.max(0.0) as u64
+    }
+
+    /// The inverse of [`Self::to_ns`]: a kernel `CLOCK_MONOTONIC` time on the tick time line.
+    pub fn ns_to_ticks(&self, ns: u64) -> u64 {
+        let delta = ns as i128 - self.base_ns as i128;
+        let ticks = self.base_ticks as f64 + delta as f64 / self.ns_per_tick;
+        ticks.max(0.0) as u64
+    }
+
+    /// A duration in ticks as nanoseconds.
+    pub fn span_ns(&self, ticks: u64) -> f64 {
+        ticks as f64 * self.ns_per_tick
+    }
+
+    pub fn ns_per_tick(&self) -> f64 {
+        self.ns_per_tick
+    }
+}
