@@ -13,10 +13,16 @@ pub struct Capability {
 
 impl Capability {
     pub fn yes() -> Self {
-        Capability { available: true, reason: None }
+        Capability {
+            available: true,
+            reason: None,
+        }
     }
     pub fn no(reason: impl Into<String>) -> Self {
-        Capability { available: false, reason: Some(reason.into()) }
+        Capability {
+            available: false,
+            reason: Some(reason.into()),
+        }
     }
 }
 
@@ -76,6 +82,8 @@ pub struct KernelRecords {
     pub sample_period_ns: u64,
     /// Records the kernel dropped because a ring buffer was full (`PERF_RECORD_LOST`).
     pub lost_records: u64,
+    /// Records that could not be decoded (truncated or inconsistent) and were skipped.
+    pub malformed_records: u64,
     /// Thread names the kernel reported (`PERF_RECORD_COMM`), by tid.
     pub thread_names: Vec<(u32, String)>,
 }

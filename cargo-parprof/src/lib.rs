@@ -2,4 +2,9 @@
 //! analyse them with the probes' trace, and write the reports.
 
 pub mod analysis;
+pub mod cli;
+pub mod collect;
 pub mod kernel;
+pub mod launch;
+pub mod symbolize;
+pub mod target;

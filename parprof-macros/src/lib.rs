@@ -1,18 +1,69 @@
-//! Procedural macros of parprof. Use them through `parprof_rt`.
+//! Procedural macros of parprof. Use them through `parprof_rt`, which re-exports them: the
+//! generated code calls into `::parprof_rt`.
 use proc_macro::TokenStream;
-use quote::quote;
 
-/// Timestamped entry/exit probe (minimal version; to be completed).
+mod probe;
+
+/// Records a timestamped entry and exit event each time the annotated function runs.
+///
+/// ```
+/// #[parprof_rt::probe]
+/// fn hot_kernel(x: &[f32]) -> f32 {
+///     x.iter().sum()
+/// }
+/// # assert_eq!(hot_kernel(&[1.0, 2.0]), 3.0);
+/// ```
+///
+/// The exit is recorded by a guard dropped when the function is left by any path: a return,
+/// `?`, the end of the body, or a panic unwinding through it. The function's signature,
+/// attributes and body are kept as written; the probe adds two statements in front of the
+/// body, so type inference and `return` behave as before. The probe registers its site once
+/// (one `static` per function); afterwards a call records only an id and a timestamp, and with
+/// recording off it costs one predictable branch. The `off` feature of `parprof-rt` removes
+/// probes entirely.
+///
+/// # Where it applies
+///
+/// - **A function** (free, generic, `unsafe`, `extern "C"`, a trait method with a body, …).
+///   The probe is named `module::path::function`.
+/// - **A method with a `self` receiver**, annotated alone: named `module::Type::method`. The
+///   macro cannot see the surrounding `impl`, so the runtime takes the type's name from
+///   `std::any::type_name::<Self>()` (generic arguments dropped) when the probe first runs.
+/// - **An associated function without receiver** (such as `fn new() -> Self`), annotated
+///   alone: named `module::function`, without the type, because nothing in the function
+///   names it. Annotate the `impl` block instead to get the type in the name.
+/// - **An `impl` block** (inherent or trait impl): every function in it is probed and named
+///   `module::Type::function` after the impl's self type. When the self type is not a plain
+///   type name of this module (a path such as `other::Type`, a reference, a slice, a generic
+///   parameter), the name comes from `type_name::<Self>()` at run time as above. Exclude a
+///   function with `#[probe(skip)]`; rename one with `#[probe(name = "...")]`.
+///
+/// ```
+/// struct Grid<T>(Vec<T>);
+///
+/// #[parprof_rt::probe]
+/// impl<T: Copy> Grid<T> {
+///     fn step(&mut self) {}                  // probe `module::Grid::step`
+///
+///     #[probe(skip)]
+///     fn len(&self) -> usize { self.0.len() } // not probed
+/// }
+/// # Grid(vec![1]).step();
+/// ```
+///
+/// # Arguments
+///
+/// - `name = "..."` names the probe instead of the default path.
+/// - `skip` excludes a function of a probed `impl` block.
+///
+/// # Not supported
+///
+/// - `async fn`: the guard would live across `.await` points and so count time in which the
+///   future is not being polled. Probe the synchronous functions it calls.
+/// - `const fn`: a probe reads a clock at run time, which a function evaluated at compile
+///   time cannot do.
+/// - Function declarations without a body, and items other than functions and `impl` blocks.
 #[proc_macro_attribute]
-pub fn probe(_attr: TokenStream, item: TokenStream) -> TokenStream {
-    let mut f: syn::ItemFn = syn::parse_macro_input!(item);
-    let name = f.sig.ident.to_string();
-    let body = &f.block;
-    f.block = syn::parse_quote!({
-        static __PARPROF_SITE: ::parprof_rt::__private::Site =
-            ::parprof_rt::__private::Site::new(concat!(module_path!(), "::", #name), file!(), line!());
-        let __parprof_guard = ::parprof_rt::__private::enter(&__PARPROF_SITE);
-        #body
-    });
-    quote!(#f).into()
+pub fn probe(attr: TokenStream, item: TokenStream) -> TokenStream {
+    probe::expand(attr.into(), item.into()).into()
 }

@@ -1,0 +1,888 @@
+//! Kernel-event collection with `perf_event_open` for one profiled process and everything it
+//! starts.
+//!
+//! One cpu-clock sampling event is opened per online CPU on the (still suspended) child with
+//! `inherit`, because the kernel refuses to `mmap` inherited per-task events (`cpu = -1`).
+//! The same event carries the side-band records: context switches, mmaps, comm and
+//! fork/exit. Everything is user-space only (`exclude_kernel`, `exclude_hv`), which is what
+//! `perf_event_paranoid = 2` allows an unprivileged user on their own processes. The events
+//! start at the child's `exec` (`enable_on_exec`), so nothing of the profiler's own pre-exec
+//! code is recorded. A collector thread drains the ring buffers while the child runs.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use perf_event::events::{Hardware, Software};
+use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
+
+use crate::kernel::{Capabilities, Capability, CpuSample, KernelRecords, SwitchKind, SwitchRecord};
+use crate::symbolize::{ExecEvent, ForkEvent, Mapping, SideBand};
+
+/// Set to `1` in the profiler's environment to take the same path as a kernel that refuses
+/// `perf_event_open` with `EACCES` (for tests of the degraded mode).
+pub const SIMULATE_REFUSED_ENV: &str = "PARPROF_SIMULATE_PERF_REFUSED";
+
+/// Settings of the kernel-event collection.
+#[derive(Clone, Debug)]
+pub struct CollectOptions {
+    /// cpu-clock sampling frequency, per thread, in Hz.
+    pub frequency_hz: u64,
+    /// Ring buffer size per CPU in KiB (rounded up to a power of two pages). The default,
+    /// 512 KiB, fits in the default unprivileged budget (`kernel.perf_event_mlock_kb` = 516
+    /// per CPU, the extra page being the kernel's header page).
+    pub ring_buffer_kib: usize,
+    /// Symbolise the samples' call chains after the run.
+    pub symbolize: bool,
+    /// Behave as if the kernel refused `perf_event_open` (`EACCES`).
+    pub simulate_perf_refused: bool,
+}
+
+impl Default for CollectOptions {
+    fn default() -> Self {
+        CollectOptions {
+            frequency_hz: 999,
+            ring_buffer_kib: 512,
+            symbolize: true,
+            simulate_perf_refused: std::env::var_os(SIMULATE_REFUSED_ENV).is_some_and(|v| v == "1"),
+        }
+    }
+}
+
+/// What a finished collection produced: the records for the analyses, plus what
+/// symbolisation needs.
+#[derive(Clone, Debug, Default)]
+pub struct Collected {
+    pub kernel: KernelRecords,
+    /// Process of each of `kernel.samples`, same order.
+    pub sample_pids: Vec<u32>,
+    pub side_band: SideBand,
+}
+
+/// A running collection, from [`Collector::attach`] to [`Collector::finish`].
+pub struct Collector {
+    capabilities: Capabilities,
+    period_ns: u64,
+    worker: Option<(Arc<AtomicBool>, JoinHandle<Parsed>)>,
+}
+
+impl Collector {
+    /// Opens the events on `pid`, which should be a forked child that has not called `exec`
+    /// yet (the events are enabled by its `exec`). Refusals by the kernel are not errors: they
+    /// are recorded in [`Collector::capabilities`] and the run goes on without those records.
+    pub fn attach(pid: u32, opts: &CollectOptions) -> Collector {
+        let freq = opts.frequency_hz.clamp(1, 100_000);
+        // cpu-clock is an hrtimer, so the kernel maps a frequency to a fixed period anyway;
+        // asking for the period directly makes every sample worth exactly `period_ns`.
+        let period_ns = 1_000_000_000 / freq;
+        let ring_bytes = opts.ring_buffer_kib.max(4) * 1024;
+        let opener = Opener {
+            pid,
+            simulate_refused: opts.simulate_perf_refused,
+        };
+
+        let mut capabilities = Capabilities {
+            hardware_counters: opener.probe_hardware(),
+            ..Capabilities::default()
+        };
+        let samplers = match opener.open_recording(period_ns, ring_bytes) {
+            Ok((samplers, switches, samples)) => {
+                capabilities.context_switches = switches;
+                capabilities.cpu_samples = samples;
+                samplers
+            }
+            Err((switches, samples)) => {
+                capabilities.context_switches = switches;
+                capabilities.cpu_samples = samples;
+                Vec::new()
+            }
+        };
+
+        let worker = if samplers.is_empty() {
+            None
+        } else {
+            let stop = Arc::new(AtomicBool::new(false));
+            let stop2 = Arc::clone(&stop);
+            let spawned = std::thread::Builder::new()
+                .name("parprof-collect".into())
+                .spawn(move || drain_until_stopped(samplers, &stop2));
+            match spawned {
+                Ok(handle) => Some((stop, handle)),
+                Err(e) => {
+                    let why = format!("could not start the collector thread: {e}");
+                    capabilities.context_switches = Capability::no(why.clone());
+                    capabilities.cpu_samples = Capability::no(why);
+                    None
+                }
+            }
+        };
+        Collector {
+            capabilities,
+            period_ns,
+            worker,
+        }
+    }
+
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+
+    /// Stops the collection after one last drain and returns the records sorted by time.
+    /// Call it after the child has exited so that its last records are in the buffers.
+    pub fn finish(mut self) -> Collected {
+        let parsed = match self.worker.take() {
+            Some((stop, handle)) => {
+                stop.store(true, Ordering::Release);
+                // A panic in the collector loses the records, not the run.
+                handle.join().unwrap_or_default()
+            }
+            None => Parsed::default(),
+        };
+        parsed.into_collected(self.capabilities.clone(), self.period_ns)
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        if let Some((stop, _)) = &self.worker {
+            stop.store(true, Ordering::Release);
+        }
+    }
+}
+
+struct Opener {
+    pid: u32,
+    simulate_refused: bool,
+}
+
+type Refused = (Capability, Capability);
+
+impl Opener {
+    /// Every `perf_event_open` goes through here so that a simulated refusal takes the same
+    /// path as a real one.
+    fn open(&self, builder: &Builder) -> io::Result<Counter> {
+        if self.simulate_refused {
+            return Err(io::Error::from_raw_os_error(libc::EACCES));
+        }
+        builder.build()
+    }
+
+    fn probe_hardware(&self) -> Capability {
+        let mut b = Builder::new(Hardware::INSTRUCTIONS);
+        b.observe_pid(self.pid as libc::pid_t)
+            .any_cpu()
+            .inherit(true)
+            .exclude_kernel(true);
+        match self.open(&b) {
+            Ok(_) => Capability::yes(),
+            Err(e) => Capability::no(format!(
+                "hardware counters unavailable: perf_event_open(instructions) failed with {}; \
+                 {} only software events (task-clock, context switches, page faults) are used",
+                describe_errno(&e),
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV)
+                ) {
+                    "this machine (typically a virtual machine) exposes no hardware PMU;"
+                } else {
+                    "see the reason above;"
+                }
+            )),
+        }
+    }
+
+    /// Opens and maps one event per online CPU, degrading step by step: without context
+    /// switches for kernels that lack `PERF_RECORD_SWITCH`, without samples if only the
+    /// side-band event is allowed.
+    fn open_recording(
+        &self,
+        period_ns: u64,
+        ring_bytes: usize,
+    ) -> Result<(Vec<Sampler>, Capability, Capability), Refused> {
+        let cpus = online_cpus();
+        let first = match self.open_all(&cpus, Some(period_ns), true, ring_bytes) {
+            Ok(s) => return Ok((s, Capability::yes(), Capability::yes())),
+            Err(e) => e,
+        };
+        if is_refusal(&first) {
+            return Err(refused_both(&first, self.simulate_refused));
+        }
+        if let Ok(s) = self.open_all(&cpus, Some(period_ns), false, ring_bytes) {
+            let why = format!(
+                "context-switch records unavailable ({}), so times are not corrected for \
+                 switched-out intervals; PERF_RECORD_SWITCH needs Linux 4.3 or later",
+                describe_errno(&first)
+            );
+            return Ok((s, Capability::no(why), Capability::yes()));
+        }
+        if let Ok(s) = self.open_all(&cpus, None, true, ring_bytes) {
+            let why = format!(
+                "cpu-clock sampling unavailable ({})",
+                describe_errno(&first)
+            );
+            return Ok((s, Capability::yes(), Capability::no(why)));
+        }
+        let why = format!("perf_event_open failed with {}", describe_errno(&first));
+        Err((
+            Capability::no(format!(
+                "context-switch records unavailable: {why}; times are not corrected for \
+                 switched-out intervals"
+            )),
+            Capability::no(format!("CPU samples unavailable: {why}")),
+        ))
+    }
+
+    fn open_all(
+        &self,
+        cpus: &[usize],
+        period_ns: Option<u64>,
+        switches: bool,
+        ring_bytes: usize,
+    ) -> io::Result<Vec<Sampler>> {
+        let mut out = Vec::with_capacity(cpus.len());
+        for &cpu in cpus {
+            let b = recording_builder(self.pid, cpu, period_ns, switches, ring_bytes);
+            let counter = match self.open(&b) {
+                Ok(c) => c,
+                // A CPU that went offline since we listed them.
+                Err(e) if e.raw_os_error() == Some(libc::ENODEV) && !out.is_empty() => continue,
+                Err(e) => return Err(e),
+            };
+            out.push(map_ring(counter, ring_bytes)?);
+        }
+        if out.is_empty() {
+            return Err(io::Error::from_raw_os_error(libc::ENODEV));
+        }
+        Ok(out)
+    }
+}
+
+/// `PERF_SAMPLE_*` of the sample records and, via `sample_id_all`, of the trailer of every
+/// other record; the parser below relies on exactly these.
+fn sample_flags() -> SampleFlag {
+    SampleFlag::IP | SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU | SampleFlag::CALLCHAIN
+}
+
+fn recording_builder(
+    pid: u32,
+    cpu: usize,
+    period_ns: Option<u64>,
+    switches: bool,
+    ring_bytes: usize,
+) -> Builder<'static> {
+    let mut b = match period_ns {
+        Some(_) => Builder::new(Software::CPU_CLOCK),
+        None => Builder::new(Software::DUMMY),
+    };
+    b.observe_pid(pid as libc::pid_t)
+        .one_cpu(cpu)
+        .inherit(true)
+        .exclude_kernel(true)
+        .exclude_hv(true)
+        .exclude_callchain_kernel(true)
+        .enable_on_exec(true)
+        .clockid(Clock::MONOTONIC)
+        .sample_id_all(true)
+        .sample(sample_flags())
+        .context_switch(switches)
+        .mmap(true)
+        .mmap2(true)
+        .comm(true)
+        .comm_exec(true)
+        .task(true)
+        // Wake the collector well before the buffer fills; it also polls on a timeout.
+        .wakeup_watermark((ring_bytes / 4).max(4096));
+    if let Some(p) = period_ns {
+        b.sample_period(p);
+    }
+    b
+}
+
+/// Maps the ring buffer, halving its size while the locked-memory budget refuses it
+/// (`perf_event_mlock_kb`, `RLIMIT_MEMLOCK`), e.g. when several runs share the budget.
+fn map_ring(counter: Counter, ring_bytes: usize) -> io::Result<Sampler> {
+    const MIN_RING: usize = 16 * 1024;
+    let mut size = ring_bytes.max(MIN_RING);
+    loop {
+        // `Counter::sampled` consumes the counter even when the mapping fails, so probe first.
+        match try_mmap_size(&counter, size) {
+            Ok(()) => return counter.sampled(size),
+            Err(e)
+                if size > MIN_RING
+                    && matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOMEM)) =>
+            {
+                size /= 2;
+            }
+            // Without an errno this is not mistaken for a refusal of perf_event_open itself.
+            Err(e) => {
+                return Err(io::Error::other(format!(
+                    "mapping the perf ring buffer failed ({}); raise \
+                     `kernel.perf_event_mlock_kb` or `ulimit -l`",
+                    describe_errno(&e)
+                )));
+            }
+        }
+    }
+}
+
+/// Whether a ring buffer of `size` bytes (plus the header page) can be mapped for `counter`.
+fn try_mmap_size(counter: &Counter, size: usize) -> io::Result<()> {
+    let page = page_size();
+    let len = page + size.next_power_of_two().max(page);
+    // SAFETY: a fresh shared mapping of the perf fd, unmapped right away; nothing reads it.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            counter.as_raw_fd(),
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `ptr` and `len` are exactly the mapping created above.
+    unsafe { libc::munmap(ptr, len) };
+    Ok(())
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 { p as usize } else { 4096 }
+}
+
+/// The online CPUs from `/sys/devices/system/cpu/online` ("0-3,6"), else `0..n`.
+fn online_cpus() -> Vec<usize> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(s.trim()))
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (0..n).collect()
+        })
+}
+
+fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                if b < a || b - a > 1 << 16 {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    Some(out)
+}
+
+fn is_refusal(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EACCES | libc::EPERM | libc::ENOENT | libc::ENOSYS)
+    )
+}
+
+fn paranoid_level() -> Option<i32> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
+
+fn refused_both(e: &io::Error, simulated: bool) -> Refused {
+    let code = e.raw_os_error().unwrap_or(0);
+    let paranoid = paranoid_level();
+    let level = paranoid.map_or("unknown".to_string(), |p| p.to_string());
+    let advice = if matches!(code, libc::ENOSYS | libc::ENOENT) {
+        "this kernel has no perf events support (CONFIG_PERF_EVENTS) or blocks the syscall"
+            .to_string()
+    } else {
+        let mut a = format!(
+            "allow it with `sudo sysctl kernel.perf_event_paranoid=2` (or lower; \
+             current value: {level})"
+        );
+        if paranoid.is_some_and(|p| p <= 2) && !simulated {
+            a.push_str(
+                "; the level already allows it, so a container or seccomp policy or a \
+                 security module refuses the syscall",
+            );
+        }
+        a
+    };
+    let sim = if simulated {
+        format!(" [simulated by {SIMULATE_REFUSED_ENV}=1]")
+    } else {
+        String::new()
+    };
+    let why = format!("perf_event_open was refused ({}){sim}", describe_errno(e));
+    (
+        Capability::no(format!(
+            "context-switch records unavailable: {why}, so times are not corrected for \
+             switched-out intervals; {advice}"
+        )),
+        Capability::no(format!("CPU samples unavailable: {why}; {advice}")),
+    )
+}
+
+fn describe_errno(e: &io::Error) -> String {
+    let name = match e.raw_os_error() {
+        Some(libc::EACCES) => "EACCES",
+        Some(libc::EPERM) => "EPERM",
+        Some(libc::ENOENT) => "ENOENT",
+        Some(libc::ENOSYS) => "ENOSYS",
+        Some(libc::EOPNOTSUPP) => "EOPNOTSUPP",
+        Some(libc::EINVAL) => "EINVAL",
+        Some(libc::E2BIG) => "E2BIG",
+        Some(libc::ENODEV) => "ENODEV",
+        Some(libc::EBUSY) => "EBUSY",
+        Some(libc::ESRCH) => "ESRCH",
+        Some(libc::EMFILE) => "EMFILE",
+        Some(libc::ENOMEM) => "ENOMEM",
+        _ => return e.to_string(),
+    };
+    let text = e.to_string();
+    // io::Error's text ends in "(os error N)", which the name makes redundant.
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    format!("{name}: {text}")
+}
+
+fn drain_until_stopped(mut samplers: Vec<Sampler>, stop: &AtomicBool) -> Parsed {
+    let mut parsed = Parsed::default();
+    let mut hung_up = vec![false; samplers.len()];
+    loop {
+        // Read the flag before draining: records written before the child's exit are then
+        // certainly in this last drain.
+        let stopping = stop.load(Ordering::Acquire);
+        for s in &mut samplers {
+            drain(s, &mut parsed);
+        }
+        if stopping {
+            return parsed;
+        }
+        // A hung-up fd (its first task exited) polls ready forever, but inherited tasks may
+        // still write to its buffer: keep draining it, stop polling it.
+        let mut fds: Vec<libc::pollfd> = samplers
+            .iter()
+            .zip(&hung_up)
+            .filter(|(_, h)| !**h)
+            .map(|(s, _)| libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        if fds.is_empty() {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfds.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
+        if n > 0 {
+            for fd in &fds {
+                if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+                    if let Some(i) = samplers.iter().position(|s| s.as_raw_fd() == fd.fd) {
+                        hung_up[i] = true;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn drain(sampler: &mut Sampler, parsed: &mut Parsed) {
+    while let Some(record) = sampler.next_record() {
+        let ty = record.ty();
+        let misc = record.misc();
+        let body: Cow<[u8]> = record.to_contiguous();
+        if parse_record(ty, misc, &body, parsed).is_none() {
+            parsed.malformed += 1;
+        }
+    }
+}
+
+const PERF_RECORD_MMAP: u32 = 1;
+const PERF_RECORD_LOST: u32 = 2;
+const PERF_RECORD_COMM: u32 = 3;
+const PERF_RECORD_FORK: u32 = 7;
+const PERF_RECORD_SAMPLE: u32 = 9;
+const PERF_RECORD_MMAP2: u32 = 10;
+const PERF_RECORD_LOST_SAMPLES: u32 = 13;
+const PERF_RECORD_SWITCH: u32 = 14;
+
+const PERF_RECORD_MISC_SWITCH_OUT: u16 = 0x2000;
+const PERF_RECORD_MISC_SWITCH_OUT_PREEMPT: u16 = 0x4000;
+const PERF_RECORD_MISC_COMM_EXEC: u16 = 0x2000;
+/// Call-chain entries at or above this are context markers (`PERF_CONTEXT_USER`, …).
+const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
+/// The `sample_id_all` trailer for TID|TIME|CPU: pid, tid, time, cpu, reserved.
+const TRAILER_LEN: usize = 24;
+/// Bounds what one corrupt `nr` can make us allocate.
+const MAX_CALLCHAIN: u64 = 4096;
+
+#[derive(Clone, Debug)]
+struct Comm {
+    time_ns: u64,
+    tid: u32,
+    name: String,
+}
+
+#[derive(Default)]
+struct Parsed {
+    switches: Vec<SwitchRecord>,
+    samples: Vec<(CpuSample, u32)>,
+    maps: Vec<Mapping>,
+    comms: Vec<Comm>,
+    forks: Vec<ForkEvent>,
+    execs: Vec<ExecEvent>,
+    lost: u64,
+    malformed: u64,
+}
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Cursor { buf, pos: 0 }
+    }
+    fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let b = self.buf.get(self.pos..end)?;
+        self.pos = end;
+        Some(b)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.bytes(4)
+            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        let b = self.bytes(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Some(u64::from_ne_bytes(a))
+    }
+}
+
+struct Trailer {
+    tid: u32,
+    time_ns: u64,
+    cpu: u32,
+}
+
+/// The `sample_id_all` trailer at the end of a non-sample record.
+fn trailer(body: &[u8]) -> Option<Trailer> {
+    let start = body.len().checked_sub(TRAILER_LEN)?;
+    let mut c = Cursor::new(&body[start..]);
+    let _pid = c.u32()?;
+    Some(Trailer {
+        tid: c.u32()?,
+        time_ns: c.u64()?,
+        cpu: c.u32()?,
+    })
+}
+
+/// A NUL-padded string between `from` and the trailer.
+fn padded_str(body: &[u8], from: usize) -> Option<&[u8]> {
+    let end = body.len().checked_sub(TRAILER_LEN)?;
+    let raw = body.get(from..end)?;
+    Some(raw.split(|&b| b == 0).next().unwrap_or(raw))
+}
+
+/// Decodes one record into `out`; `None` if it is malformed.
+fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()> {
+    let mut c = Cursor::new(body);
+    match ty {
+        PERF_RECORD_SAMPLE => {
+            let ip = c.u64()?;
+            let (pid, tid) = (c.u32()?, c.u32()?);
+            let time_ns = c.u64()?;
+            let cpu = c.u32()?;
+            let _res = c.u32()?;
+            let nr = c.u64()?;
+            if nr > MAX_CALLCHAIN || (nr as usize) * 8 > body.len() - c.pos {
+                return None;
+            }
+            let mut callchain = Vec::with_capacity(nr as usize);
+            for _ in 0..nr {
+                let a = c.u64()?;
+                if a < PERF_CONTEXT_MAX && a != 0 {
+                    callchain.push(a);
+                }
+            }
+            if callchain.is_empty() && ip != 0 {
+                callchain.push(ip);
+            }
+            out.samples.push((
+                CpuSample {
+                    time_ns,
+                    tid,
+                    cpu,
+                    callchain,
+                },
+                pid,
+            ));
+        }
+        PERF_RECORD_SWITCH => {
+            let t = trailer(body)?;
+            let kind = if misc & PERF_RECORD_MISC_SWITCH_OUT == 0 {
+                SwitchKind::In
+            } else if misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0 {
+                SwitchKind::OutPreempted
+            } else {
+                SwitchKind::OutVoluntary
+            };
+            out.switches.push(SwitchRecord {
+                time_ns: t.time_ns,
+                tid: t.tid,
+                cpu: t.cpu,
+                kind,
+            });
+        }
+        PERF_RECORD_MMAP | PERF_RECORD_MMAP2 => {
+            let (pid, _tid) = (c.u32()?, c.u32()?);
+            let (start, len, pgoff) = (c.u64()?, c.u64()?, c.u64()?);
+            if ty == PERF_RECORD_MMAP2 {
+                // maj, min, ino, ino_generation (or build id), prot, flags.
+                c.bytes(24 + 8)?;
+            }
+            let name = padded_str(body, c.pos)?;
+            let t = trailer(body)?;
+            out.maps.push(Mapping {
+                time_ns: t.time_ns,
+                pid,
+                start,
+                len,
+                pgoff,
+                path: PathBuf::from(OsStr::from_bytes(name)),
+            });
+        }
+        PERF_RECORD_COMM => {
+            let (pid, tid) = (c.u32()?, c.u32()?);
+            let name = padded_str(body, c.pos)?;
+            let t = trailer(body)?;
+            out.comms.push(Comm {
+                time_ns: t.time_ns,
+                tid,
+                name: String::from_utf8_lossy(name).into_owned(),
+            });
+            if misc & PERF_RECORD_MISC_COMM_EXEC != 0 {
+                out.execs.push(ExecEvent {
+                    time_ns: t.time_ns,
+                    pid,
+                });
+            }
+        }
+        PERF_RECORD_FORK => {
+            let (pid, ppid, tid, ptid) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+            let time_ns = c.u64()?;
+            out.forks.push(ForkEvent {
+                time_ns,
+                pid,
+                ppid,
+                tid,
+                ptid,
+            });
+        }
+        PERF_RECORD_LOST => {
+            let _id = c.u64()?;
+            out.lost = out.lost.saturating_add(c.u64()?);
+        }
+        PERF_RECORD_LOST_SAMPLES => {
+            out.lost = out.lost.saturating_add(c.u64()?);
+        }
+        // EXIT, THROTTLE and anything newer carry nothing we use.
+        _ => {}
+    }
+    Some(())
+}
+
+impl Parsed {
+    fn into_collected(self, capabilities: Capabilities, period_ns: u64) -> Collected {
+        let Parsed {
+            mut switches,
+            mut samples,
+            maps,
+            comms,
+            forks,
+            execs,
+            lost,
+            malformed,
+        } = self;
+        switches.sort_by_key(|s| (s.time_ns, s.tid));
+        samples.sort_by_key(|(s, _)| s.time_ns);
+        let thread_names = thread_names(&comms, &forks);
+        let (samples, sample_pids): (Vec<CpuSample>, Vec<u32>) = samples.into_iter().unzip();
+        Collected {
+            kernel: KernelRecords {
+                capabilities,
+                switches,
+                samples,
+                sample_stacks: Vec::new(),
+                sample_period_ns: period_ns,
+                lost_records: lost,
+                malformed_records: malformed,
+                thread_names,
+            },
+            sample_pids,
+            side_band: SideBand { maps, forks, execs },
+        }
+    }
+}
+
+/// The last name of every thread. A new thread has its creator's name until it renames
+/// itself, and the kernel reports only renames, so names are passed down the fork records.
+fn thread_names(comms: &[Comm], forks: &[ForkEvent]) -> Vec<(u32, String)> {
+    enum Ev<'a> {
+        Fork(&'a ForkEvent),
+        Comm(&'a Comm),
+    }
+    let mut events: Vec<(u64, u8, Ev)> = Vec::with_capacity(comms.len() + forks.len());
+    // At equal times a fork comes first: a thread can only rename itself once it exists.
+    events.extend(forks.iter().map(|f| (f.time_ns, 0, Ev::Fork(f))));
+    events.extend(comms.iter().map(|c| (c.time_ns, 1, Ev::Comm(c))));
+    events.sort_by_key(|(t, order, _)| (*t, *order));
+    let mut names: HashMap<u32, String> = HashMap::new();
+    for (_, _, ev) in events {
+        match ev {
+            Ev::Fork(f) => {
+                if let Some(n) = names.get(&f.ptid).cloned() {
+                    names.entry(f.tid).or_insert(n);
+                }
+            }
+            Ev::Comm(c) => {
+                names.insert(c.tid, c.name.clone());
+            }
+        }
+    }
+    let mut out: Vec<(u32, String)> = names.into_iter().collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trailer_bytes(pid: u32, tid: u32, time: u64, cpu: u32) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend(pid.to_ne_bytes());
+        v.extend(tid.to_ne_bytes());
+        v.extend(time.to_ne_bytes());
+        v.extend(cpu.to_ne_bytes());
+        v.extend(0u32.to_ne_bytes());
+        v
+    }
+
+    #[test]
+    fn switch_misc_bits_decide_the_kind() {
+        let mut p = Parsed::default();
+        let body = trailer_bytes(1, 2, 100, 1);
+        parse_record(PERF_RECORD_SWITCH, 0, &body, &mut p).unwrap();
+        parse_record(PERF_RECORD_SWITCH, 0x2000, &body, &mut p).unwrap();
+        parse_record(PERF_RECORD_SWITCH, 0x6000, &body, &mut p).unwrap();
+        let kinds: Vec<_> = p.switches.iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                SwitchKind::In,
+                SwitchKind::OutVoluntary,
+                SwitchKind::OutPreempted
+            ]
+        );
+        assert_eq!(
+            (p.switches[0].tid, p.switches[0].time_ns, p.switches[0].cpu),
+            (2, 100, 1)
+        );
+    }
+
+    #[test]
+    fn samples_drop_context_markers_and_malformed_records_are_rejected() {
+        let mut body = Vec::new();
+        body.extend(0x1234u64.to_ne_bytes());
+        body.extend(7u32.to_ne_bytes());
+        body.extend(8u32.to_ne_bytes());
+        body.extend(55u64.to_ne_bytes());
+        body.extend(1u32.to_ne_bytes());
+        body.extend(0u32.to_ne_bytes());
+        body.extend(3u64.to_ne_bytes());
+        body.extend((-512i64 as u64).to_ne_bytes()); // PERF_CONTEXT_USER
+        body.extend(0x1234u64.to_ne_bytes());
+        body.extend(0x5678u64.to_ne_bytes());
+        let mut p = Parsed::default();
+        parse_record(PERF_RECORD_SAMPLE, 0, &body, &mut p).unwrap();
+        assert_eq!(p.samples[0].0.callchain, [0x1234, 0x5678]);
+        assert_eq!(p.samples[0].1, 7);
+
+        // Truncated chain, and an absurd `nr`.
+        assert!(parse_record(PERF_RECORD_SAMPLE, 0, &body[..body.len() - 4], &mut p).is_none());
+        let mut huge = body.clone();
+        huge[32..40].copy_from_slice(&u64::MAX.to_ne_bytes());
+        assert!(parse_record(PERF_RECORD_SAMPLE, 0, &huge, &mut p).is_none());
+        assert!(parse_record(PERF_RECORD_SWITCH, 0, &[0; 7], &mut p).is_none());
+        assert!(parse_record(PERF_RECORD_MMAP2, 0, &[0; 30], &mut p).is_none());
+    }
+
+    #[test]
+    fn thread_names_follow_forks_and_renames() {
+        let comms = vec![
+            Comm {
+                time_ns: 1,
+                tid: 10,
+                name: "main".into(),
+            },
+            Comm {
+                time_ns: 5,
+                tid: 11,
+                name: "worker".into(),
+            },
+        ];
+        let forks = vec![
+            ForkEvent {
+                time_ns: 3,
+                pid: 10,
+                ppid: 10,
+                tid: 11,
+                ptid: 10,
+            },
+            ForkEvent {
+                time_ns: 4,
+                pid: 10,
+                ppid: 10,
+                tid: 12,
+                ptid: 10,
+            },
+        ];
+        assert_eq!(
+            thread_names(&comms, &forks),
+            [
+                (10, "main".into()),
+                (11, "worker".into()),
+                (12, "main".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+}

@@ -1,0 +1,330 @@
+//! Symbolisation of sampled user call chains with blazesym.
+//!
+//! The profiled process has usually exited by the time we symbolise, so `/proc/<pid>/maps` is
+//! gone: the address space is rebuilt from the kernel's `PERF_RECORD_MMAP2`, `FORK` and
+//! exec-`COMM` records, and each address is turned into a file offset that blazesym resolves
+//! against the ELF file (symbols, DWARF line tables, inlined frames, demangled names). File
+//! offsets rather than virtual addresses make the PIE load bias and shared-library placement
+//! irrelevant.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use blazesym::symbolize::source::{Elf, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+
+use crate::kernel::{CpuSample, Frame};
+
+/// An executable mapping reported by `PERF_RECORD_MMAP2` (or `MMAP`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    pub time_ns: u64,
+    pub pid: u32,
+    pub start: u64,
+    pub len: u64,
+    /// File offset of `start`.
+    pub pgoff: u64,
+    /// A path, or a kernel label such as `[vdso]` or `//anon`.
+    pub path: PathBuf,
+}
+
+/// A `PERF_RECORD_FORK`: `pid == ppid` for a new thread, otherwise a new process that starts
+/// with a copy of its parent's address space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForkEvent {
+    pub time_ns: u64,
+    pub pid: u32,
+    pub ppid: u32,
+    pub tid: u32,
+    pub ptid: u32,
+}
+
+/// An exec (a `PERF_RECORD_COMM` with the exec flag): the address space of `pid` starts over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecEvent {
+    pub time_ns: u64,
+    pub pid: u32,
+}
+
+/// The kernel's side-band records that describe address spaces over time.
+#[derive(Clone, Debug, Default)]
+pub struct SideBand {
+    pub maps: Vec<Mapping>,
+    pub forks: Vec<ForkEvent>,
+    pub execs: Vec<ExecEvent>,
+}
+
+/// Bounded so that a fork cycle in corrupt records cannot recurse forever.
+const MAX_FORK_DEPTH: usize = 32;
+
+struct AddressSpaces<'a> {
+    /// Per pid, sorted by time.
+    maps: HashMap<u32, Vec<&'a Mapping>>,
+    /// Per pid, sorted.
+    execs: HashMap<u32, Vec<u64>>,
+    /// The process fork that created each pid.
+    parent: HashMap<u32, ForkEvent>,
+}
+
+impl<'a> AddressSpaces<'a> {
+    fn new(side: &'a SideBand) -> Self {
+        let mut maps: HashMap<u32, Vec<&Mapping>> = HashMap::new();
+        for m in &side.maps {
+            maps.entry(m.pid).or_default().push(m);
+        }
+        for v in maps.values_mut() {
+            v.sort_by_key(|m| m.time_ns);
+        }
+        let mut execs: HashMap<u32, Vec<u64>> = HashMap::new();
+        for e in &side.execs {
+            execs.entry(e.pid).or_default().push(e.time_ns);
+        }
+        for v in execs.values_mut() {
+            v.sort_unstable();
+        }
+        let mut parent = HashMap::new();
+        for f in side.forks.iter().filter(|f| f.pid != f.ppid) {
+            parent.entry(f.pid).or_insert(*f);
+        }
+        AddressSpaces {
+            maps,
+            execs,
+            parent,
+        }
+    }
+
+    fn lookup(&self, pid: u32, time_ns: u64, addr: u64) -> Option<&'a Mapping> {
+        self.lookup_at(pid, time_ns, addr, 0)
+            // Records of one instant can arrive in any order across CPUs; an address that is
+            // only explained by a mapping "from the future" is still best explained by it.
+            .or_else(|| self.any_mapping(pid, addr))
+    }
+
+    fn lookup_at(&self, pid: u32, time_ns: u64, addr: u64, depth: usize) -> Option<&'a Mapping> {
+        let last_exec = self
+            .execs
+            .get(&pid)
+            .and_then(|v| v.iter().rev().find(|&&t| t <= time_ns).copied());
+        let epoch_start = last_exec.unwrap_or(0);
+        if let Some(maps) = self.maps.get(&pid) {
+            let found = maps
+                .iter()
+                .rev()
+                .filter(|m| m.time_ns <= time_ns && m.time_ns >= epoch_start)
+                .find(|m| contains(m, addr));
+            if found.is_some() {
+                return found.copied();
+            }
+        }
+        // Without an exec since its fork, a process still runs its parent's image, whose
+        // mappings the kernel does not report again.
+        if last_exec.is_none() && depth < MAX_FORK_DEPTH {
+            if let Some(f) = self.parent.get(&pid) {
+                return self.lookup_at(f.ppid, f.time_ns, addr, depth + 1);
+            }
+        }
+        None
+    }
+
+    fn any_mapping(&self, pid: u32, addr: u64) -> Option<&'a Mapping> {
+        self.maps
+            .get(&pid)?
+            .iter()
+            .rev()
+            .find(|m| contains(m, addr))
+            .copied()
+    }
+}
+
+fn contains(m: &Mapping, addr: u64) -> bool {
+    addr >= m.start && addr - m.start < m.len
+}
+
+/// What one call-chain entry resolved to before symbolisation.
+#[derive(Clone, Copy)]
+enum Site<'a> {
+    Unknown,
+    /// Mapped, but not something blazesym can open (`[vdso]`, anonymous memory, …).
+    Label(&'a Mapping),
+    File(&'a Mapping, u64),
+}
+
+fn is_file(path: &Path) -> bool {
+    path.is_absolute()
+}
+
+/// A short name for frames we cannot symbolise: `[libfoo.so]`, `[vdso]`, `[unknown]`.
+fn module_label(m: &Mapping) -> String {
+    let text = m.path.to_string_lossy();
+    if text.starts_with('[') {
+        return text.into_owned();
+    }
+    match m.path.file_name().map(OsStr::to_string_lossy) {
+        Some(name) if is_file(&m.path) => format!("[{name}]"),
+        _ => "[unknown]".to_string(),
+    }
+}
+
+/// Symbolises each sample's call chain (leaf first, raw instruction pointers) into frames,
+/// root first. `pids[i]` is the process of `samples[i]`. The result has one stack per sample.
+pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -> Vec<Vec<Frame>> {
+    let spaces = AddressSpaces::new(side);
+
+    // Return addresses point after the call; one byte back lands inside the call instruction,
+    // which is the line and inlining context the caller was actually in.
+    let sites: Vec<Vec<Site>> = samples
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let pid = pids.get(i).copied().unwrap_or(s.tid);
+            s.callchain
+                .iter()
+                .enumerate()
+                .map(|(depth, &ip)| {
+                    let addr = if depth == 0 { ip } else { ip.saturating_sub(1) };
+                    match spaces.lookup(pid, s.time_ns, addr) {
+                        None => Site::Unknown,
+                        Some(m) if !is_file(&m.path) => Site::Label(m),
+                        Some(m) => Site::File(m, addr - m.start + m.pgoff),
+                    }
+                })
+                .collect()
+        })
+        .collect();
+
+    let mut offsets_by_file: HashMap<&Path, Vec<u64>> = HashMap::new();
+    for site in sites.iter().flatten() {
+        if let Site::File(m, off) = site {
+            offsets_by_file
+                .entry(m.path.as_path())
+                .or_default()
+                .push(*off);
+        }
+    }
+
+    let symbolizer = Symbolizer::builder()
+        .enable_code_info(true)
+        .enable_inlined_fns(true)
+        .enable_demangling(true)
+        .build();
+    let mut resolved: HashMap<(&Path, u64), Vec<Frame>> = HashMap::new();
+    for (path, mut offsets) in offsets_by_file {
+        offsets.sort_unstable();
+        offsets.dedup();
+        let src = Source::Elf(Elf::new(path));
+        // A file that vanished or is not ELF leaves its frames as `[libname]`.
+        let Ok(syms) = symbolizer.symbolize(&src, Input::FileOffset(&offsets)) else {
+            continue;
+        };
+        for (off, sym) in offsets.iter().zip(syms) {
+            if let Symbolized::Sym(sym) = sym {
+                let mut frames = vec![Frame {
+                    function: sym.name.into_owned(),
+                    inlined: false,
+                }];
+                frames.extend(sym.inlined.iter().map(|f| Frame {
+                    function: f.name.to_string(),
+                    inlined: true,
+                }));
+                resolved.insert((path, *off), frames);
+            }
+        }
+    }
+
+    sites
+        .iter()
+        .map(|chain| {
+            let mut stack = Vec::with_capacity(chain.len());
+            for site in chain.iter().rev() {
+                match site {
+                    Site::Unknown => stack.push(unknown_frame("[unknown]".to_string())),
+                    Site::Label(m) => stack.push(unknown_frame(module_label(m))),
+                    Site::File(m, off) => match resolved.get(&(m.path.as_path(), *off)) {
+                        Some(frames) => stack.extend(frames.iter().cloned()),
+                        None => stack.push(unknown_frame(module_label(m))),
+                    },
+                }
+            }
+            stack
+        })
+        .collect()
+}
+
+fn unknown_frame(function: String) -> Frame {
+    Frame {
+        function,
+        inlined: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(time_ns: u64, pid: u32, start: u64, path: &str) -> Mapping {
+        Mapping {
+            time_ns,
+            pid,
+            start,
+            len: 0x1000,
+            pgoff: 0,
+            path: PathBuf::from(path),
+        }
+    }
+
+    #[test]
+    fn exec_starts_a_new_address_space_and_forks_inherit_the_parent() {
+        let side = SideBand {
+            maps: vec![
+                map(10, 1, 0x1000, "/bin/old"),
+                map(30, 1, 0x1000, "/bin/new"),
+            ],
+            forks: vec![ForkEvent {
+                time_ns: 20,
+                pid: 2,
+                ppid: 1,
+                tid: 2,
+                ptid: 1,
+            }],
+            execs: vec![ExecEvent {
+                time_ns: 25,
+                pid: 1,
+            }],
+        };
+        let spaces = AddressSpaces::new(&side);
+        assert_eq!(
+            spaces.lookup(1, 15, 0x1800).unwrap().path,
+            Path::new("/bin/old")
+        );
+        assert_eq!(
+            spaces.lookup(1, 35, 0x1800).unwrap().path,
+            Path::new("/bin/new")
+        );
+        assert_eq!(
+            spaces.lookup(2, 40, 0x1800).unwrap().path,
+            Path::new("/bin/old")
+        );
+        assert!(spaces.lookup(1, 35, 0x9000).is_none());
+    }
+
+    #[test]
+    fn unmapped_and_unreadable_frames_get_labels() {
+        let side = SideBand {
+            maps: vec![
+                map(0, 1, 0x1000, "[vdso]"),
+                map(0, 1, 0x4000, "/nonexistent/libfoo.so"),
+            ],
+            ..SideBand::default()
+        };
+        let sample = CpuSample {
+            time_ns: 5,
+            tid: 1,
+            cpu: 0,
+            callchain: vec![0x1010, 0x4010, 0x9999],
+        };
+        let stacks = symbolize_samples(&[sample], &[1], &side);
+        let names: Vec<&str> = stacks[0].iter().map(|f| f.function.as_str()).collect();
+        assert_eq!(names, ["[unknown]", "[libfoo.so]", "[vdso]"]);
+    }
+}

@@ -1,0 +1,287 @@
+//! Which cargo target to profile, and building it for profiling.
+//!
+//! Resolution follows `cargo run`: `--bin/--example/--bench/--test NAME`, or the package's
+//! single (or `default-run`) binary. The build uses an optimised profile with line-table debug
+//! info, no stripping and frame pointers, without the user editing their `Cargo.toml`, in a
+//! target directory of its own so it does not invalidate the user's normal builds.
+
+use anyhow::{Context, Result, bail};
+use cargo_metadata::{Message, Metadata, Package};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TargetKind {
+    Bin,
+    Example,
+    Bench,
+    Test,
+}
+
+impl TargetKind {
+    fn matches(self, kinds: &[cargo_metadata::TargetKind]) -> bool {
+        use cargo_metadata::TargetKind as K;
+        kinds.iter().any(|k| {
+            matches!(
+                (self, k),
+                (Self::Bin, K::Bin) | (Self::Example, K::Example) | (Self::Bench, K::Bench) | (Self::Test, K::Test)
+            )
+        })
+    }
+
+    pub fn flag(self) -> &'static str {
+        match self {
+            Self::Bin => "--bin",
+            Self::Example => "--example",
+            Self::Bench => "--bench",
+            Self::Test => "--test",
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Bin => "binary",
+            Self::Example => "example",
+            Self::Bench => "bench",
+            Self::Test => "test",
+        }
+    }
+
+    /// The profile cargo would use to run this kind optimised.
+    pub fn default_profile(self) -> &'static str {
+        if self == Self::Bench { "bench" } else { "release" }
+    }
+}
+
+impl fmt::Display for TargetKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.noun())
+    }
+}
+
+/// A target picked for profiling.
+#[derive(Clone, Debug)]
+pub struct ResolvedTarget {
+    pub package: String,
+    pub package_root: PathBuf,
+    pub manifest_path: PathBuf,
+    pub name: String,
+    pub kind: TargetKind,
+}
+
+/// What the user asked for on the command line.
+#[derive(Clone, Debug, Default)]
+pub struct TargetRequest {
+    pub kind_and_name: Option<(TargetKind, String)>,
+    pub package: Option<String>,
+}
+
+pub fn resolve(metadata: &Metadata, request: &TargetRequest) -> Result<ResolvedTarget> {
+    let members = metadata.workspace_packages();
+    let candidates: Vec<&Package> = match &request.package {
+        Some(name) => {
+            let found: Vec<&Package> = members.iter().copied().filter(|p| p.name.as_str() == name).collect();
+            if found.is_empty() {
+                let names: Vec<&str> = members.iter().map(|p| p.name.as_str()).collect();
+                bail!("package `{name}` is not a member of the workspace{}", suggestion(name, &names));
+            }
+            found
+        }
+        None => members.clone(),
+    };
+    match &request.kind_and_name {
+        Some((kind, name)) => {
+            let mut hits = candidates.iter().flat_map(|p| {
+                p.targets.iter().filter(|t| t.name == *name && kind.matches(&t.kind)).map(move |t| (*p, t))
+            });
+            let Some((package, _)) = hits.next() else {
+                let names: Vec<&str> = candidates
+                    .iter()
+                    .flat_map(|p| p.targets.iter())
+                    .filter(|t| kind.matches(&t.kind))
+                    .map(|t| t.name.as_str())
+                    .collect();
+                bail!(
+                    "no {kind} target named `{name}`{}\n{}",
+                    suggestion(name, &names),
+                    available(*kind, &names)
+                );
+            };
+            if let Some((other, _)) = hits.next() {
+                bail!(
+                    "{kind} `{name}` exists in packages `{}` and `{}`; choose one with `-p`",
+                    package.name,
+                    other.name
+                );
+            }
+            Ok(resolved(package, name, *kind))
+        }
+        None => {
+            let package = match (candidates.len(), metadata.root_package()) {
+                (1, _) => candidates[0],
+                (_, Some(root)) if request.package.is_none() => root,
+                _ => {
+                    let names: Vec<&str> = candidates.iter().map(|p| p.name.as_str()).collect();
+                    bail!(
+                        "`cargo parprof` could not determine which package to profile; use `-p` with one of: {}",
+                        names.join(", ")
+                    );
+                }
+            };
+            let bins: Vec<&str> = package
+                .targets
+                .iter()
+                .filter(|t| TargetKind::Bin.matches(&t.kind))
+                .map(|t| t.name.as_str())
+                .collect();
+            let name = match (&package.default_run, bins.as_slice()) {
+                (Some(default), _) => default.clone(),
+                (None, [only]) => only.to_string(),
+                _ => bail!(
+                    "`cargo parprof` could not determine which target of `{}` to profile; choose one:\n{}",
+                    package.name,
+                    all_targets(package)
+                ),
+            };
+            Ok(resolved(package, &name, TargetKind::Bin))
+        }
+    }
+}
+
+fn resolved(package: &Package, name: &str, kind: TargetKind) -> ResolvedTarget {
+    let manifest_path = package.manifest_path.clone().into_std_path_buf();
+    ResolvedTarget {
+        package: package.name.to_string(),
+        package_root: manifest_path.parent().map(Path::to_path_buf).unwrap_or_default(),
+        manifest_path,
+        name: name.to_owned(),
+        kind,
+    }
+}
+
+fn suggestion(name: &str, choices: &[&str]) -> String {
+    choices
+        .iter()
+        .map(|c| (strsim::levenshtein(name, c), *c))
+        .filter(|(d, c)| *d <= 3.max(c.len() / 3))
+        .min()
+        .map(|(_, c)| format!("\n\n\tDid you mean `{c}`?"))
+        .unwrap_or_default()
+}
+
+fn available(kind: TargetKind, names: &[&str]) -> String {
+    if names.is_empty() {
+        format!("no {kind} targets are available")
+    } else {
+        format!("available {kind} targets:\n    {}", names.join("\n    "))
+    }
+}
+
+fn all_targets(package: &Package) -> String {
+    let mut lines = Vec::new();
+    for kind in [TargetKind::Bin, TargetKind::Example, TargetKind::Bench, TargetKind::Test] {
+        for t in package.targets.iter().filter(|t| kind.matches(&t.kind)) {
+            lines.push(format!("    cargo parprof {} {}", kind.flag(), t.name));
+        }
+    }
+    if lines.is_empty() { "    (the package has no runnable targets)".into() } else { lines.join("\n") }
+}
+
+/// Build settings from the command line.
+#[derive(Clone, Debug, Default)]
+pub struct BuildOptions {
+    pub profile: Option<String>,
+    pub features: Vec<String>,
+    pub all_features: bool,
+    pub no_default_features: bool,
+}
+
+/// Builds the target for profiling and returns its executable.
+pub fn build(target: &ResolvedTarget, opts: &BuildOptions, build_dir: &Path) -> Result<PathBuf> {
+    let profile = opts.profile.clone().unwrap_or_else(|| target.kind.default_profile().to_owned());
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.arg("build")
+        .arg("--message-format=json-render-diagnostics")
+        .arg("--manifest-path")
+        .arg(&target.manifest_path)
+        .args(["--package", &target.package])
+        .args([target.kind.flag(), &target.name])
+        .args(["--profile", &profile])
+        .env("CARGO_TARGET_DIR", build_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (key, value) in profiling_config(&profile) {
+        cmd.arg("--config").arg(format!("{key}={value}"));
+    }
+    append_frame_pointer_flags(&mut cmd);
+    if !opts.features.is_empty() {
+        cmd.arg("--features").arg(opts.features.join(","));
+    }
+    if opts.all_features {
+        cmd.arg("--all-features");
+    }
+    if opts.no_default_features {
+        cmd.arg("--no-default-features");
+    }
+    let mut child = cmd.spawn().context("could not run `cargo build`")?;
+    let stdout = child.stdout.take().context("cargo build has no stdout")?;
+    let mut executable = None;
+    for message in Message::parse_stream(std::io::BufReader::new(stdout)) {
+        if let Message::CompilerArtifact(artifact) = message.context("unreadable message from cargo")?
+            && artifact.target.name == target.name
+            && target.kind.matches(&artifact.target.kind)
+            && let Some(exe) = artifact.executable
+        {
+            executable = Some(exe.into_std_path_buf());
+        }
+    }
+    let status = child.wait().context("cargo build did not finish")?;
+    if !status.success() {
+        bail!("building {} `{}` failed ({status})", target.kind, target.name);
+    }
+    executable.with_context(|| format!("cargo built {} `{}` but reported no executable", target.kind, target.name))
+}
+
+/// Line tables (for symbols and inlined frames) and symbols kept, on top of the user's profile;
+/// an explicit `CARGO_PROFILE_<P>_DEBUG` of the user wins.
+fn profiling_config(profile: &str) -> Vec<(String, &'static str)> {
+    let env_name = profile.to_uppercase().replace('-', "_");
+    let mut config = vec![(format!("profile.{profile}.strip"), "\"none\"")];
+    if std::env::var_os(format!("CARGO_PROFILE_{env_name}_DEBUG")).is_none() {
+        config.push((format!("profile.{profile}.debug"), "\"line-tables-only\""));
+    }
+    config
+}
+
+/// Frame pointers make the kernel's user call chains complete. RUSTFLAGS in the environment
+/// replace every configured rustflags, so append there when set; otherwise `--config` arrays
+/// are joined with the user's configured `build.rustflags`.
+fn append_frame_pointer_flags(cmd: &mut Command) {
+    const FLAG: &str = "-Cforce-frame-pointers=yes";
+    if let Some(encoded) = std::env::var_os("CARGO_ENCODED_RUSTFLAGS").filter(|v| !v.is_empty()) {
+        let mut flags = encoded;
+        flags.push("\x1f");
+        flags.push(FLAG);
+        cmd.env("CARGO_ENCODED_RUSTFLAGS", flags);
+    } else if let Some(plain) = std::env::var_os("RUSTFLAGS").filter(|v| !v.is_empty()) {
+        let mut flags = plain;
+        flags.push(" ");
+        flags.push(FLAG);
+        cmd.env("RUSTFLAGS", flags);
+    } else {
+        cmd.arg("--config").arg(format!("build.rustflags=[\"{FLAG}\"]"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_close_names_only() {
+        assert!(suggestion("quickstrat", &["quickstart", "rayon_tuned"]).contains("`quickstart`"));
+        assert_eq!(suggestion("zzzzzz", &["quickstart"]), "");
+    }
+}

@@ -1,0 +1,164 @@
+//! Probe cost, printed as figures: `cargo bench -p parprof-rt --bench probe_cost`.
+//!
+//! - ns per enabled probe pair on 1 and 2 threads, next to two bare clock reads (goal:
+//!   ≤ 1.3 × two bare reads + 2 ns);
+//! - ns per disabled probe pair (no `PARPROF_OUT`; goal ≤ 1 ns) over an unprobed call;
+//! - sustained events/s into the trace file, events lost, and memory held.
+//!
+//! The runtime reads `PARPROF_OUT` once per process, so each mode runs in a child process.
+
+use parprof_rt::clock;
+use std::hint::black_box;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Pairs per burst: 2 × BURST events stay below half a thread's ring, so no event is lost
+/// while timing; the writer drains between bursts.
+const BURST: u64 = 30_000;
+const BURSTS: usize = 60;
+
+#[parprof_rt::probe]
+#[inline(never)]
+fn probed() {
+    black_box(());
+}
+
+#[inline(never)]
+fn plain() {
+    black_box(());
+}
+
+fn best_ns_per_iteration(mut burst: impl FnMut()) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..BURSTS {
+        let start = Instant::now();
+        burst();
+        best = best.min(start.elapsed().as_nanos() as f64 / BURST as f64);
+        parprof_rt::flush();
+    }
+    best
+}
+
+fn probe_pair_ns() -> f64 {
+    best_ns_per_iteration(|| (0..BURST).for_each(|_| probed()))
+}
+
+fn bare_reads_ns() -> f64 {
+    best_ns_per_iteration(|| {
+        for _ in 0..BURST {
+            black_box(clock::now());
+            black_box(clock::now());
+        }
+    })
+}
+
+fn plain_call_ns() -> f64 {
+    best_ns_per_iteration(|| (0..BURST).for_each(|_| plain()))
+}
+
+fn on_threads(n: usize, f: fn() -> f64) -> Vec<f64> {
+    let barrier = std::sync::Barrier::new(n);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    f()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn vm_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn sustained(dir: &std::path::Path) {
+    let trace = dir.join(parprof_rt::trace_file_name(std::process::id()));
+    let before = std::fs::metadata(&trace).map_or(0, |m| m.len());
+    let start = Instant::now();
+    let mut pairs = 0u64;
+    while start.elapsed() < Duration::from_secs(1) {
+        for _ in 0..1000 {
+            probed();
+        }
+        pairs += 1000;
+    }
+    parprof_rt::flush();
+    let secs = start.elapsed().as_secs_f64();
+    let written = (std::fs::metadata(&trace).map_or(0, |m| m.len()) - before) / 16;
+    println!(
+        "sustained (1 thread, 1 s): {:.1} M events/s offered, {:.1} M events/s written to the trace, \
+         {:.1}% lost (counted in the trace); memory: VmRSS {} KiB, VmHWM {} KiB",
+        2.0 * pairs as f64 / secs / 1e6,
+        written as f64 / secs / 1e6,
+        100.0 * (1.0 - written as f64 / (2 * pairs) as f64).max(0.0),
+        vm_kib("VmRSS:"),
+        vm_kib("VmHWM:"),
+    );
+}
+
+fn child(mode: &str) {
+    match mode {
+        "enabled" => {
+            let dir = std::env::var_os("PARPROF_OUT").expect("set by the parent");
+            assert!(parprof_rt::is_enabled(), "recording should be on");
+            let bare = bare_reads_ns();
+            let one = probe_pair_ns();
+            let two = on_threads(2, probe_pair_ns);
+            let two_bare = on_threads(2, bare_reads_ns);
+            let goal = 1.3 * bare + 2.0;
+            println!("two bare clock reads ({:?}): {bare:.2} ns (2 threads: {:.2} / {:.2} ns)", clock::kind(), two_bare[0], two_bare[1]);
+            println!("enabled probe pair, 1 thread: {one:.2} ns   (goal ≤ {goal:.2} ns: {})", verdict(one <= goal));
+            println!(
+                "enabled probe pair, 2 threads: {:.2} / {:.2} ns   (goal ≤ {goal:.2} ns: {})",
+                two[0],
+                two[1],
+                verdict(two.iter().all(|&t| t <= goal))
+            );
+            sustained(std::path::Path::new(&dir));
+        }
+        "disabled" => {
+            assert!(!parprof_rt::is_enabled());
+            let plain = plain_call_ns();
+            let probed = probe_pair_ns();
+            println!(
+                "disabled probe pair: {:.2} ns over an unprobed call ({probed:.2} vs {plain:.2} ns; goal ≤ 1 ns: {})",
+                probed - plain,
+                verdict(probed - plain <= 1.0)
+            );
+        }
+        _ => unreachable!("unknown mode {mode}"),
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "NOT met" }
+}
+
+fn main() {
+    if let Ok(mode) = std::env::var("PROBE_COST_MODE") {
+        return child(&mode);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let dir = std::env::temp_dir().join(format!("parprof-probe-cost-{}", std::process::id()));
+    for (mode, out) in [("enabled", Some(&dir)), ("disabled", None)] {
+        let mut cmd = Command::new(&exe);
+        cmd.env("PROBE_COST_MODE", mode).env_remove("PARPROF_OUT");
+        if let Some(out) = out {
+            cmd.env("PARPROF_OUT", out);
+        }
+        let status = cmd.status().expect("run the benchmark child");
+        assert!(status.success(), "{mode} child failed: {status}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

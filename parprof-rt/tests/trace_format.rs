@@ -1,0 +1,146 @@
+//! The trace reader on valid, cut, corrupted and random input: typed errors, never a panic.
+
+use parprof_rt::trace::*;
+use proptest::prelude::*;
+
+fn header() -> Header {
+    Header {
+        pid: 42,
+        clock: ClockKind::Tsc,
+        ticks_per_ns: 2.5,
+        start: ClockSync { ticks: 1000, monotonic_ns: 400, uncertainty_ticks: 30 },
+        bare_read_ticks: 40,
+        calibration: EventKind::ALL.iter().map(|&kind| Calibration { kind, cost_ticks: 20 }).collect(),
+        program: "prog".into(),
+    }
+}
+
+fn arb_event() -> impl Strategy<Value = Event> {
+    (any::<u32>(), any::<u16>(), proptest::sample::select(EventKind::ALL.to_vec()), 0u8..4)
+        .prop_map(|(id, aux, kind, flags)| Event { ts: 0, id, aux, kind: kind as u8, flags })
+}
+
+fn arb_chunk() -> impl Strategy<Value = Chunk> {
+    prop_oneof![
+        (any::<u32>(), "[a-z:_]{0,40}", "[a-z/.]{0,20}", any::<u32>()).prop_map(|(id, name, file, line)| {
+            Chunk::Site(SiteRecord { id, kind: SiteKind::Probe, name, file, line })
+        }),
+        (any::<u32>(), any::<u16>(), any::<u32>(), "\\PC{0,16}")
+            .prop_map(|(tid, rayon_index, pool, name)| Chunk::Thread(ThreadRecord { tid, rayon_index, pool, name })),
+        (any::<u32>(), proptest::collection::vec(arb_event(), 0..50)).prop_map(|(tid, mut events)| {
+            for (i, e) in events.iter_mut().enumerate() {
+                e.ts = 5000 + 7 * i as u64;
+            }
+            Chunk::Events { tid, events }
+        }),
+        (any::<u32>(), any::<u64>()).prop_map(|(tid, count)| Chunk::Lost { tid, count }),
+    ]
+}
+
+fn encode(chunks: &[Chunk], end: bool) -> Vec<u8> {
+    let mut enc = ChunkEncoder::new();
+    enc.preamble();
+    enc.chunk(&Chunk::Header(header()));
+    for c in chunks {
+        enc.chunk(c);
+    }
+    if end {
+        enc.chunk(&Chunk::End(End::default()));
+    }
+    enc.into_bytes()
+}
+
+/// Reads everything a reader yields; the error, if any, ends the list.
+fn read_all(bytes: &[u8]) -> Result<(Vec<Chunk>, Option<Completeness>, Option<TraceError>), TraceError> {
+    let mut reader = TraceReader::new(bytes)?;
+    let mut chunks = Vec::new();
+    loop {
+        match reader.next_chunk() {
+            Ok(Some(c)) => chunks.push(c),
+            Ok(None) => return Ok((chunks, reader.completeness().cloned(), None)),
+            Err(e) => return Ok((chunks, None, Some(e))),
+        }
+    }
+}
+
+#[test]
+fn round_trip_of_a_complete_trace() {
+    let chunks = vec![
+        Chunk::Site(SiteRecord { id: 1, kind: SiteKind::Region, name: "r".into(), file: "f.rs".into(), line: 3 }),
+        Chunk::Events { tid: 9, events: vec![Event { ts: 1, id: 1, aux: 2, kind: 5, flags: 2 }] },
+    ];
+    let bytes = encode(&chunks, true);
+    let reader = TraceReader::new(&bytes[..]).unwrap();
+    assert_eq!(reader.header(), &header());
+    let (read, completeness, err) = read_all(&bytes).unwrap();
+    assert!(err.is_none());
+    assert_eq!(read[..2], chunks[..]);
+    assert_eq!(completeness, Some(Completeness::Complete));
+}
+
+#[test]
+fn typed_errors_for_foreign_future_and_empty_input() {
+    assert!(matches!(TraceReader::new(&b""[..]), Err(TraceError::Empty)));
+    assert!(matches!(TraceReader::new(&b"PPTR"[..]), Err(TraceError::Empty)));
+    assert!(matches!(TraceReader::new(&b"GIF89a-not-a-trace"[..]), Err(TraceError::NotATrace)));
+    let mut future = encode(&[], true);
+    future[8..12].copy_from_slice(&(VERSION + 1).to_le_bytes());
+    assert!(matches!(
+        TraceReader::new(&future[..]),
+        Err(TraceError::FutureVersion { found, supported }) if found == VERSION + 1 && supported == VERSION
+    ));
+}
+
+#[test]
+fn a_flipped_bit_is_a_checksum_error_at_the_chunk_offset() {
+    let chunks = vec![Chunk::Lost { tid: 1, count: 5 }, Chunk::Lost { tid: 2, count: 6 }];
+    let clean = encode(&chunks, true);
+    let second_chunk_at = encode(&chunks[..1], false).len();
+    let mut bytes = clean.clone();
+    bytes[second_chunk_at + 10] ^= 0x10;
+    let (read, _, err) = read_all(&bytes).unwrap();
+    assert_eq!(read, vec![chunks[0].clone()]);
+    match err {
+        Some(TraceError::Corrupt { offset, .. }) => assert_eq!(offset, second_chunk_at as u64),
+        other => panic!("expected a corrupt-chunk error, got {other:?}"),
+    }
+}
+
+proptest! {
+    #[test]
+    fn every_cut_reads_up_to_the_last_complete_chunk(chunks in proptest::collection::vec(arb_chunk(), 0..12), cut in any::<prop::sample::Index>()) {
+        let full = encode(&chunks, false);
+        let header_len = encode(&[], false).len();
+        let at = header_len + cut.index(full.len() - header_len + 1);
+        let (read, completeness, err) = read_all(&full[..at]).unwrap();
+        prop_assert!(err.is_none());
+        let is_cut = matches!(completeness, Some(Completeness::Cut { .. }));
+        prop_assert!(is_cut, "completeness {:?}", completeness);
+        prop_assert!(read.len() <= chunks.len());
+        prop_assert_eq!(&read[..], &chunks[..read.len()]);
+        // Everything that fit entirely before the cut is there.
+        let mut complete = 0;
+        for n in 0..=chunks.len() {
+            if encode(&chunks[..n], false).len() <= at { complete = n; }
+        }
+        prop_assert_eq!(read.len(), complete);
+    }
+
+    #[test]
+    fn mutated_traces_never_panic(chunks in proptest::collection::vec(arb_chunk(), 0..8), flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)) {
+        let mut bytes = encode(&chunks, true);
+        for (at, value) in flips {
+            let i = at.index(bytes.len());
+            bytes[i] ^= value | 1;
+        }
+        let _ = read_all(&bytes);
+    }
+
+    #[test]
+    fn random_bytes_after_a_valid_preamble_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&VERSION.to_le_bytes());
+        bytes.extend_from_slice(&tail);
+        let _ = read_all(&bytes);
+    }
+}
