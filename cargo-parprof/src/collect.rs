@@ -215,6 +215,10 @@ impl Opener {
         if is_refusal(&first) {
             return Err(refused_both(&first, self.simulate_refused));
         }
+        // The ring buffers could not be mapped: fewer features would need the same buffers.
+        if first.raw_os_error().is_none() {
+            return Err(failed_both(&first.to_string()));
+        }
         if let Ok(s) = self.open_all(&cpus, Some(period_ns), false, ring_bytes) {
             let why = format!(
                 "context-switch records unavailable ({}), so times are not corrected for \
@@ -230,14 +234,10 @@ impl Opener {
             );
             return Ok((s, Capability::yes(), Capability::no(why)));
         }
-        let why = format!("perf_event_open failed with {}", describe_errno(&first));
-        Err((
-            Capability::no(format!(
-                "context-switch records unavailable: {why}; times are not corrected for \
-                 switched-out intervals"
-            )),
-            Capability::no(format!("CPU samples unavailable: {why}")),
-        ))
+        Err(failed_both(&format!(
+            "perf_event_open failed with {}",
+            describe_errno(&first)
+        )))
     }
 
     fn open_all(
@@ -436,6 +436,16 @@ fn refused_both(e: &io::Error, simulated: bool) -> Refused {
              switched-out intervals; {advice}"
         )),
         Capability::no(format!("CPU samples unavailable: {why}; {advice}")),
+    )
+}
+
+fn failed_both(why: &str) -> Refused {
+    (
+        Capability::no(format!(
+            "context-switch records unavailable: {why}; times are not corrected for \
+             switched-out intervals"
+        )),
+        Capability::no(format!("CPU samples unavailable: {why}")),
     )
 }
 

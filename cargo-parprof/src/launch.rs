@@ -297,7 +297,8 @@ fn wait_forwarding_sigint(
     let mut handled = 0u64;
     loop {
         if let Some(status) = child.try_wait()? {
-            return Ok((status, handled > 0));
+            // The same Ctrl-C that ended the child may not have been handled yet.
+            return Ok((status, handled > 0 || sigint.seen().0 > 0));
         }
         let (total, from_process) = sigint.seen();
         while handled < total {

@@ -33,10 +33,11 @@ mod probe;
 ///   alone: named `module::function`, without the type, because nothing in the function
 ///   names it. Annotate the `impl` block instead to get the type in the name.
 /// - **An `impl` block** (inherent or trait impl): every function in it is probed and named
-///   `module::Type::function` after the impl's self type. When the self type is not a plain
-///   type name of this module (a path such as `other::Type`, a reference, a slice, a generic
-///   parameter), the name comes from `type_name::<Self>()` at run time as above. Exclude a
-///   function with `#[probe(skip)]`; rename one with `#[probe(name = "...")]`.
+///   `module::Type::function`, with the impl block's module and its self type without generic
+///   arguments. When the self type is not a bare name such as `Grid` or `Grid<T>` (a path such
+///   as `other::Type`, a reference, a slice, a generic parameter), the type's name comes from
+///   `type_name::<Self>()` at run time as above. Exclude a function with `#[probe(skip)]`;
+///   rename one with `#[probe(name = "...")]`.
 ///
 /// ```
 /// struct Grid<T>(Vec<T>);

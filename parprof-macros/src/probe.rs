@@ -5,7 +5,9 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::parse::Parser;
 use syn::spanned::Spanned;
-use syn::{Attribute, Block, Error, Ident, ImplItem, Item, ItemFn, ItemImpl, LitStr, Meta, Signature, Type};
+use syn::{
+    Attribute, Block, Error, Ident, ImplItem, Item, ItemFn, ItemImpl, LitStr, Meta, Signature, Type,
+};
 
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let parsed = match syn::parse2::<Item>(item.clone()) {
@@ -15,7 +17,9 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     match parsed {
         Item::Fn(f) => {
             let original = f.to_token_stream();
-            Args::parse(attr).and_then(|args| probe_fn(args, f)).unwrap_or_else(|e| with_error(e, original))
+            Args::parse(attr)
+                .and_then(|args| probe_fn(args, f))
+                .unwrap_or_else(|e| with_error(e, original))
         }
         Item::Impl(imp) => probe_impl(attr, imp),
         other => with_error(unsupported(&other), other.into_token_stream()),
@@ -67,7 +71,10 @@ impl Args {
         match &attr.meta {
             Meta::Path(_) => Ok(Args::default()),
             Meta::List(list) => Args::parse(list.tokens.clone()),
-            Meta::NameValue(nv) => Err(Error::new_spanned(nv, "expected `#[probe]` or `#[probe(...)]`")),
+            Meta::NameValue(nv) => Err(Error::new_spanned(
+                nv,
+                "expected `#[probe]` or `#[probe(...)]`",
+            )),
         }
     }
 }
@@ -85,13 +92,22 @@ fn probe_fn(args: Args, mut f: ItemFn) -> syn::Result<TokenStream> {
     if let Some(skip) = args.skip {
         return Err(Error::new(
             skip,
-            "`skip` excludes a function of a `#[probe]` impl block; to not probe this function, remove `#[probe]`",
+            "`skip` excludes a function of a `#[probe]` impl block; \
+             to not probe this function, remove `#[probe]`",
+        ));
+    }
+    if let Some(again) = f.attrs.iter().find(|a| is_probe_attr(a)) {
+        return Err(Error::new_spanned(
+            again,
+            "`#[probe]` is given twice on this function",
         ));
     }
     check_probeable(&f.sig, false)?;
     let name = match args.name {
         Some(name) => SiteName::Fixed(name.into_token_stream()),
-        None if f.sig.receiver().is_some() => SiteName::OfSelfType(default_name(None, &f.sig.ident)),
+        None if f.sig.receiver().is_some() => {
+            SiteName::OfSelfType(default_name(None, &f.sig.ident))
+        }
         None => SiteName::Fixed(default_name(None, &f.sig.ident)),
     };
     instrument(&mut f.block, &f.sig.ident, name);
@@ -101,13 +117,19 @@ fn probe_fn(args: Args, mut f: ItemFn) -> syn::Result<TokenStream> {
 fn probe_impl(attr: TokenStream, mut imp: ItemImpl) -> TokenStream {
     let mut errors = Vec::new();
     match Args::parse(attr) {
-        Ok(Args { name: Some(name), .. }) => errors.push(Error::new(
+        Ok(Args {
+            name: Some(name), ..
+        }) => errors.push(Error::new(
             name.span(),
-            "`name` names a single function; on an impl block, put `#[probe(name = \"...\")]` on the function",
+            "`name` names a single function; on an impl block, \
+             put `#[probe(name = \"...\")]` on the function",
         )),
-        Ok(Args { skip: Some(skip), .. }) => {
-            errors.push(Error::new(skip, "`skip` applies to functions inside a `#[probe]` impl block"))
-        }
+        Ok(Args {
+            skip: Some(skip), ..
+        }) => errors.push(Error::new(
+            skip,
+            "`skip` applies to functions inside a `#[probe]` impl block",
+        )),
         Ok(_) => {}
         Err(e) => errors.push(e),
     }
@@ -116,13 +138,21 @@ fn probe_impl(attr: TokenStream, mut imp: ItemImpl) -> TokenStream {
         let ImplItem::Fn(f) = item else { continue };
         // These attributes are consumed here: left in place they would probe the function a
         // second time (or reject `skip`) when they expand.
-        let (probe_attrs, attrs) = std::mem::take(&mut f.attrs).into_iter().partition(is_probe_attr);
+        let (probe_attrs, attrs) = std::mem::take(&mut f.attrs)
+            .into_iter()
+            .partition(is_probe_attr);
         f.attrs = attrs;
         if let Some(extra) = probe_attrs.get(1) {
-            errors.push(Error::new_spanned(extra, "`#[probe]` is given twice on this function"));
+            errors.push(Error::new_spanned(
+                extra,
+                "`#[probe]` is given twice on this function",
+            ));
             continue;
         }
-        let args = match probe_attrs.first().map_or_else(|| Ok(Args::default()), Args::from_attr) {
+        let args = match probe_attrs
+            .first()
+            .map_or_else(|| Ok(Args::default()), Args::from_attr)
+        {
             Ok(args) => args,
             Err(e) => {
                 errors.push(e);
@@ -131,7 +161,10 @@ fn probe_impl(attr: TokenStream, mut imp: ItemImpl) -> TokenStream {
         };
         if args.skip.is_some() {
             if let Some(name) = args.name {
-                errors.push(Error::new(name.span(), "`name` has no effect on a skipped function"));
+                errors.push(Error::new(
+                    name.span(),
+                    "`name` has no effect on a skipped function",
+                ));
             }
             continue;
         }
@@ -139,7 +172,7 @@ fn probe_impl(attr: TokenStream, mut imp: ItemImpl) -> TokenStream {
             errors.push(e);
             continue;
         }
-        let name = match (args.name, &type_name) {
+        let name = match (args.name, type_name.as_deref()) {
             (Some(name), _) => SiteName::Fixed(name.into_token_stream()),
             (None, Some(type_name)) => SiteName::Fixed(default_name(Some(type_name), &f.sig.ident)),
             // Every function of an impl block, with or without receiver, can name `Self`.
@@ -152,15 +185,19 @@ fn probe_impl(attr: TokenStream, mut imp: ItemImpl) -> TokenStream {
     out
 }
 
-/// The self type's name when the impl names a type of this module by a bare identifier, the
-/// only case where `module_path!()` and the identifier give the type's path.
+/// The self type's name when the impl names it by a bare identifier; a longer path would
+/// read wrongly after `module_path!()`, and a generic parameter names no type.
 fn plain_type_name(imp: &ItemImpl) -> Option<String> {
     let mut ty = &*imp.self_ty;
     // A type passed through a `macro_rules!` `$t:ty` arrives wrapped in an invisible group.
-    while let Type::Group(syn::TypeGroup { elem, .. }) | Type::Paren(syn::TypeParen { elem, .. }) = ty {
+    while let Type::Group(syn::TypeGroup { elem, .. }) | Type::Paren(syn::TypeParen { elem, .. }) =
+        ty
+    {
         ty = elem;
     }
-    let Type::Path(syn::TypePath { qself: None, path }) = ty else { return None };
+    let Type::Path(syn::TypePath { qself: None, path }) = ty else {
+        return None;
+    };
     if path.leading_colon.is_some() || path.segments.len() != 1 {
         return None;
     }
@@ -170,9 +207,14 @@ fn plain_type_name(imp: &ItemImpl) -> Option<String> {
     (!is_generic_param).then(|| ident.unraw().to_string())
 }
 
-/// Whether an attribute inside a probed impl block is this macro.
+/// Whether an attribute is this macro, which then probes the same function a second time.
 fn is_probe_attr(attr: &Attribute) -> bool {
-    let segments: Vec<String> = attr.path().segments.iter().map(|s| s.ident.to_string()).collect();
+    let segments: Vec<String> = attr
+        .path()
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
     match segments.as_slice() {
         [name] => name == "probe",
         [krate, name] => (krate == "parprof_rt" || krate == "parprof_macros") && name == "probe",
@@ -181,7 +223,11 @@ fn is_probe_attr(attr: &Attribute) -> bool {
 }
 
 fn check_probeable(sig: &Signature, in_impl: bool) -> syn::Result<()> {
-    let hint = if in_impl { "; exclude it from the impl block's probes with `#[probe(skip)]`" } else { "" };
+    let hint = if in_impl {
+        "; exclude it from the impl block's probes with `#[probe(skip)]`"
+    } else {
+        ""
+    };
     if let Some(constness) = &sig.constness {
         return Err(Error::new(
             constness.span,
@@ -210,7 +256,10 @@ fn unsupported(item: &Item) -> Error {
         Item::Trait(i) => {
             return Error::new(
                 i.ident.span(),
-                format!("{message}; to probe a trait's methods, put it on the impl blocks or on the methods with a body"),
+                format!(
+                    "{message}; to probe a trait's methods, \
+                     put it on the impl blocks or on the methods with a body"
+                ),
             );
         }
         Item::Struct(i) => Some(&i.ident),
@@ -226,8 +275,7 @@ fn unsupported(item: &Item) -> Error {
         return Error::new(ident.span(), message);
     }
     // syn keeps a function declaration without body (trait or extern block) as verbatim tokens.
-    let is_declaration =
-        matches!(item, Item::Verbatim(tokens) if syn::parse2::<syn::TraitItemFn>(tokens.clone()).is_ok());
+    let is_declaration = matches!(item, Item::Verbatim(tokens) if syn::parse2::<syn::TraitItemFn>(tokens.clone()).is_ok());
     if is_declaration {
         return Error::new_spanned(
             item,
@@ -238,7 +286,7 @@ fn unsupported(item: &Item) -> Error {
 }
 
 /// `concat!(module_path!(), "::", ["Type", "::",] "function")`.
-fn default_name(type_name: Option<&String>, function: &Ident) -> TokenStream {
+fn default_name(type_name: Option<&str>, function: &Ident) -> TokenStream {
     let function = function.unraw().to_string();
     let type_part = type_name.map(|t| quote!(#t, "::",));
     quote!(::core::concat!(::core::module_path!(), "::", #type_part #function))
@@ -252,10 +300,13 @@ fn instrument(block: &mut Block, function: &Ident, name: SiteName) {
     let location = function.span().unwrap();
     let file = LitStr::new(&location.file(), function.span());
     let line = Literal::u32_unsuffixed(location.line() as u32);
-    // Mixed-site hygiene hides the guard from the body, which can neither name nor shadow it.
+    // Mixed-site hygiene hides the guard from the body, which so cannot drop it early.
     let span = Span::mixed_site();
     let (name, enter) = match name {
-        SiteName::Fixed(name) => (name, quote_spanned!(span=> ::parprof_rt::__private::enter(&__PARPROF_SITE))),
+        SiteName::Fixed(name) => (
+            name,
+            quote_spanned!(span=> ::parprof_rt::__private::enter(&__PARPROF_SITE)),
+        ),
         SiteName::OfSelfType(name) => (
             name,
             quote_spanned!(span=>

@@ -49,6 +49,8 @@ struct Runtime {
     file: Mutex<Option<File>>,
     events_written: AtomicU64,
     events_lost: AtomicU64,
+    /// Completed drain-and-write passes of the writer, for `flush`.
+    passes: AtomicU64,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -222,6 +224,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
         file: Mutex::new(None),
         events_written: AtomicU64::new(0),
         events_lost: AtomicU64::new(0),
+        passes: AtomicU64::new(0),
     });
     // Calibration records through the real path, so it needs the mode on and a ring;
     // its events are discarded before the writer starts.
@@ -279,18 +282,20 @@ pub fn shutdown() {
     let _ = cvar.wait_timeout_while(done, Duration::from_secs(5), |done| !*done);
 }
 
-/// Asks the writer to drain every buffer now and waits until it has.
+/// Asks the writer to drain every buffer now and waits until what was recorded before the
+/// call is in the file (at most a few seconds).
 pub fn flush() {
     let Some(rt) = RUNTIME.get() else { return };
+    // A pass that started before this call may have missed the latest events; the second
+    // pass from now on has started after it.
+    let target = rt.passes.load(Ordering::Acquire) + 2;
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while std::time::Instant::now() < deadline {
-        let pending: usize = rt.rings.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|r| r.pending()).sum();
-        let meta = rt.metadata.lock().unwrap_or_else(|e| e.into_inner()).len();
-        if pending == 0 && meta == 0 {
+    while rt.passes.load(Ordering::Acquire) < target && std::time::Instant::now() < deadline {
+        if rt.stop.load(Ordering::Acquire) {
             return;
         }
         wake_writer();
-        std::thread::sleep(Duration::from_micros(200));
+        std::thread::sleep(Duration::from_micros(100));
     }
 }
 
@@ -340,6 +345,7 @@ fn drain_once(rt: &Runtime, enc: &mut ChunkEncoder) {
         }
     }
     write_out(rt, enc);
+    rt.passes.fetch_add(1, Ordering::Release);
 }
 
 fn write_out(rt: &Runtime, enc: &mut ChunkEncoder) {

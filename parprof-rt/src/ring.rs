@@ -51,7 +51,7 @@ impl Ring {
         // SAFETY: the slot is outside [tail, head), so the consumer does not read it.
         unsafe { *self.slots[head & MASK].get() = event };
         self.head.store(head + 1, Ordering::Release);
-        (head + 1) % WAKE_EVERY == 0
+        (head + 1).is_multiple_of(WAKE_EVERY)
     }
 
     /// Consumer side: hands the pending events (as up to two slices) to `f`, then frees them.
@@ -69,10 +69,6 @@ impl Ring {
         f(&slots[start..start + first_len], &slots[..n - first_len]);
         self.tail.store(head, Ordering::Release);
         n
-    }
-
-    pub fn pending(&self) -> usize {
-        self.head.load(Ordering::Acquire) - self.tail.load(Ordering::Relaxed)
     }
 
     /// Drops every pending event without writing it (used after calibration).

@@ -75,17 +75,23 @@ pub enum EventKind {
     TaskBegin = 5,
     /// The task that began last on this thread ended; `id` is the region's site.
     TaskEnd = 6,
+    /// A task or region body that waited in a fork (`join`, `scope`, a parallel iterator,
+    /// `install`) continues on this thread: the fork returned. Between the last task end and
+    /// this event the thread was in the scheduler (running, searching or waiting for the
+    /// fork's other tasks), not in user code. `id` is the region's site.
+    TaskResume = 7,
 }
 
 impl EventKind {
     /// Every event kind, for calibration tables and exhaustive checks.
-    pub const ALL: [EventKind; 6] = [
+    pub const ALL: [EventKind; 7] = [
         Self::Enter,
         Self::Exit,
         Self::RegionBegin,
         Self::RegionEnd,
         Self::TaskBegin,
         Self::TaskEnd,
+        Self::TaskResume,
     ];
 
     pub fn from_u8(v: u8) -> Option<Self> {

@@ -3,6 +3,7 @@
 //!
 //! One test function runs every case in order, because the runtime reads `PARPROF_OUT` once
 //! per process and this file's events must be the only ones in the trace.
+#![cfg(not(feature = "off"))]
 
 use parprof_rt::probe;
 use parprof_rt::trace::{Chunk, Completeness, EventKind, TraceReader};
@@ -10,13 +11,11 @@ use std::collections::HashMap;
 use std::num::ParseIntError;
 
 #[probe]
-fn first_even(xs: &[u32]) -> Option<u32> {
-    for &x in xs {
-        if x % 2 == 0 {
-            return Some(x);
-        }
+fn checked_div(a: u32, b: u32) -> Option<u32> {
+    if b == 0 {
+        return None;
     }
-    None
+    Some(a / b)
 }
 
 #[probe]
@@ -25,8 +24,14 @@ fn parse_double(s: &str) -> Result<i32, ParseIntError> {
     Ok(x * 2)
 }
 
+// The panic unwinds through two probed frames.
 #[probe]
 fn explode() {
+    fuse();
+}
+
+#[probe]
+fn fuse() {
     panic!("expected by the test");
 }
 
@@ -82,14 +87,17 @@ impl Grid<u8> {
 /// (kind, site name) of every event on one thread, in order.
 type Timeline = Vec<(EventKind, String)>;
 
-fn read_trace(path: &std::path::Path) -> HashMap<u32, Timeline> {
+/// Every site's (file, line) by name, and the timeline of every thread by tid.
+fn read_trace(path: &std::path::Path) -> (HashMap<String, (String, u32)>, HashMap<u32, Timeline>) {
     let file = std::fs::File::open(path).expect("trace file exists");
     let mut reader = TraceReader::new(file).expect("trace has a valid header");
     let mut names = HashMap::new();
+    let mut locations = HashMap::new();
     let mut raw = Vec::new();
     while let Some(chunk) = reader.next_chunk().expect("trace is readable") {
         match chunk {
             Chunk::Site(site) => {
+                locations.insert(site.name.clone(), (site.file, site.line));
                 names.insert(site.id, site.name);
             }
             Chunk::Events { tid, events } => raw.extend(events.into_iter().map(|e| (tid, e))),
@@ -101,22 +109,40 @@ fn read_trace(path: &std::path::Path) -> HashMap<u32, Timeline> {
     let mut last_ts = HashMap::new();
     for (tid, event) in raw {
         let previous = last_ts.insert(tid, event.ts).unwrap_or(0);
-        assert!(event.ts >= previous, "timestamps of thread {tid} go backwards");
-        let name = names.get(&event.id).unwrap_or_else(|| panic!("event of unregistered site {}", event.id));
-        threads.entry(tid).or_default().push((event.kind(), name.clone()));
+        assert!(
+            event.ts >= previous,
+            "timestamps of thread {tid} go backwards"
+        );
+        let name = names
+            .get(&event.id)
+            .unwrap_or_else(|| panic!("event of unregistered site {}", event.id));
+        threads
+            .entry(tid)
+            .or_default()
+            .push((event.kind(), name.clone()));
     }
-    threads
+    (locations, threads)
+}
+
+/// The line of this file that starts with `start` (after indentation).
+fn line_of(start: &str) -> u32 {
+    let source = include_str!("probe_paths.rs");
+    let index = source
+        .lines()
+        .position(|l| l.trim_start().starts_with(start))
+        .expect("line exists");
+    index as u32 + 1
 }
 
 #[test]
 fn every_exit_path_records_one_exit() {
     let dir = tempfile::tempdir().unwrap();
-    // SAFETY: no other thread exists yet that could read the environment concurrently; the
-    // harness runs this file's single test on its own.
+    // SAFETY: this file's only test runs alone and the runtime has not started yet (it reads
+    // the variable once, in the next line), so nothing reads the environment concurrently.
     unsafe { std::env::set_var("PARPROF_OUT", dir.path()) };
     assert!(parprof_rt::is_enabled());
 
-    assert_eq!(first_even(&[1, 3, 4, 5]), Some(4));
+    assert_eq!(checked_div(1, 0), None);
     assert!(parse_double("not a number").is_err());
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
@@ -133,23 +159,51 @@ fn every_exit_path_records_one_exit() {
     // `shutdown` rather than `flush`: it returns only once the writer has written everything
     // and the end chunk to the file.
     parprof_rt::shutdown();
-    let threads = read_trace(&dir.path().join(parprof_rt::trace_file_name(std::process::id())));
-    assert_eq!(threads.len(), 1, "only the test thread records: {threads:?}");
+    let (locations, threads) = read_trace(
+        &dir.path()
+            .join(parprof_rt::trace_file_name(std::process::id())),
+    );
+    assert_eq!(
+        threads.len(),
+        1,
+        "only the test thread records: {threads:?}"
+    );
     let timeline = threads.into_values().next().unwrap();
 
     let pair = |name: &str| {
-        vec![(EventKind::Enter, format!("probe_paths::{name}")), (EventKind::Exit, format!("probe_paths::{name}"))]
+        vec![
+            (EventKind::Enter, format!("probe_paths::{name}")),
+            (EventKind::Exit, format!("probe_paths::{name}")),
+        ]
     };
     let mut expected: Timeline = Vec::new();
-    expected.extend(pair("first_even"));
+    expected.extend(pair("checked_div"));
     expected.extend(pair("parse_double"));
-    expected.extend(pair("explode"));
+    expected.extend([
+        (EventKind::Enter, "probe_paths::explode".to_owned()),
+        (EventKind::Enter, "probe_paths::fuse".to_owned()),
+        (EventKind::Exit, "probe_paths::fuse".to_owned()),
+        (EventKind::Exit, "probe_paths::explode".to_owned()),
+    ]);
     expected.extend((0..5).map(|_| (EventKind::Enter, "probe_paths::countdown".to_owned())));
     expected.extend((0..5).map(|_| (EventKind::Exit, "probe_paths::countdown".to_owned())));
     expected.extend(pair("Grid::filled"));
     expected.extend(pair("Grid::step"));
-    expected.extend([(EventKind::Enter, "custom::sum".to_owned()), (EventKind::Exit, "custom::sum".to_owned())]);
+    expected.extend([
+        (EventKind::Enter, "custom::sum".to_owned()),
+        (EventKind::Exit, "custom::sum".to_owned()),
+    ]);
     expected.extend(pair("empty"));
     expected.extend(pair("Grid::fmt"));
     assert_eq!(timeline, expected);
+
+    // Each function of an impl block has its own line, not the line of the block's attribute.
+    for (name, start) in [
+        ("probe_paths::Grid::step", "fn step("),
+        ("probe_paths::Grid::filled", "fn filled("),
+    ] {
+        let (file, line) = &locations[name];
+        assert!(file.ends_with("probe_paths.rs"), "{name} is in {file}");
+        assert_eq!(*line, line_of(start), "line of {name}");
+    }
 }

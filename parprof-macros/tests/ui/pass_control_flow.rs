@@ -55,7 +55,9 @@ fn main() {
     assert_eq!(first_even(&[1, 4, 6]), Some(4));
     assert_eq!(first_even(&[1]), None);
     assert_eq!(fib(10), 55);
+    std::panic::set_hook(Box::new(|_| {}));
     assert!(std::panic::catch_unwind(|| fail("expected")).is_err());
+    drop(std::panic::take_hook());
     assert_eq!(with_items(), 2);
     assert_eq!(nested(), 2);
 }

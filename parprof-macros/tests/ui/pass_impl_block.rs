@@ -13,7 +13,9 @@ struct Grid<T> {
 impl<T: Copy + Default> Grid<T> {
     /// Documented and public: attributes of the functions are kept.
     pub fn new(n: usize) -> Self {
-        Grid { cells: vec![T::default(); n] }
+        Grid {
+            cells: vec![T::default(); n],
+        }
     }
 
     #[inline]

@@ -1,0 +1,471 @@
+//! Method 1 of the spec, streamed: the active time of every probe call.
+//!
+//! `active = elapsed − Σ overhead intervals − Σ switched-out intervals` within `[entry, exit]`,
+//! overlaps counted once. Every event occupies the overhead interval `[ts, ts + cost]` (cost
+//! from the runtime's calibration table) on its thread's time line. Per thread we keep the end
+//! of the union of the overhead intervals seen so far; when the next event arrives the part of
+//! that union up to the event is final, lies inside whatever probe call is innermost at that
+//! moment, and is credited to that call minus the part of it spent switched out. A call's
+//! overhead is handed to its caller when it returns, so every enclosing call counts it once,
+//! and the section's own Exit is never counted for the section itself: its interval starts at
+//! the Exit, after the call has been closed. Switched-out time of a call is one O(log n)
+//! query of the [`OffCpuIndex`] when the call returns.
+//!
+//! Work per event is O(1) amortised (plus that query per call); memory grows with threads,
+//! stack depth, probe sites and distinct call paths, never with the number of events. All
+//! sums are in ticks; the caller converts them to nanoseconds once.
+
+use super::EventConsumer;
+use super::distribution::DurationDistribution;
+use super::model::Anomalies;
+use super::offcpu::{OffCpu, OffCpuIndex, SwitchedOut};
+use super::spans::{LongestSpans, TickSpan, TickSpanKind};
+use parprof_rt::trace::{Calibration, Event, EventKind};
+use std::collections::{BTreeSet, HashMap};
+
+/// Totals of one probe site, in ticks.
+#[derive(Debug, Default)]
+pub(crate) struct ProbeTotals {
+    pub calls: u64,
+    pub elapsed: u64,
+    pub active: u64,
+    pub self_active: u64,
+    pub overhead: u64,
+    pub switched_out: SwitchedOut,
+    pub active_per_call: DurationDistribution,
+}
+
+/// One node of the call-path tree: a probe site reached through its parent's path.
+#[derive(Debug)]
+pub(crate) struct CallPathNode {
+    /// `None` for the root, which stands for "no probe open".
+    pub parent: Option<u32>,
+    pub site: u32,
+    pub calls: u64,
+    pub active: u64,
+    pub self_active: u64,
+}
+
+/// Every distinct stack of probe sites seen, as a tree.
+#[derive(Debug)]
+pub(crate) struct CallPaths {
+    nodes: Vec<CallPathNode>,
+    children: HashMap<(u32, u32), u32>,
+}
+
+const ROOT_PATH: u32 = 0;
+
+impl CallPaths {
+    fn new() -> Self {
+        let root = CallPathNode { parent: None, site: u32::MAX, calls: 0, active: 0, self_active: 0 };
+        CallPaths { nodes: vec![root], children: HashMap::new() }
+    }
+
+    fn child(&mut self, parent: u32, site: u32) -> u32 {
+        let nodes = &mut self.nodes;
+        *self.children.entry((parent, site)).or_insert_with(|| {
+            nodes.push(CallPathNode { parent: Some(parent), site, calls: 0, active: 0, self_active: 0 });
+            (nodes.len() - 1) as u32
+        })
+    }
+
+    /// Every path (not the root), with its sites root first.
+    pub(crate) fn paths(&self) -> impl Iterator<Item = (Vec<u32>, &CallPathNode)> {
+        self.nodes.iter().enumerate().skip(1).map(|(id, node)| {
+            let mut sites = Vec::new();
+            let mut at = Some(id as u32);
+            while let Some(i) = at
+                && i != ROOT_PATH
+            {
+                let n = &self.nodes[i as usize];
+                sites.push(n.site);
+                at = n.parent;
+            }
+            sites.reverse();
+            (sites, node)
+        })
+    }
+}
+
+/// A probe call that has not returned yet.
+#[derive(Debug)]
+struct OpenCall {
+    site: u32,
+    entry: u64,
+    path: u32,
+    /// Overhead (its on-CPU part) inside this call so far, nested calls' included.
+    overhead: u64,
+    /// Active time of the calls nested directly in this one.
+    nested_active: u64,
+}
+
+#[derive(Debug)]
+struct ThreadState<'a> {
+    open: Vec<OpenCall>,
+    /// Time of the thread's previous event: overhead before it has been credited.
+    last_ts: u64,
+    /// End of the union of the overhead intervals started so far.
+    overhead_until: u64,
+    off_cpu: &'a [OffCpu],
+    /// First switched-out interval that may still overlap what comes next.
+    off_cpu_cursor: usize,
+}
+
+impl ThreadState<'_> {
+    /// Switched-out time within `[a, b]`; `a` never decreases between calls, so the cursor
+    /// makes this O(1) amortised.
+    fn switched_out_within(&mut self, a: u64, b: u64) -> u64 {
+        while self.off_cpu.get(self.off_cpu_cursor).is_some_and(|i| i.end <= a) {
+            self.off_cpu_cursor += 1;
+        }
+        self.off_cpu[self.off_cpu_cursor..]
+            .iter()
+            .take_while(|i| i.start < b)
+            .map(|i| i.end.min(b).saturating_sub(i.start.max(a)))
+            .sum()
+    }
+}
+
+/// What the active-time analysis found, in ticks.
+#[derive(Debug)]
+pub(crate) struct ActiveTimeResult {
+    pub probes: HashMap<u32, ProbeTotals>,
+    pub call_paths: CallPaths,
+    pub spans: LongestSpans,
+    pub anomalies: Anomalies,
+    /// Event kinds seen that the calibration table has no cost for (counted as free).
+    pub uncalibrated: BTreeSet<EventKind>,
+}
+
+/// Accumulators shared by all threads.
+#[derive(Debug)]
+struct Totals<'a> {
+    off_cpu: &'a OffCpuIndex,
+    /// Overhead cost by `EventKind` value.
+    cost: [Option<u64>; 8],
+    probes: HashMap<u32, ProbeTotals>,
+    call_paths: CallPaths,
+    spans: LongestSpans,
+    anomalies: Anomalies,
+    uncalibrated: BTreeSet<EventKind>,
+}
+
+/// The streaming consumer: feed it every event, then [`ActiveTime::finish`].
+#[derive(Debug)]
+pub(crate) struct ActiveTime<'a> {
+    threads: HashMap<u32, ThreadState<'a>>,
+    totals: Totals<'a>,
+}
+
+impl<'a> ActiveTime<'a> {
+    pub(crate) fn new(off_cpu: &'a OffCpuIndex, calibration: &[Calibration], max_spans: usize) -> Self {
+        let mut cost = [None; 8];
+        for row in calibration {
+            cost[row.kind as usize] = Some(row.cost_ticks as u64);
+        }
+        ActiveTime {
+            threads: HashMap::new(),
+            totals: Totals {
+                off_cpu,
+                cost,
+                probes: HashMap::new(),
+                call_paths: CallPaths::new(),
+                spans: LongestSpans::new(max_spans),
+                anomalies: Anomalies::default(),
+                uncalibrated: BTreeSet::new(),
+            },
+        }
+    }
+
+    /// Calls still open are counted as anomalies and left out of the figures.
+    pub(crate) fn finish(self) -> ActiveTimeResult {
+        let mut totals = self.totals;
+        totals.anomalies.open_at_end += self.threads.values().map(|t| t.open.len() as u64).sum::<u64>();
+        ActiveTimeResult {
+            probes: totals.probes,
+            call_paths: totals.call_paths,
+            spans: totals.spans,
+            anomalies: totals.anomalies,
+            uncalibrated: totals.uncalibrated,
+        }
+    }
+}
+
+impl EventConsumer for ActiveTime<'_> {
+    fn on_event(&mut self, tid: u32, event: &Event) {
+        self.on_events(tid, std::slice::from_ref(event));
+    }
+
+    fn on_events(&mut self, tid: u32, events: &[Event]) {
+        let off_cpu = self.totals.off_cpu;
+        let thread = self.threads.entry(tid).or_insert_with(|| ThreadState {
+            open: Vec::new(),
+            last_ts: 0,
+            overhead_until: 0,
+            off_cpu: off_cpu.intervals(tid),
+            off_cpu_cursor: 0,
+        });
+        for event in events {
+            self.totals.step(tid, thread, event);
+        }
+    }
+}
+
+impl Totals<'_> {
+    fn step(&mut self, tid: u32, thread: &mut ThreadState<'_>, event: &Event) {
+        let mut ts = event.ts;
+        if ts < thread.last_ts {
+            self.anomalies.time_went_backwards += 1;
+            ts = thread.last_ts;
+        }
+        // The overhead union up to this event lies inside the innermost open call.
+        let credited_until = thread.overhead_until.min(ts);
+        if credited_until > thread.last_ts {
+            let start = thread.last_ts;
+            let on_cpu = (credited_until - start) - thread.switched_out_within(start, credited_until);
+            if let Some(innermost) = thread.open.last_mut() {
+                innermost.overhead += on_cpu;
+            }
+        }
+        thread.last_ts = ts;
+
+        let kind = event.kind();
+        match kind {
+            EventKind::Enter => {
+                let parent_path = thread.open.last().map_or(ROOT_PATH, |c| c.path);
+                let path = self.call_paths.child(parent_path, event.id);
+                thread.open.push(OpenCall { site: event.id, entry: ts, path, overhead: 0, nested_active: 0 });
+            }
+            EventKind::Exit => self.close(tid, thread, event.id, ts),
+            EventKind::RegionBegin | EventKind::RegionEnd | EventKind::TaskBegin | EventKind::TaskEnd => {}
+        }
+
+        let cost = self.cost[kind as usize].unwrap_or_else(|| {
+            self.uncalibrated.insert(kind);
+            0
+        });
+        thread.overhead_until = thread.overhead_until.max(ts.saturating_add(cost));
+    }
+
+    fn close(&mut self, tid: u32, thread: &mut ThreadState<'_>, site: u32, exit: u64) {
+        let Some(position) = thread.open.iter().rposition(|c| c.site == site) else {
+            self.anomalies.exit_without_entry += 1;
+            return;
+        };
+        // Calls opened after the one this Exit closes lost their own Exit. Their time is
+        // unknown, but what was measured inside them still lies inside their caller.
+        while thread.open.len() > position + 1 {
+            if let Some(unclosed) = thread.open.pop() {
+                self.anomalies.entry_without_exit += 1;
+                if let Some(caller) = thread.open.last_mut() {
+                    caller.overhead += unclosed.overhead;
+                    caller.nested_active += unclosed.nested_active;
+                }
+            }
+        }
+        let Some(call) = thread.open.pop() else { return };
+
+        let elapsed = exit - call.entry;
+        let switched_out = self.off_cpu.within(tid, call.entry, exit);
+        // The overhead credited excludes switched-out time, and both lie within the call, so
+        // this cannot go below zero; saturate all the same rather than trust it blindly.
+        let active = elapsed.saturating_sub(call.overhead + switched_out.total());
+        let self_active = active.saturating_sub(call.nested_active);
+
+        let probe = self.probes.entry(site).or_default();
+        probe.calls += 1;
+        probe.elapsed += elapsed;
+        probe.active += active;
+        probe.self_active += self_active;
+        probe.overhead += call.overhead;
+        probe.switched_out.preempted += switched_out.preempted;
+        probe.switched_out.voluntary += switched_out.voluntary;
+        probe.active_per_call.record(active);
+
+        let path = &mut self.call_paths.nodes[call.path as usize];
+        path.calls += 1;
+        path.active += active;
+        path.self_active += self_active;
+
+        if let Some(caller) = thread.open.last_mut() {
+            caller.overhead += call.overhead;
+            caller.nested_active += active;
+        }
+        self.spans.offer(TickSpan {
+            tid,
+            start: call.entry,
+            end: exit,
+            kind: TickSpanKind::Probe { site, active_ticks: active },
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{SwitchKind, SwitchRecord};
+
+    const F: u32 = 1;
+    const G: u32 = 2;
+    const H: u32 = 3;
+
+    fn ev(ts: u64, kind: EventKind, id: u32) -> Event {
+        Event { ts, id, aux: 0, kind: kind as u8, flags: 0 }
+    }
+
+    fn switch(time_ns: u64, kind: SwitchKind) -> SwitchRecord {
+        SwitchRecord { time_ns, tid: 1, cpu: 0, kind }
+    }
+
+    fn calibration(enter: u32, exit: u32) -> Vec<Calibration> {
+        vec![
+            Calibration { kind: EventKind::Enter, cost_ticks: enter },
+            Calibration { kind: EventKind::Exit, cost_ticks: exit },
+        ]
+    }
+
+    fn run(off_cpu: &OffCpuIndex, calibration: &[Calibration], events: &[Event]) -> ActiveTimeResult {
+        let mut analysis = ActiveTime::new(off_cpu, calibration, 100);
+        // Split the events into two chunks, as a trace would.
+        let (a, b) = events.split_at(events.len() / 2);
+        analysis.on_events(1, a);
+        analysis.on_events(1, b);
+        analysis.finish()
+    }
+
+    #[test]
+    fn worked_example_of_the_spec_is_266() {
+        let off_cpu = OffCpuIndex::from_switches(
+            &[
+                switch(1000, SwitchKind::OutPreempted),
+                switch(1190, SwitchKind::In),
+                switch(1225, SwitchKind::OutVoluntary),
+                switch(1411, SwitchKind::In),
+            ],
+            |t| t,
+            2000,
+        );
+        let result = run(
+            &off_cpu,
+            &calibration(3, 2),
+            &[ev(900, EventKind::Enter, F), ev(1200, EventKind::Enter, G), ev(1500, EventKind::Exit, G), ev(1550, EventKind::Exit, F)],
+        );
+        let f = &result.probes[&F];
+        assert_eq!((f.calls, f.elapsed, f.active), (1, 650, 266));
+        assert_eq!(f.overhead, 8);
+        assert_eq!(f.switched_out, SwitchedOut { preempted: 190, voluntary: 186 });
+        let g = &result.probes[&G];
+        assert_eq!((g.elapsed, g.active, g.overhead), (300, 300 - 3 - 186, 3));
+        assert_eq!(f.self_active, 266 - g.active);
+        assert_eq!(result.anomalies, Anomalies::default());
+    }
+
+    #[test]
+    fn nested_calls_give_self_time_and_call_paths() {
+        let off_cpu = OffCpuIndex::default();
+        // F(0..1000) calls G(100..300) and G(400..700); G calls H(500..600).
+        let result = run(
+            &off_cpu,
+            &calibration(0, 0),
+            &[
+                ev(0, EventKind::Enter, F),
+                ev(100, EventKind::Enter, G),
+                ev(300, EventKind::Exit, G),
+                ev(400, EventKind::Enter, G),
+                ev(500, EventKind::Enter, H),
+                ev(600, EventKind::Exit, H),
+                ev(700, EventKind::Exit, G),
+                ev(1000, EventKind::Exit, F),
+            ],
+        );
+        assert_eq!(result.probes[&F].self_active, 1000 - 200 - 300);
+        assert_eq!((result.probes[&G].calls, result.probes[&G].active, result.probes[&G].self_active), (2, 500, 400));
+        assert_eq!(result.probes[&H].self_active, 100);
+        let paths: Vec<(Vec<u32>, u64, u64)> =
+            result.call_paths.paths().map(|(sites, n)| (sites, n.calls, n.self_active)).collect();
+        assert_eq!(paths, [(vec![F], 1, 500), (vec![F, G], 2, 400), (vec![F, G, H], 1, 100)]);
+    }
+
+    #[test]
+    fn overhead_overlapping_a_switched_out_interval_is_counted_once() {
+        // F's entry costs 10 ticks (0..10); the thread is switched out 5..50.
+        let off_cpu = OffCpuIndex::from_switches(
+            &[switch(5, SwitchKind::OutPreempted), switch(50, SwitchKind::In)],
+            |t| t,
+            2000,
+        );
+        let result = run(&off_cpu, &calibration(10, 10), &[ev(0, EventKind::Enter, F), ev(1000, EventKind::Exit, F)]);
+        let f = &result.probes[&F];
+        assert_eq!((f.overhead, f.switched_out.total(), f.active), (5, 45, 950));
+    }
+
+    #[test]
+    fn overlapping_overhead_intervals_are_counted_once_and_clipped_to_the_call() {
+        // Enter costs 30: F's entry interval 0..30 overlaps G's 10..40; G returns at 20, so only
+        // 10..20 of the union lies in G. F's exit at 100 does not count for F.
+        let off_cpu = OffCpuIndex::default();
+        let result = run(
+            &off_cpu,
+            &calibration(30, 5),
+            &[ev(0, EventKind::Enter, F), ev(10, EventKind::Enter, G), ev(20, EventKind::Exit, G), ev(100, EventKind::Exit, F)],
+        );
+        assert_eq!(result.probes[&G].overhead, 10);
+        // Union of 0..30, 10..40 and G's exit 20..25 is 0..40.
+        assert_eq!(result.probes[&F].overhead, 40);
+        assert_eq!(result.probes[&F].active, 60);
+    }
+
+    #[test]
+    fn other_event_kinds_cost_their_calibrated_overhead() {
+        let off_cpu = OffCpuIndex::default();
+        let mut calibration = calibration(0, 0);
+        calibration.push(Calibration { kind: EventKind::TaskBegin, cost_ticks: 7 });
+        let result = run(
+            &off_cpu,
+            &calibration,
+            &[ev(0, EventKind::Enter, F), ev(50, EventKind::TaskBegin, 9), ev(60, EventKind::TaskEnd, 9), ev(100, EventKind::Exit, F)],
+        );
+        assert_eq!(result.probes[&F].overhead, 7);
+        assert_eq!(result.uncalibrated, BTreeSet::from([EventKind::TaskEnd]));
+    }
+
+    #[test]
+    fn cut_trace_leaves_open_calls_out_as_anomalies() {
+        let off_cpu = OffCpuIndex::default();
+        let result = run(
+            &off_cpu,
+            &calibration(1, 1),
+            &[ev(0, EventKind::Enter, F), ev(10, EventKind::Enter, G), ev(20, EventKind::Exit, G), ev(30, EventKind::Enter, H)],
+        );
+        assert_eq!(result.anomalies.open_at_end, 2);
+        assert_eq!(result.probes[&G].calls, 1);
+        assert!(!result.probes.contains_key(&F) && !result.probes.contains_key(&H));
+    }
+
+    #[test]
+    fn mismatched_exits_are_counted_not_trusted() {
+        let off_cpu = OffCpuIndex::default();
+        let result = run(
+            &off_cpu,
+            &calibration(0, 0),
+            &[
+                ev(0, EventKind::Exit, H),  // its Enter was lost
+                ev(10, EventKind::Enter, F),
+                ev(20, EventKind::Enter, G), // its Exit was lost
+                ev(30, EventKind::Enter, H),
+                ev(40, EventKind::Exit, H),
+                ev(100, EventKind::Exit, F),
+                ev(90, EventKind::Enter, G), // time goes backwards: taken as 100
+                ev(150, EventKind::Exit, G),
+            ],
+        );
+        assert_eq!(
+            result.anomalies,
+            Anomalies { exit_without_entry: 1, entry_without_exit: 1, open_at_end: 0, time_went_backwards: 1 }
+        );
+        let f = &result.probes[&F];
+        // H's active time, measured inside the unclosed G, still is not F's self time.
+        assert_eq!((f.calls, f.active, f.self_active), (1, 90, 80));
+        assert_eq!((result.probes[&G].calls, result.probes[&G].active), (1, 50));
+    }
+}

@@ -1,0 +1,255 @@
+//! The result of the analyses: one value that every report is a view of.
+//!
+//! Durations are nanoseconds (converted from clock ticks once, at the end of the analysis);
+//! times on the timeline are nanoseconds since [`Timeline::origin_monotonic_ns`].
+
+use crate::kernel::Capabilities;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Everything every report needs, from one pass over the trace and the kernel's records.
+#[derive(Clone, Debug, Serialize)]
+pub struct Analysis {
+    /// The cargo target that ran (filled by the caller).
+    pub target: TargetInfo,
+    /// How the target exited (filled by the caller).
+    pub exit: ExitStatus,
+    pub capabilities: Capabilities,
+    pub trace: TraceSummary,
+    /// `None` when the program wrote no trace: kernel times are then used as they are.
+    pub clock: Option<ClockInfo>,
+    /// Sorted by tid.
+    pub threads: Vec<ThreadSummary>,
+    /// Sorted by self active time, largest first.
+    pub probes: Vec<ProbeSummary>,
+    /// Every distinct stack of probes, sorted by path.
+    pub call_paths: Vec<CallPathSummary>,
+    pub cpu_samples: CpuSamples,
+    pub timeline: Timeline,
+    /// Trace events the runtime could not store (its buffers were full).
+    pub lost_events: u64,
+    /// Kernel records lost because a perf ring buffer was full.
+    pub lost_kernel_records: u64,
+    pub anomalies: Anomalies,
+    /// What could not be measured or may be off, in words for the user.
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TargetInfo {
+    pub name: String,
+    /// `bin`, `example`, `bench` or `test`.
+    pub kind: String,
+    pub args: Vec<String>,
+}
+
+/// Exactly one field is set once the caller knows how the process ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ExitStatus {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TraceSummary {
+    /// The trace file analysed, if any.
+    pub file: Option<PathBuf>,
+    /// Process id recorded in the trace header.
+    pub pid: Option<u32>,
+    /// Program path recorded in the trace header.
+    pub program: Option<String>,
+    pub completeness: TraceCompleteness,
+    /// Events read (all kinds, all threads).
+    pub events: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum TraceCompleteness {
+    /// The trace ends with its End chunk.
+    Complete,
+    /// The writer was stopped before the End chunk; everything before `after_byte` was used.
+    Cut { after_byte: u64, tail_bytes: u64 },
+    /// A chunk could not be read; everything before it was used.
+    Corrupt { error: String },
+    /// The program wrote no trace.
+    Absent,
+}
+
+/// How trace ticks were placed on the kernel's `CLOCK_MONOTONIC` time line, and how well.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClockInfo {
+    /// `tsc` or `monotonic`.
+    pub source: &'static str,
+    /// Rate measured by the runtime at start-up.
+    pub ticks_per_ns_startup: f64,
+    /// Rate over the whole run, from the start and end sync points (`None` for a cut trace).
+    pub ticks_per_ns_run: Option<f64>,
+    /// `whole_run` or `startup_calibration`: the rate used for conversions.
+    pub rate_used: &'static str,
+    /// Uncertainty of the start sync point.
+    pub start_sync_uncertainty_ns: f64,
+    /// Uncertainty of the end sync point (`None` for a cut trace).
+    pub end_sync_uncertainty_ns: Option<f64>,
+    /// Relative difference of the whole-run rate from the start-up rate, in parts per million.
+    pub drift_ppm: Option<f64>,
+    /// How far the end sync point lies from where the start-up rate puts it: the error the
+    /// start-up calibration alone would have made at the end of the run.
+    pub drift_over_run_ns: Option<f64>,
+    /// Bound on the misplacement of a trace event against kernel records: the larger sync
+    /// uncertainty, when the whole-run rate is used; the start uncertainty (drift unknown)
+    /// otherwise.
+    pub alignment_error_ns: f64,
+    /// Cost of two back-to-back clock reads.
+    pub bare_read_pair_ns: f64,
+    /// The overhead calibration table used for the correction.
+    pub calibration: Vec<CalibrationRow>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CalibrationRow {
+    /// Event kind (`Enter`, `Exit`, ...).
+    pub kind: String,
+    pub cost_ticks: u32,
+    pub cost_ns: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ThreadSummary {
+    pub tid: u32,
+    pub name: Option<String>,
+    pub rayon_index: Option<u16>,
+    /// Rayon pool identity (0 for the global pool) when the thread is a rayon worker.
+    pub rayon_pool: Option<u32>,
+    /// First and last moment the thread was seen (trace event or kernel record), since the
+    /// timeline origin.
+    pub first_seen_ns: u64,
+    pub last_seen_ns: u64,
+    /// Time between first and last sighting minus switched-out time; `None` (like the other
+    /// switch figures) without context-switch records.
+    pub on_cpu_ns: Option<u64>,
+    pub off_cpu_preempted_ns: Option<u64>,
+    pub off_cpu_voluntary_ns: Option<u64>,
+    pub switches_voluntary: Option<u64>,
+    pub switches_preempted: Option<u64>,
+    /// Trace events recorded and lost on this thread.
+    pub events: u64,
+    pub lost_events: u64,
+    pub cpu_samples: u64,
+}
+
+/// How a median was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MedianMethod {
+    /// Every call's duration was kept (few calls).
+    Exact,
+    /// A log-linear histogram: within 0.4 % of the exact value.
+    Histogram,
+}
+
+/// Totals of one probe site over all its calls on all threads.
+///
+/// A probe that calls itself (recursion) counts the nested calls' time again in `elapsed_ns`
+/// and `active_ns`; `self_active_ns` counts every moment once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProbeSummary {
+    pub site: u32,
+    pub name: String,
+    pub file: String,
+    pub line: u32,
+    pub calls: u64,
+    pub elapsed_ns: u64,
+    pub active_ns: u64,
+    /// Active time minus the active time of nested probes.
+    pub self_active_ns: u64,
+    /// Probe overhead removed from the elapsed time.
+    pub overhead_ns: u64,
+    /// Switched-out time removed from the elapsed time, in total and by cause.
+    pub switched_out_ns: u64,
+    pub switched_out_preempted_ns: u64,
+    pub switched_out_voluntary_ns: u64,
+    /// Active time of one call.
+    pub min_active_ns: u64,
+    pub median_active_ns: u64,
+    pub max_active_ns: u64,
+    pub median_method: MedianMethod,
+}
+
+/// One stack of probe names, root first, over all threads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CallPathSummary {
+    pub path: Vec<String>,
+    pub calls: u64,
+    pub active_ns: u64,
+    pub self_active_ns: u64,
+}
+
+/// cpu-clock samples folded by stack.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CpuSamples {
+    pub period_ns: u64,
+    pub total: u64,
+    /// Sorted by stack.
+    pub stacks: Vec<SampledStack>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SampledStack {
+    /// Frames root first; inlined frames end in `_[i]`, unsymbolised ones are addresses.
+    pub frames: Vec<String>,
+    pub samples: u64,
+}
+
+/// The spans of the timeline view, bounded in number: the longest are kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Timeline {
+    /// `CLOCK_MONOTONIC` time of timeline time 0.
+    pub origin_monotonic_ns: u64,
+    /// The most spans kept.
+    pub max_spans: usize,
+    /// Sorted by thread, then start.
+    pub spans: Vec<TimelineSpan>,
+    pub left_out_probe_spans: u64,
+    pub left_out_switched_out_spans: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TimelineSpan {
+    pub tid: u32,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub kind: SpanKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SpanKind {
+    /// One call of the probe `site` (see [`ProbeSummary::site`]).
+    Probe { site: u32, active_ns: u64 },
+    /// Switched out while runnable.
+    Preempted,
+    /// Switched out because the thread blocked.
+    Blocked,
+}
+
+/// Events that did not fit the nesting of probes; the figures leave them out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Anomalies {
+    /// An Exit with no open call of its probe on the thread (its Enter was lost).
+    pub exit_without_entry: u64,
+    /// A call closed over by the Exit of an enclosing probe (its own Exit was lost).
+    pub entry_without_exit: u64,
+    /// Calls still open when the trace ended (cut trace, or a thread that never returned).
+    pub open_at_end: u64,
+    /// Events whose time lies before the previous event of their thread.
+    pub time_went_backwards: u64,
+}
+
+impl Anomalies {
+    pub fn total(&self) -> u64 {
+        self.exit_without_entry + self.entry_without_exit + self.open_at_end + self.time_went_backwards
+    }
+}
