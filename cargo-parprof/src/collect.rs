@@ -504,10 +504,10 @@ fn drain_until_stopped(mut samplers: Vec<Sampler>, stop: &AtomicBool) -> Parsed 
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
         if n > 0 {
             for fd in &fds {
-                if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-                    if let Some(i) = samplers.iter().position(|s| s.as_raw_fd() == fd.fd) {
-                        hung_up[i] = true;
-                    }
+                if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+                    && let Some(i) = samplers.iter().position(|s| s.as_raw_fd() == fd.fd)
+                {
+                    hung_up[i] = true;
                 }
             }
         }

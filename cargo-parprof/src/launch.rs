@@ -136,14 +136,14 @@ pub fn run_and_collect(
     if exe.components().count() > 1 && !exe.exists() {
         bail!("cannot start {}: no such file", exe.display());
     }
-    if let Some(dir) = working_dir {
-        if !dir.is_dir() {
-            bail!(
-                "cannot start {}: working directory {} does not exist",
-                exe.display(),
-                dir.display()
-            );
-        }
+    if let Some(dir) = working_dir
+        && !dir.is_dir()
+    {
+        bail!(
+            "cannot start {}: working directory {} does not exist",
+            exe.display(),
+            dir.display()
+        );
     }
 
     let sigint = SigintGuard::install().context("installing the SIGINT handler")?;
@@ -433,11 +433,11 @@ impl Drop for SigintGuard {
     fn drop(&mut self) {
         let mut state = HANDLER.lock().unwrap_or_else(|p| p.into_inner());
         state.users = state.users.saturating_sub(1);
-        if state.users == 0 {
-            if let Some(previous) = state.previous.take() {
-                // SAFETY: restores a sigaction the kernel gave us.
-                unsafe { libc::sigaction(libc::SIGINT, &previous, std::ptr::null_mut()) };
-            }
+        if state.users == 0
+            && let Some(previous) = state.previous.take()
+        {
+            // SAFETY: restores a sigaction the kernel gave us.
+            unsafe { libc::sigaction(libc::SIGINT, &previous, std::ptr::null_mut()) };
         }
     }
 }

@@ -119,10 +119,11 @@ impl<'a> AddressSpaces<'a> {
         }
         // Without an exec since its fork, a process still runs its parent's image, whose
         // mappings the kernel does not report again.
-        if last_exec.is_none() && depth < MAX_FORK_DEPTH {
-            if let Some(f) = self.parent.get(&pid) {
-                return self.lookup_at(f.ppid, f.time_ns, addr, depth + 1);
-            }
+        if last_exec.is_none()
+            && depth < MAX_FORK_DEPTH
+            && let Some(f) = self.parent.get(&pid)
+        {
+            return self.lookup_at(f.ppid, f.time_ns, addr, depth + 1);
         }
         None
     }

@@ -40,13 +40,7 @@ fn sh(script: &str) -> RunOutcome {
 /// Re-runs this test binary as the child, running only the ignored helper test `name`.
 fn run_helper(name: &str, mode: &str) -> RunOutcome {
     let exe = std::env::current_exe().unwrap();
-    let args = os(&[
-        name,
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ]);
+    let args = os(&[name, "--exact", "--ignored", "--quiet", "--test-threads=1"]);
     let env = [(OsString::from(HELPER_ENV), OsString::from(mode))];
     run_and_collect(&exe, &args, &env, None, &opts()).expect("run helper")
 }

@@ -18,7 +18,7 @@ fn child_records_forever() {
     let mut i = 0u64;
     loop {
         i = tick(i + 1);
-        if i % 1024 == 0 {
+        if i.is_multiple_of(1024) {
             std::thread::sleep(Duration::from_micros(50));
         }
     }

@@ -50,8 +50,11 @@ fn encode(chunks: &[Chunk], end: bool) -> Vec<u8> {
     enc.into_bytes()
 }
 
+/// What a reader yielded: the chunks, how the trace ended, and the error that stopped it.
+type ReadOutcome = (Vec<Chunk>, Option<Completeness>, Option<TraceError>);
+
 /// Reads everything a reader yields; the error, if any, ends the list.
-fn read_all(bytes: &[u8]) -> Result<(Vec<Chunk>, Option<Completeness>, Option<TraceError>), TraceError> {
+fn read_all(bytes: &[u8]) -> Result<ReadOutcome, TraceError> {
     let mut reader = TraceReader::new(bytes)?;
     let mut chunks = Vec::new();
     loop {

@@ -1,0 +1,98 @@
+//! How well trace ticks line up with the kernel's `CLOCK_MONOTONIC` records.
+
+use super::model::{CalibrationRow, ClockInfo};
+use parprof_rt::trace::{ClockKind, End, Header, TickConverter};
+
+/// The end sync point if it can be used for the whole-run rate (the condition under which
+/// [`TickConverter::new`] uses it).
+pub(crate) fn usable_end<'a>(header: &Header, end: Option<&'a End>) -> Option<&'a End> {
+    end.filter(|e| e.end.ticks > header.start.ticks && e.end.monotonic_ns > header.start.monotonic_ns)
+}
+
+pub(crate) fn clock_info(header: &Header, end: Option<&End>, converter: &TickConverter) -> ClockInfo {
+    let startup_ns_per_tick = 1.0 / header.ticks_per_ns;
+    let start = header.start;
+    let start_uncertainty_ns = start.uncertainty_ticks as f64 * startup_ns_per_tick;
+    let whole_run = usable_end(header, end).map(|e| {
+        let run_ticks_per_ns = 1.0 / converter.ns_per_tick();
+        let predicted_end_ns =
+            start.monotonic_ns as f64 + (e.end.ticks - start.ticks) as f64 * startup_ns_per_tick;
+        (
+            run_ticks_per_ns,
+            e.end.uncertainty_ticks as f64 * converter.ns_per_tick(),
+            (run_ticks_per_ns / header.ticks_per_ns - 1.0) * 1e6,
+            predicted_end_ns - e.end.monotonic_ns as f64,
+        )
+    });
+    ClockInfo {
+        source: match header.clock {
+            ClockKind::Tsc => "tsc",
+            ClockKind::Monotonic => "monotonic",
+        },
+        ticks_per_ns_startup: header.ticks_per_ns,
+        ticks_per_ns_run: whole_run.map(|w| w.0),
+        rate_used: if whole_run.is_some() { "whole_run" } else { "startup_calibration" },
+        start_sync_uncertainty_ns: start_uncertainty_ns,
+        end_sync_uncertainty_ns: whole_run.map(|w| w.1),
+        drift_ppm: whole_run.map(|w| w.2),
+        drift_over_run_ns: whole_run.map(|w| w.3),
+        alignment_error_ns: whole_run.map_or(start_uncertainty_ns, |w| w.1.max(start_uncertainty_ns)),
+        bare_read_pair_ns: header.bare_read_ticks as f64 * startup_ns_per_tick,
+        calibration: header
+            .calibration
+            .iter()
+            .map(|c| CalibrationRow {
+                kind: format!("{:?}", c.kind),
+                cost_ticks: c.cost_ticks,
+                cost_ns: converter.span_ns(c.cost_ticks as u64),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parprof_rt::trace::ClockSync;
+
+    fn header() -> Header {
+        Header {
+            pid: 1,
+            clock: ClockKind::Tsc,
+            ticks_per_ns: 2.0,
+            start: ClockSync { ticks: 1_000, monotonic_ns: 10_000, uncertainty_ticks: 40 },
+            bare_read_ticks: 30,
+            calibration: Vec::new(),
+            program: String::new(),
+        }
+    }
+
+    #[test]
+    fn whole_run_rate_and_drift_from_the_sync_points() {
+        let header = header();
+        // 2,000,000 ticks in 1,000,100 ns: the start-up rate (2/ns) puts the end 100 ns early.
+        let end = End {
+            end: ClockSync { ticks: 2_001_000, monotonic_ns: 1_010_100, uncertainty_ticks: 100 },
+            ..End::default()
+        };
+        let converter = TickConverter::new(&header, Some(&end.end));
+        let info = clock_info(&header, Some(&end), &converter);
+        assert_eq!(info.rate_used, "whole_run");
+        assert_eq!(info.start_sync_uncertainty_ns, 20.0);
+        assert!((info.end_sync_uncertainty_ns.unwrap() - 50.0).abs() < 0.01);
+        assert!((info.drift_over_run_ns.unwrap() + 100.0).abs() < 1e-6);
+        assert!((info.drift_ppm.unwrap() + 99.99).abs() < 0.01);
+        assert!((info.alignment_error_ns - 50.0).abs() < 0.01);
+        assert_eq!(info.bare_read_pair_ns, 15.0);
+    }
+
+    #[test]
+    fn cut_trace_uses_the_startup_rate_and_says_drift_is_unknown() {
+        let header = header();
+        let converter = TickConverter::new(&header, None);
+        let info = clock_info(&header, None, &converter);
+        assert_eq!(info.rate_used, "startup_calibration");
+        assert_eq!((info.drift_ppm, info.end_sync_uncertainty_ns), (None, None));
+        assert_eq!(info.alignment_error_ns, 20.0);
+    }
+}

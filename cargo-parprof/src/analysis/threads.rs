@@ -1,0 +1,130 @@
+//! Per-thread figures: when each thread was seen, how long it was on a CPU, how often it was
+//! switched out.
+
+use super::EventConsumer;
+use super::model::ThreadSummary;
+use super::offcpu::OffCpuIndex;
+use crate::kernel::{KernelRecords, SwitchKind};
+use parprof_rt::trace::{Event, NO_WORKER, ThreadRecord, TickConverter};
+use std::collections::{BTreeMap, HashMap};
+
+/// First and last sighting of a thread on the tick time line.
+#[derive(Clone, Copy, Debug)]
+struct Sighting {
+    first: u64,
+    last: u64,
+}
+
+/// Collects when every thread was seen, from trace events and kernel records.
+#[derive(Debug, Default)]
+pub(crate) struct ThreadActivity {
+    seen: HashMap<u32, Sighting>,
+    events: HashMap<u32, u64>,
+}
+
+impl EventConsumer for ThreadActivity {
+    fn on_event(&mut self, tid: u32, event: &Event) {
+        self.saw(tid, event.ts);
+        *self.events.entry(tid).or_default() += 1;
+    }
+
+    fn on_events(&mut self, tid: u32, events: &[Event]) {
+        // A thread's events are in time order, so the ends of a chunk bound it.
+        if let (Some(first), Some(last)) = (events.first(), events.last()) {
+            self.saw(tid, first.ts);
+            self.saw(tid, last.ts);
+            *self.events.entry(tid).or_default() += events.len() as u64;
+        }
+    }
+}
+
+/// What the per-thread summary is made from, besides the sightings.
+pub(crate) struct ThreadSources<'a> {
+    pub kernel: &'a KernelRecords,
+    pub trace_threads: &'a HashMap<u32, ThreadRecord>,
+    pub lost_events: &'a HashMap<u32, u64>,
+    pub off_cpu: &'a OffCpuIndex,
+    /// Whether context-switch records were collected: without them on-CPU time is unknown.
+    pub switches_recorded: bool,
+    pub converter: &'a TickConverter,
+    pub origin_ns: u64,
+}
+
+impl ThreadActivity {
+    /// A kernel record or event of `tid` at `ticks`.
+    pub(crate) fn saw(&mut self, tid: u32, ticks: u64) {
+        self.seen
+            .entry(tid)
+            .and_modify(|s| {
+                s.first = s.first.min(ticks);
+                s.last = s.last.max(ticks);
+            })
+            .or_insert(Sighting { first: ticks, last: ticks });
+    }
+
+    /// One summary per thread seen anywhere, sorted by tid.
+    pub(crate) fn summarise(&self, sources: &ThreadSources<'_>) -> Vec<ThreadSummary> {
+        #[derive(Default)]
+        struct KernelCounts {
+            voluntary: u64,
+            preempted: u64,
+            samples: u64,
+        }
+        let mut counts: HashMap<u32, KernelCounts> = HashMap::new();
+        for s in &sources.kernel.switches {
+            let c = counts.entry(s.tid).or_default();
+            match s.kind {
+                SwitchKind::OutVoluntary => c.voluntary += 1,
+                SwitchKind::OutPreempted => c.preempted += 1,
+                SwitchKind::In => {}
+            }
+        }
+        for s in &sources.kernel.samples {
+            counts.entry(s.tid).or_default().samples += 1;
+        }
+        // The last name the kernel reported for a thread is its current one.
+        let kernel_names: HashMap<u32, &str> =
+            sources.kernel.thread_names.iter().map(|(tid, name)| (*tid, name.as_str())).collect();
+
+        let mut tids: BTreeMap<u32, Option<Sighting>> = BTreeMap::new();
+        for tid in sources.trace_threads.keys().chain(counts.keys()).chain(kernel_names.keys()) {
+            tids.insert(*tid, None);
+        }
+        for (tid, sighting) in &self.seen {
+            tids.insert(*tid, Some(*sighting));
+        }
+
+        let ns = |ticks: u64| sources.converter.span_ns(ticks).round() as u64;
+        let since_origin = |ticks: u64| sources.converter.to_ns(ticks).saturating_sub(sources.origin_ns);
+        tids.into_iter()
+            .map(|(tid, sighting)| {
+                let record = sources.trace_threads.get(&tid);
+                let name = record
+                    .map(|r| r.name.as_str())
+                    .filter(|n| !n.is_empty())
+                    .or_else(|| kernel_names.get(&tid).copied())
+                    .map(str::to_owned);
+                let worker = record.filter(|r| r.rayon_index != NO_WORKER);
+                let kernel = counts.get(&tid);
+                let (first, last) = sighting.map_or((0, 0), |s| (s.first, s.last));
+                let switched = sources.switches_recorded.then(|| sources.off_cpu.within(tid, first, last));
+                ThreadSummary {
+                    tid,
+                    name,
+                    rayon_index: worker.map(|r| r.rayon_index),
+                    rayon_pool: worker.map(|r| r.pool),
+                    first_seen_ns: since_origin(first),
+                    last_seen_ns: since_origin(last),
+                    on_cpu_ns: switched.map(|s| ns((last - first).saturating_sub(s.total()))),
+                    off_cpu_preempted_ns: switched.map(|s| ns(s.preempted)),
+                    off_cpu_voluntary_ns: switched.map(|s| ns(s.voluntary)),
+                    switches_voluntary: sources.switches_recorded.then(|| kernel.map_or(0, |k| k.voluntary)),
+                    switches_preempted: sources.switches_recorded.then(|| kernel.map_or(0, |k| k.preempted)),
+                    events: self.events.get(&tid).copied().unwrap_or(0),
+                    lost_events: sources.lost_events.get(&tid).copied().unwrap_or(0),
+                    cpu_samples: kernel.map_or(0, |k| k.samples),
+                }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,125 @@
+//! Finding the trace file in an output folder, and reading what is needed before streaming it.
+
+use parprof_rt::trace::{Chunk, ChunkEncoder, End, Header, TraceReader};
+use std::cell::Cell;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// The trace file chosen among those of an output folder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TracePick {
+    pub file: Option<PathBuf>,
+    /// Why the choice is not the obvious one, for the report's notes.
+    pub note: Option<String>,
+}
+
+fn is_trace_file(name: &str) -> bool {
+    name.starts_with("trace") && name.ends_with(".ppt")
+}
+
+/// Picks the trace of the process `pid` (`trace-<pid>.ppt`) in `dir`. Without it: the only
+/// trace present, or the largest of several (processes the program started write their own),
+/// or none.
+pub fn pick_trace(dir: &Path, pid: Option<u32>) -> io::Result<TracePick> {
+    if let Some(pid) = pid {
+        let own = dir.join(format!("trace-{pid}.ppt"));
+        if own.is_file() {
+            return Ok(TracePick { file: Some(own), note: None });
+        }
+    }
+    let mut traces: Vec<(u64, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name().to_str().is_some_and(is_trace_file) && entry.file_type()?.is_file() {
+            traces.push((entry.metadata()?.len(), entry.path()));
+        }
+    }
+    traces.sort();
+    let expected = pid.map_or_else(|| "a trace".to_owned(), |pid| format!("trace-{pid}.ppt"));
+    Ok(match traces.as_slice() {
+        [] => TracePick { file: None, note: None },
+        [(_, only)] => TracePick {
+            file: Some(only.clone()),
+            note: pid.map(|_| format!("{expected} is absent; analysed the only trace, {}", only.display())),
+        },
+        [.., (_, largest)] => TracePick {
+            file: Some(largest.clone()),
+            note: Some(format!(
+                "{} holds {} traces and not {expected}; analysed the largest, {}",
+                dir.display(),
+                traces.len(),
+                largest.display()
+            )),
+        },
+    })
+}
+
+/// The End chunk of a complete trace, read from the file's tail before streaming it: the
+/// whole-run clock rate is needed to place kernel records on the tick time line before the
+/// first event is analysed. `None` when the tail is not a valid End chunk (a cut trace).
+pub(crate) fn read_end_chunk(path: &Path, header: &Header) -> Option<End> {
+    let end_chunk_len = {
+        let mut encoder = ChunkEncoder::new();
+        encoder.chunk(&Chunk::End(End::default()));
+        encoder.len()
+    };
+    let mut file = File::open(path).ok()?;
+    file.seek(SeekFrom::End(-(end_chunk_len as i64))).ok()?;
+    let mut tail = vec![0; end_chunk_len];
+    file.read_exact(&mut tail).ok()?;
+    // Let the trace reader validate the chunk: put it behind a preamble and the header.
+    let mut encoder = ChunkEncoder::new();
+    encoder.preamble();
+    encoder.chunk(&Chunk::Header(header.clone()));
+    let mut bytes = encoder.into_bytes();
+    bytes.extend_from_slice(&tail);
+    match TraceReader::new(io::Cursor::new(bytes)).ok()?.next_chunk() {
+        Ok(Some(Chunk::End(end))) => Some(end),
+        _ => None,
+    }
+}
+
+/// A reader that counts the bytes read through it, for the progress bar.
+pub(crate) struct CountingReader<R> {
+    inner: R,
+    count: Rc<Cell<u64>>,
+}
+
+impl<R> CountingReader<R> {
+    pub(crate) fn new(inner: R) -> (Self, Rc<Cell<u64>>) {
+        let count = Rc::new(Cell::new(0));
+        (CountingReader { inner, count: Rc::clone(&count) }, count)
+    }
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.set(self.count.get() + n as u64);
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_the_childs_trace_then_the_only_one_then_the_largest() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        assert_eq!(pick_trace(dir.path(), Some(7)).unwrap(), TracePick { file: None, note: None });
+        std::fs::write(dir.path().join("trace-9.ppt"), b"12345").unwrap();
+        let only = pick_trace(dir.path(), Some(7)).unwrap();
+        assert_eq!(only.file, Some(dir.path().join("trace-9.ppt")));
+        assert!(only.note.is_some_and(|n| n.contains("trace-7.ppt is absent")));
+        std::fs::write(dir.path().join("trace-8.ppt"), b"123").unwrap();
+        std::fs::write(dir.path().join("report.json"), b"{}").unwrap();
+        let largest = pick_trace(dir.path(), Some(7)).unwrap();
+        assert_eq!(largest.file, Some(dir.path().join("trace-9.ppt")));
+        assert!(largest.note.is_some_and(|n| n.contains("2 traces")));
+        std::fs::write(dir.path().join("trace-7.ppt"), b"1").unwrap();
+        assert_eq!(pick_trace(dir.path(), Some(7)).unwrap().file, Some(dir.path().join("trace-7.ppt")));
+    }
+}
