@@ -112,6 +112,8 @@ pub struct RunOutcome {
     pub exit: ExitStatus,
     pub kernel: KernelRecords,
     pub child_pid: u32,
+    /// When the child was released to `exec`, on `CLOCK_MONOTONIC` ns (the records' clock).
+    pub started_ns: u64,
     /// From the release of the child to the moment its exit was seen, on `CLOCK_MONOTONIC`.
     pub wall_ns: u64,
     /// Ctrl-C was pressed (or SIGINT sent to the profiler) while the child ran.
@@ -174,7 +176,13 @@ pub fn run_and_collect(
         let Some(pid) = read_pid(ready_r) else {
             let err = match spawner.join() {
                 Ok(Err(e)) => anyhow::Error::new(e),
-                Ok(Ok(_)) => anyhow::anyhow!("the child did not report its pid"),
+                // Unreachable in practice (the pid is written before exec), but an
+                // unsupervised child must not be left behind.
+                Ok(Ok(mut child)) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    anyhow::anyhow!("the child did not report its pid")
+                }
                 Err(_) => anyhow::anyhow!("the launching thread panicked"),
             };
             return Err(err.context(format!("cannot start {}", exe.display())));
@@ -215,6 +223,7 @@ pub fn run_and_collect(
             exit: status.into(),
             kernel: collected.kernel,
             child_pid: pid,
+            started_ns: started,
             wall_ns,
             interrupted,
         })

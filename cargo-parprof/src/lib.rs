@@ -4,7 +4,9 @@
 pub mod analysis;
 pub mod cli;
 pub mod collect;
+pub mod counters;
 pub mod kernel;
 pub mod launch;
+pub mod report;
 pub mod symbolize;
 pub mod target;

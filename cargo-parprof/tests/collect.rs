@@ -86,6 +86,16 @@ fn sleeping_shell_blocks_voluntarily() {
         return;
     }
     assert_sorted(k);
+    // Same clock as the launcher (CLOCK_MONOTONIC); the margin only absorbs the race between
+    // the child's exec and the launcher reading the clock.
+    let (lo, hi) = (
+        run.started_ns - 1_000_000_000,
+        run.started_ns + run.wall_ns + 1_000_000_000,
+    );
+    assert!(
+        k.switches.iter().all(|s| (lo..hi).contains(&s.time_ns)),
+        "records not on CLOCK_MONOTONIC"
+    );
     let voluntary = k
         .switches
         .iter()

@@ -41,6 +41,8 @@ pub fn measure() -> Table {
     let bare = median_batch(|| for _ in 0..BATCH { black_box(clock::now()); });
     let rows = EventKind::ALL
         .iter()
+        // A stall's cost is its own measured duration.
+        .filter(|&&kind| kind != EventKind::BufferStall)
         .map(|&kind| {
             let cost = match kind {
                 // The exit path is the guard's drop, branch included.

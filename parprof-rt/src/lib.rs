@@ -6,6 +6,7 @@
 //! one predictable branch; the `off` feature compiles probes out entirely.
 
 pub use parprof_macros::probe;
+pub use parprof_macros::parallel_region;
 
 mod calibrate;
 pub mod clock;
@@ -13,6 +14,7 @@ pub mod clock;
 #[cfg_attr(feature = "off", allow(dead_code))]
 mod probe;
 mod recorder;
+pub mod region;
 mod ring;
 pub mod trace;
 

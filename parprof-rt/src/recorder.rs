@@ -8,7 +8,7 @@
 
 use crate::calibrate;
 use crate::clock;
-use crate::ring::Ring;
+use crate::ring::{Push, Ring};
 use crate::trace::{self, Chunk, ChunkEncoder, End, Event, EventKind, Header, SiteKind, SiteRecord, ThreadRecord};
 use std::cell::Cell;
 use std::fs::File;
@@ -87,10 +87,40 @@ pub fn record(kind: EventKind, id: u32, aux: u16, flags: u8) -> bool {
     }
     let event = Event { ts: clock::now(), id, aux, kind: kind as u8, flags };
     // SAFETY: a non-null RING points into an Arc held by THREAD_EXIT of this live thread.
-    if unsafe { &*ring }.push(event) {
-        wake_writer();
+    let ring = unsafe { &*ring };
+    match ring.push(event) {
+        Push::Stored => {}
+        Push::StoredWakeWriter => wake_writer(),
+        Push::Full => wait_for_room(ring, event),
     }
     true
+}
+
+/// The writer fell behind: wait until it makes room, then store the event and a
+/// [`EventKind::BufferStall`] that lets the analysis remove the wait like probe overhead.
+/// Only a writer that is gone (stopped, or failed to write) makes events lost, counted.
+#[cold]
+#[inline(never)]
+fn wait_for_room(ring: &Ring, event: Event) {
+    let stalled_at = clock::now();
+    let give_up = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let writer_gone = RUNTIME.get().is_none_or(|rt| rt.stop.load(Ordering::Acquire)) || MODE.load(Ordering::Relaxed) != ON;
+        if writer_gone || std::time::Instant::now() > give_up {
+            ring.count_lost();
+            return;
+        }
+        wake_writer();
+        std::thread::yield_now();
+        if ring.push(event) != Push::Full {
+            break;
+        }
+    }
+    let waited = clock::now().saturating_sub(stalled_at).min(u32::MAX as u64) as u32;
+    let stall = Event { ts: stalled_at, id: waited, aux: 0, kind: EventKind::BufferStall as u8, flags: 0 };
+    if ring.push(stall) == Push::Full {
+        ring.count_lost();
+    }
 }
 
 #[cold]

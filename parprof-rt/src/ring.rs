@@ -11,6 +11,16 @@ const MASK: usize = CAPACITY - 1;
 /// The producer wakes the writer each time this many more events are pending.
 pub const WAKE_EVERY: usize = CAPACITY / 4;
 
+/// What became of a pushed event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Push {
+    Stored,
+    /// Stored, and enough is pending that the writer should run.
+    StoredWakeWriter,
+    /// Not stored: the ring is full.
+    Full,
+}
+
 pub struct Ring {
     slots: Box<[UnsafeCell<Event>]>,
     /// Next slot the producer writes; only the producer stores it.
@@ -40,18 +50,22 @@ impl Ring {
         }
     }
 
-    /// Producer side. Returns true when the writer should be woken.
+    /// Producer side.
     #[inline(always)]
-    pub fn push(&self, event: Event) -> bool {
+    pub fn push(&self, event: Event) -> Push {
         let head = self.head.load(Ordering::Relaxed);
         if head - self.tail.load(Ordering::Acquire) >= CAPACITY {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-            return false;
+            return Push::Full;
         }
         // SAFETY: the slot is outside [tail, head), so the consumer does not read it.
         unsafe { *self.slots[head & MASK].get() = event };
         self.head.store(head + 1, Ordering::Release);
-        (head + 1).is_multiple_of(WAKE_EVERY)
+        if (head + 1).is_multiple_of(WAKE_EVERY) { Push::StoredWakeWriter } else { Push::Stored }
+    }
+
+    /// Counts an event that could not be stored.
+    pub fn count_lost(&self) {
+        self.lost.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Consumer side: hands the pending events (as up to two slices) to `f`, then frees them.

@@ -80,11 +80,15 @@ pub enum EventKind {
     /// this event the thread was in the scheduler (running, searching or waiting for the
     /// fork's other tasks), not in user code. `id` is the region's site.
     TaskResume = 7,
+    /// The thread waited for room in its buffer because the writer fell behind: the wait
+    /// began at `ts` and lasted `id` ticks. Like probe overhead, it is removed from every
+    /// enclosing probed interval. Recording is lossless at this price.
+    BufferStall = 8,
 }
 
 impl EventKind {
     /// Every event kind, for calibration tables and exhaustive checks.
-    pub const ALL: [EventKind; 7] = [
+    pub const ALL: [EventKind; 8] = [
         Self::Enter,
         Self::Exit,
         Self::RegionBegin,
@@ -92,6 +96,7 @@ impl EventKind {
         Self::TaskBegin,
         Self::TaskEnd,
         Self::TaskResume,
+        Self::BufferStall,
     ];
 
     pub fn from_u8(v: u8) -> Option<Self> {

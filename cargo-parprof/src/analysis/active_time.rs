@@ -42,8 +42,26 @@ pub(crate) struct CallPathNode {
     pub parent: Option<u32>,
     pub site: u32,
     pub calls: u64,
+    pub elapsed: u64,
     pub active: u64,
     pub self_active: u64,
+    pub overhead: u64,
+    pub switched_out: SwitchedOut,
+}
+
+impl CallPathNode {
+    fn new(parent: Option<u32>, site: u32) -> Self {
+        CallPathNode {
+            parent,
+            site,
+            calls: 0,
+            elapsed: 0,
+            active: 0,
+            self_active: 0,
+            overhead: 0,
+            switched_out: SwitchedOut::default(),
+        }
+    }
 }
 
 /// Every distinct stack of probe sites seen, as a tree.
@@ -57,14 +75,16 @@ const ROOT_PATH: u32 = 0;
 
 impl CallPaths {
     fn new() -> Self {
-        let root = CallPathNode { parent: None, site: u32::MAX, calls: 0, active: 0, self_active: 0 };
-        CallPaths { nodes: vec![root], children: HashMap::new() }
+        CallPaths {
+            nodes: vec![CallPathNode::new(None, u32::MAX)],
+            children: HashMap::new(),
+        }
     }
 
     fn child(&mut self, parent: u32, site: u32) -> u32 {
         let nodes = &mut self.nodes;
         *self.children.entry((parent, site)).or_insert_with(|| {
-            nodes.push(CallPathNode { parent: Some(parent), site, calls: 0, active: 0, self_active: 0 });
+            nodes.push(CallPathNode::new(Some(parent), site));
             (nodes.len() - 1) as u32
         })
     }
@@ -115,7 +135,11 @@ impl ThreadState<'_> {
     /// Switched-out time within `[a, b]`; `a` never decreases between calls, so the cursor
     /// makes this O(1) amortised.
     fn switched_out_within(&mut self, a: u64, b: u64) -> u64 {
-        while self.off_cpu.get(self.off_cpu_cursor).is_some_and(|i| i.end <= a) {
+        while self
+            .off_cpu
+            .get(self.off_cpu_cursor)
+            .is_some_and(|i| i.end <= a)
+        {
             self.off_cpu_cursor += 1;
         }
         self.off_cpu[self.off_cpu_cursor..]
@@ -135,19 +159,28 @@ pub(crate) struct ActiveTimeResult {
     pub anomalies: Anomalies,
     /// Event kinds seen that the calibration table has no cost for (counted as free).
     pub uncalibrated: BTreeSet<EventKind>,
+    pub buffer_stalls: BufferStallTicks,
 }
 
 /// Accumulators shared by all threads.
 #[derive(Debug)]
 struct Totals<'a> {
     off_cpu: &'a OffCpuIndex,
-    /// Overhead cost by `EventKind` value.
-    cost: [Option<u64>; 8],
+    /// Overhead cost by `EventKind` value (any `u8`, so indexing cannot fail).
+    cost: [Option<u64>; 256],
     probes: HashMap<u32, ProbeTotals>,
     call_paths: CallPaths,
     spans: LongestSpans,
     anomalies: Anomalies,
     uncalibrated: BTreeSet<EventKind>,
+    buffer_stalls: BufferStallTicks,
+}
+
+/// Waits of the runtime for room in its buffers, in ticks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BufferStallTicks {
+    pub count: u64,
+    pub ticks: u64,
 }
 
 /// The streaming consumer: feed it every event, then [`ActiveTime::finish`].
@@ -158,8 +191,12 @@ pub(crate) struct ActiveTime<'a> {
 }
 
 impl<'a> ActiveTime<'a> {
-    pub(crate) fn new(off_cpu: &'a OffCpuIndex, calibration: &[Calibration], max_spans: usize) -> Self {
-        let mut cost = [None; 8];
+    pub(crate) fn new(
+        off_cpu: &'a OffCpuIndex,
+        calibration: &[Calibration],
+        max_spans: usize,
+    ) -> Self {
+        let mut cost = [None; 256];
         for row in calibration {
             cost[row.kind as usize] = Some(row.cost_ticks as u64);
         }
@@ -173,6 +210,7 @@ impl<'a> ActiveTime<'a> {
                 spans: LongestSpans::new(max_spans),
                 anomalies: Anomalies::default(),
                 uncalibrated: BTreeSet::new(),
+                buffer_stalls: BufferStallTicks::default(),
             },
         }
     }
@@ -180,13 +218,18 @@ impl<'a> ActiveTime<'a> {
     /// Calls still open are counted as anomalies and left out of the figures.
     pub(crate) fn finish(self) -> ActiveTimeResult {
         let mut totals = self.totals;
-        totals.anomalies.open_at_end += self.threads.values().map(|t| t.open.len() as u64).sum::<u64>();
+        totals.anomalies.open_at_end += self
+            .threads
+            .values()
+            .map(|t| t.open.len() as u64)
+            .sum::<u64>();
         ActiveTimeResult {
             probes: totals.probes,
             call_paths: totals.call_paths,
             spans: totals.spans,
             anomalies: totals.anomalies,
             uncalibrated: totals.uncalibrated,
+            buffer_stalls: totals.buffer_stalls,
         }
     }
 }
@@ -222,7 +265,8 @@ impl Totals<'_> {
         let credited_until = thread.overhead_until.min(ts);
         if credited_until > thread.last_ts {
             let start = thread.last_ts;
-            let on_cpu = (credited_until - start) - thread.switched_out_within(start, credited_until);
+            let on_cpu =
+                (credited_until - start) - thread.switched_out_within(start, credited_until);
             if let Some(innermost) = thread.open.last_mut() {
                 innermost.overhead += on_cpu;
             }
@@ -234,16 +278,35 @@ impl Totals<'_> {
             EventKind::Enter => {
                 let parent_path = thread.open.last().map_or(ROOT_PATH, |c| c.path);
                 let path = self.call_paths.child(parent_path, event.id);
-                thread.open.push(OpenCall { site: event.id, entry: ts, path, overhead: 0, nested_active: 0 });
+                thread.open.push(OpenCall {
+                    site: event.id,
+                    entry: ts,
+                    path,
+                    overhead: 0,
+                    nested_active: 0,
+                });
             }
             EventKind::Exit => self.close(tid, thread, event.id, ts),
-            EventKind::RegionBegin | EventKind::RegionEnd | EventKind::TaskBegin | EventKind::TaskEnd => {}
+            EventKind::RegionBegin
+            | EventKind::RegionEnd
+            | EventKind::TaskBegin
+            | EventKind::TaskEnd
+            | EventKind::TaskResume
+            | EventKind::BufferStall => {}
         }
 
-        let cost = self.cost[kind as usize].unwrap_or_else(|| {
-            self.uncalibrated.insert(kind);
-            0
-        });
+        let cost = match kind {
+            // The runtime waited `id` ticks for room in its buffer: removed like overhead.
+            EventKind::BufferStall => {
+                self.buffer_stalls.count += 1;
+                self.buffer_stalls.ticks += event.id as u64;
+                event.id as u64
+            }
+            _ => self.cost[kind as usize].unwrap_or_else(|| {
+                self.uncalibrated.insert(kind);
+                0
+            }),
+        };
         thread.overhead_until = thread.overhead_until.max(ts.saturating_add(cost));
     }
 
@@ -263,7 +326,9 @@ impl Totals<'_> {
                 }
             }
         }
-        let Some(call) = thread.open.pop() else { return };
+        let Some(call) = thread.open.pop() else {
+            return;
+        };
 
         let elapsed = exit - call.entry;
         let switched_out = self.off_cpu.within(tid, call.entry, exit);
@@ -284,8 +349,12 @@ impl Totals<'_> {
 
         let path = &mut self.call_paths.nodes[call.path as usize];
         path.calls += 1;
+        path.elapsed += elapsed;
         path.active += active;
         path.self_active += self_active;
+        path.overhead += call.overhead;
+        path.switched_out.preempted += switched_out.preempted;
+        path.switched_out.voluntary += switched_out.voluntary;
 
         if let Some(caller) = thread.open.last_mut() {
             caller.overhead += call.overhead;
@@ -295,7 +364,10 @@ impl Totals<'_> {
             tid,
             start: call.entry,
             end: exit,
-            kind: TickSpanKind::Probe { site, active_ticks: active },
+            kind: TickSpanKind::Probe {
+                site,
+                active_ticks: active,
+            },
         });
     }
 }
@@ -310,21 +382,42 @@ mod tests {
     const H: u32 = 3;
 
     fn ev(ts: u64, kind: EventKind, id: u32) -> Event {
-        Event { ts, id, aux: 0, kind: kind as u8, flags: 0 }
+        Event {
+            ts,
+            id,
+            aux: 0,
+            kind: kind as u8,
+            flags: 0,
+        }
     }
 
     fn switch(time_ns: u64, kind: SwitchKind) -> SwitchRecord {
-        SwitchRecord { time_ns, tid: 1, cpu: 0, kind }
+        SwitchRecord {
+            time_ns,
+            tid: 1,
+            cpu: 0,
+            kind,
+        }
     }
 
     fn calibration(enter: u32, exit: u32) -> Vec<Calibration> {
         vec![
-            Calibration { kind: EventKind::Enter, cost_ticks: enter },
-            Calibration { kind: EventKind::Exit, cost_ticks: exit },
+            Calibration {
+                kind: EventKind::Enter,
+                cost_ticks: enter,
+            },
+            Calibration {
+                kind: EventKind::Exit,
+                cost_ticks: exit,
+            },
         ]
     }
 
-    fn run(off_cpu: &OffCpuIndex, calibration: &[Calibration], events: &[Event]) -> ActiveTimeResult {
+    fn run(
+        off_cpu: &OffCpuIndex,
+        calibration: &[Calibration],
+        events: &[Event],
+    ) -> ActiveTimeResult {
         let mut analysis = ActiveTime::new(off_cpu, calibration, 100);
         // Split the events into two chunks, as a trace would.
         let (a, b) = events.split_at(events.len() / 2);
@@ -348,12 +441,23 @@ mod tests {
         let result = run(
             &off_cpu,
             &calibration(3, 2),
-            &[ev(900, EventKind::Enter, F), ev(1200, EventKind::Enter, G), ev(1500, EventKind::Exit, G), ev(1550, EventKind::Exit, F)],
+            &[
+                ev(900, EventKind::Enter, F),
+                ev(1200, EventKind::Enter, G),
+                ev(1500, EventKind::Exit, G),
+                ev(1550, EventKind::Exit, F),
+            ],
         );
         let f = &result.probes[&F];
         assert_eq!((f.calls, f.elapsed, f.active), (1, 650, 266));
         assert_eq!(f.overhead, 8);
-        assert_eq!(f.switched_out, SwitchedOut { preempted: 190, voluntary: 186 });
+        assert_eq!(
+            f.switched_out,
+            SwitchedOut {
+                preempted: 190,
+                voluntary: 186
+            }
+        );
         let g = &result.probes[&G];
         assert_eq!((g.elapsed, g.active, g.overhead), (300, 300 - 3 - 186, 3));
         assert_eq!(f.self_active, 266 - g.active);
@@ -379,22 +483,46 @@ mod tests {
             ],
         );
         assert_eq!(result.probes[&F].self_active, 1000 - 200 - 300);
-        assert_eq!((result.probes[&G].calls, result.probes[&G].active, result.probes[&G].self_active), (2, 500, 400));
+        assert_eq!(
+            (
+                result.probes[&G].calls,
+                result.probes[&G].active,
+                result.probes[&G].self_active
+            ),
+            (2, 500, 400)
+        );
         assert_eq!(result.probes[&H].self_active, 100);
-        let paths: Vec<(Vec<u32>, u64, u64)> =
-            result.call_paths.paths().map(|(sites, n)| (sites, n.calls, n.self_active)).collect();
-        assert_eq!(paths, [(vec![F], 1, 500), (vec![F, G], 2, 400), (vec![F, G, H], 1, 100)]);
+        let paths: Vec<(Vec<u32>, u64, u64)> = result
+            .call_paths
+            .paths()
+            .map(|(sites, n)| (sites, n.calls, n.self_active))
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                (vec![F], 1, 500),
+                (vec![F, G], 2, 400),
+                (vec![F, G, H], 1, 100)
+            ]
+        );
     }
 
     #[test]
     fn overhead_overlapping_a_switched_out_interval_is_counted_once() {
         // F's entry costs 10 ticks (0..10); the thread is switched out 5..50.
         let off_cpu = OffCpuIndex::from_switches(
-            &[switch(5, SwitchKind::OutPreempted), switch(50, SwitchKind::In)],
+            &[
+                switch(5, SwitchKind::OutPreempted),
+                switch(50, SwitchKind::In),
+            ],
             |t| t,
             2000,
         );
-        let result = run(&off_cpu, &calibration(10, 10), &[ev(0, EventKind::Enter, F), ev(1000, EventKind::Exit, F)]);
+        let result = run(
+            &off_cpu,
+            &calibration(10, 10),
+            &[ev(0, EventKind::Enter, F), ev(1000, EventKind::Exit, F)],
+        );
         let f = &result.probes[&F];
         assert_eq!((f.overhead, f.switched_out.total(), f.active), (5, 45, 950));
     }
@@ -407,7 +535,12 @@ mod tests {
         let result = run(
             &off_cpu,
             &calibration(30, 5),
-            &[ev(0, EventKind::Enter, F), ev(10, EventKind::Enter, G), ev(20, EventKind::Exit, G), ev(100, EventKind::Exit, F)],
+            &[
+                ev(0, EventKind::Enter, F),
+                ev(10, EventKind::Enter, G),
+                ev(20, EventKind::Exit, G),
+                ev(100, EventKind::Exit, F),
+            ],
         );
         assert_eq!(result.probes[&G].overhead, 10);
         // Union of 0..30, 10..40 and G's exit 20..25 is 0..40.
@@ -419,14 +552,50 @@ mod tests {
     fn other_event_kinds_cost_their_calibrated_overhead() {
         let off_cpu = OffCpuIndex::default();
         let mut calibration = calibration(0, 0);
-        calibration.push(Calibration { kind: EventKind::TaskBegin, cost_ticks: 7 });
+        calibration.push(Calibration {
+            kind: EventKind::TaskBegin,
+            cost_ticks: 7,
+        });
         let result = run(
             &off_cpu,
             &calibration,
-            &[ev(0, EventKind::Enter, F), ev(50, EventKind::TaskBegin, 9), ev(60, EventKind::TaskEnd, 9), ev(100, EventKind::Exit, F)],
+            &[
+                ev(0, EventKind::Enter, F),
+                ev(50, EventKind::TaskBegin, 9),
+                ev(60, EventKind::TaskEnd, 9),
+                ev(100, EventKind::Exit, F),
+            ],
         );
         assert_eq!(result.probes[&F].overhead, 7);
         assert_eq!(result.uncalibrated, BTreeSet::from([EventKind::TaskEnd]));
+    }
+
+    #[test]
+    fn buffer_stalls_are_removed_for_their_measured_duration() {
+        let off_cpu = OffCpuIndex::default();
+        let result = run(
+            &off_cpu,
+            &calibration(2, 2),
+            &[
+                ev(0, EventKind::Enter, F),
+                ev(10, EventKind::Enter, G),
+                ev(11, EventKind::BufferStall, 40),
+                ev(100, EventKind::Exit, G),
+                ev(200, EventKind::Exit, F),
+            ],
+        );
+        // G: its entry 10..12 and the stall 11..51 make 10..51.
+        assert_eq!(result.probes[&G].overhead, 41);
+        // F: its entry 0..2, then 10..51, then G's exit 100..102.
+        assert_eq!(result.probes[&F].overhead, 45);
+        assert_eq!(
+            result.buffer_stalls,
+            BufferStallTicks {
+                count: 1,
+                ticks: 40
+            }
+        );
+        assert!(result.uncalibrated.is_empty());
     }
 
     #[test]
@@ -435,7 +604,12 @@ mod tests {
         let result = run(
             &off_cpu,
             &calibration(1, 1),
-            &[ev(0, EventKind::Enter, F), ev(10, EventKind::Enter, G), ev(20, EventKind::Exit, G), ev(30, EventKind::Enter, H)],
+            &[
+                ev(0, EventKind::Enter, F),
+                ev(10, EventKind::Enter, G),
+                ev(20, EventKind::Exit, G),
+                ev(30, EventKind::Enter, H),
+            ],
         );
         assert_eq!(result.anomalies.open_at_end, 2);
         assert_eq!(result.probes[&G].calls, 1);
@@ -449,7 +623,7 @@ mod tests {
             &off_cpu,
             &calibration(0, 0),
             &[
-                ev(0, EventKind::Exit, H),  // its Enter was lost
+                ev(0, EventKind::Exit, H), // its Enter was lost
                 ev(10, EventKind::Enter, F),
                 ev(20, EventKind::Enter, G), // its Exit was lost
                 ev(30, EventKind::Enter, H),
@@ -461,7 +635,12 @@ mod tests {
         );
         assert_eq!(
             result.anomalies,
-            Anomalies { exit_without_entry: 1, entry_without_exit: 1, open_at_end: 0, time_went_backwards: 1 }
+            Anomalies {
+                exit_without_entry: 1,
+                entry_without_exit: 1,
+                open_at_end: 0,
+                time_went_backwards: 1
+            }
         );
         let f = &result.probes[&F];
         // H's active time, measured inside the unclosed G, still is not F's self time.

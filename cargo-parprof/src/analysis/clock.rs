@@ -6,10 +6,16 @@ use parprof_rt::trace::{ClockKind, End, Header, TickConverter};
 /// The end sync point if it can be used for the whole-run rate (the condition under which
 /// [`TickConverter::new`] uses it).
 pub(crate) fn usable_end<'a>(header: &Header, end: Option<&'a End>) -> Option<&'a End> {
-    end.filter(|e| e.end.ticks > header.start.ticks && e.end.monotonic_ns > header.start.monotonic_ns)
+    end.filter(|e| {
+        e.end.ticks > header.start.ticks && e.end.monotonic_ns > header.start.monotonic_ns
+    })
 }
 
-pub(crate) fn clock_info(header: &Header, end: Option<&End>, converter: &TickConverter) -> ClockInfo {
+pub(crate) fn clock_info(
+    header: &Header,
+    end: Option<&End>,
+    converter: &TickConverter,
+) -> ClockInfo {
     let startup_ns_per_tick = 1.0 / header.ticks_per_ns;
     let start = header.start;
     let start_uncertainty_ns = start.uncertainty_ticks as f64 * startup_ns_per_tick;
@@ -31,12 +37,17 @@ pub(crate) fn clock_info(header: &Header, end: Option<&End>, converter: &TickCon
         },
         ticks_per_ns_startup: header.ticks_per_ns,
         ticks_per_ns_run: whole_run.map(|w| w.0),
-        rate_used: if whole_run.is_some() { "whole_run" } else { "startup_calibration" },
+        rate_used: if whole_run.is_some() {
+            "whole_run"
+        } else {
+            "startup_calibration"
+        },
         start_sync_uncertainty_ns: start_uncertainty_ns,
         end_sync_uncertainty_ns: whole_run.map(|w| w.1),
         drift_ppm: whole_run.map(|w| w.2),
         drift_over_run_ns: whole_run.map(|w| w.3),
-        alignment_error_ns: whole_run.map_or(start_uncertainty_ns, |w| w.1.max(start_uncertainty_ns)),
+        alignment_error_ns: whole_run
+            .map_or(start_uncertainty_ns, |w| w.1.max(start_uncertainty_ns)),
         bare_read_pair_ns: header.bare_read_ticks as f64 * startup_ns_per_tick,
         calibration: header
             .calibration
@@ -60,7 +71,11 @@ mod tests {
             pid: 1,
             clock: ClockKind::Tsc,
             ticks_per_ns: 2.0,
-            start: ClockSync { ticks: 1_000, monotonic_ns: 10_000, uncertainty_ticks: 40 },
+            start: ClockSync {
+                ticks: 1_000,
+                monotonic_ns: 10_000,
+                uncertainty_ticks: 40,
+            },
             bare_read_ticks: 30,
             calibration: Vec::new(),
             program: String::new(),
@@ -72,7 +87,11 @@ mod tests {
         let header = header();
         // 2,000,000 ticks in 1,000,100 ns: the start-up rate (2/ns) puts the end 100 ns early.
         let end = End {
-            end: ClockSync { ticks: 2_001_000, monotonic_ns: 1_010_100, uncertainty_ticks: 100 },
+            end: ClockSync {
+                ticks: 2_001_000,
+                monotonic_ns: 1_010_100,
+                uncertainty_ticks: 100,
+            },
             ..End::default()
         };
         let converter = TickConverter::new(&header, Some(&end.end));

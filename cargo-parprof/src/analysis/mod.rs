@@ -1,3 +1,664 @@
 //! The analyses: one in-memory result that every report is a view of.
+//!
+//! [`analyse`] reads the trace once, chunk by chunk, and hands each thread's events to the
+//! per-event analyses ([`EventConsumer`]s) in one loop; memory grows with threads, probe sites
+//! and call paths, not with the length of the run. Kernel records (context switches, samples)
+//! are placed on the trace's tick time line first, since the active-time correction needs the
+//! switched-out intervals while it streams.
 
+mod active_time;
+pub mod attribution;
+mod clock;
+mod cpu_stacks;
+pub mod diagnoses;
+mod distribution;
+pub mod lifecycle;
+pub mod model;
 pub mod offcpu;
+mod spans;
+mod threads;
+mod trace_file;
+pub mod utilization;
+
+pub use cpu_stacks::INLINED_SUFFIX;
+pub use model::*;
+pub use trace_file::{TracePick, pick_trace};
+
+use crate::kernel::{KernelRecords, SwitchRecord};
+use active_time::{ActiveTime, ActiveTimeResult};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use offcpu::OffCpuIndex;
+use parprof_rt::trace::{
+    Chunk, ClockKind, ClockSync, Completeness, End, Event, Header, SiteRecord, ThreadRecord,
+    TickConverter, TraceError, TraceReader,
+};
+use spans::{LongestSpans, TickSpan, TickSpanKind};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
+use threads::{ThreadActivity, ThreadSources};
+use trace_file::CountingReader;
+
+/// An analysis fed by the single pass over the trace. To add one, implement this and add it
+/// to the consumers handed to the reading loop in [`analyse`].
+pub trait EventConsumer {
+    /// One event of thread `tid`; each thread's events arrive in time order, threads interleave.
+    fn on_event(&mut self, tid: u32, event: &Event);
+
+    /// The events of one chunk, all of thread `tid`; override to do per-thread work once per
+    /// chunk instead of once per event.
+    fn on_events(&mut self, tid: u32, events: &[Event]) {
+        for event in events {
+            self.on_event(tid, event);
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct AnalysisOptions {
+    /// Pid of the profiled process: picks `trace-<pid>.ppt` when [`analyse`] is given a folder.
+    pub child_pid: Option<u32>,
+    /// The most spans the timeline keeps (the longest ones).
+    pub max_timeline_spans: usize,
+    /// Traces at least this large get a progress bar on stderr (never drawn when stderr is not
+    /// a terminal).
+    pub progress_min_bytes: u64,
+}
+
+impl Default for AnalysisOptions {
+    fn default() -> Self {
+        AnalysisOptions {
+            child_pid: None,
+            max_timeline_spans: 200_000,
+            progress_min_bytes: 64 << 20,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AnalysisError {
+    #[error("cannot look for the trace in {path}: {source}")]
+    Folder {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot open the trace {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot analyse the trace {path}: {source}")]
+    Trace {
+        path: PathBuf,
+        #[source]
+        source: TraceError,
+    },
+}
+
+/// An opened trace whose header has been read.
+struct OpenTrace {
+    path: PathBuf,
+    reader: TraceReader<CountingReader<BufReader<File>>>,
+    bytes_read: std::rc::Rc<std::cell::Cell<u64>>,
+    file_len: u64,
+    /// The End chunk found at the file's tail (`None` for a cut trace).
+    end: Option<End>,
+}
+
+/// What the reading loop gathered besides what the consumers keep.
+struct TraceContents {
+    sites: HashMap<u32, SiteRecord>,
+    threads: HashMap<u32, ThreadRecord>,
+    lost_by_thread: HashMap<u32, u64>,
+    events: u64,
+    completeness: TraceCompleteness,
+}
+
+/// Analyses a run. `trace` is a trace file or the output folder holding it (see
+/// [`pick_trace`]); when there is no trace, or it is empty, the analysis still succeeds with
+/// the kernel's records alone. A trace that turns out cut or corrupt is analysed up to that
+/// point. `target` and `exit` of the result are left for the caller to fill.
+pub fn analyse(
+    trace: &Path,
+    kernel: &KernelRecords,
+    opts: &AnalysisOptions,
+) -> Result<Analysis, AnalysisError> {
+    let mut notes = Vec::new();
+    let trace_path = locate_trace(trace, opts.child_pid, &mut notes)?;
+    let mut opened = match &trace_path {
+        Some(path) => open_trace(path, &mut notes)?,
+        None => None,
+    };
+    if trace_path.is_none() {
+        notes.push(format!(
+            "The program recorded no probes (no trace in {}): only kernel figures and the CPU flamegraph are available.",
+            trace.display()
+        ));
+    }
+
+    // Without a trace, kernel nanoseconds serve as ticks.
+    let header = opened
+        .as_ref()
+        .map_or_else(kernel_time_header, |t| t.reader.header().clone());
+    let end = opened
+        .as_ref()
+        .and_then(|t| clock::usable_end(&header, t.end.as_ref()))
+        .copied();
+    let converter = TickConverter::new(&header, end.as_ref().map(|e| &e.end));
+    let to_ticks = |ns: u64| converter.ns_to_ticks(ns);
+
+    let switches = sorted_switches(&kernel.switches);
+    let last_kernel_ns = switches
+        .last()
+        .map(|s| s.time_ns)
+        .max(kernel.samples.last().map(|s| s.time_ns));
+    let end_of_run = end
+        .map(|e| e.end.ticks)
+        .max(last_kernel_ns.map(to_ticks))
+        .unwrap_or(0);
+    let off_cpu = OffCpuIndex::from_switches(&switches, to_ticks, end_of_run);
+
+    let mut active = ActiveTime::new(&off_cpu, &header.calibration, opts.max_timeline_spans);
+    let mut activity = ThreadActivity::default();
+    let contents = match opened.as_mut() {
+        Some(trace) => read_chunks(trace, opts, &mut [&mut active, &mut activity]),
+        None => TraceContents {
+            sites: HashMap::new(),
+            threads: HashMap::new(),
+            lost_by_thread: HashMap::new(),
+            events: 0,
+            completeness: TraceCompleteness::Absent,
+        },
+    };
+    for s in switches.iter() {
+        activity.saw(s.tid, to_ticks(s.time_ns));
+    }
+    for s in &kernel.samples {
+        activity.saw(s.tid, to_ticks(s.time_ns));
+    }
+    let active = active.finish();
+    let folded = cpu_stacks::fold(kernel);
+
+    let origin_ns = [
+        opened.as_ref().map(|_| header.start.monotonic_ns),
+        switches.first().map(|s| s.time_ns),
+        kernel.samples.first().map(|s| s.time_ns),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .unwrap_or(0);
+    let switches_recorded = kernel.capabilities.context_switches.available;
+    let threads = activity.summarise(&ThreadSources {
+        kernel,
+        trace_threads: &contents.threads,
+        lost_events: &contents.lost_by_thread,
+        off_cpu: &off_cpu,
+        switches_recorded,
+        converter: &converter,
+        origin_ns,
+    });
+    let lost_events = contents.lost_by_thread.values().sum::<u64>().max(
+        opened
+            .as_ref()
+            .and_then(|t| t.end)
+            .map_or(0, |e| e.events_lost),
+    );
+    let ns = |ticks: u64| converter.span_ns(ticks).round() as u64;
+    let probes = probe_summaries(&active, &contents.sites, ns);
+    let call_paths = call_path_summaries(&active, &contents.sites, ns);
+    let outermost_calls = outermost_calls(&active, ns);
+
+    let timeline = timeline(active.spans, &off_cpu, &converter, origin_ns);
+    notes.extend(measurement_notes(&MeasurementFacts {
+        kernel,
+        completeness: &contents.completeness,
+        has_trace: opened.is_some(),
+        lost_events,
+        lost_threads: contents.lost_by_thread.values().filter(|n| **n > 0).count(),
+        active: &active.anomalies,
+        uncalibrated: &active.uncalibrated,
+        timeline: &timeline,
+        unsymbolised_samples: folded.unsymbolised,
+        buffer_stalls: (active.buffer_stalls.count, ns(active.buffer_stalls.ticks)),
+    }));
+
+    Ok(Analysis {
+        target: TargetInfo::default(),
+        exit: ExitStatus::default(),
+        capabilities: kernel.capabilities.clone(),
+        trace: TraceSummary {
+            file: trace_path.map(|p| p.display().to_string()),
+            pid: opened.as_ref().map(|_| header.pid),
+            program: opened.as_ref().map(|_| header.program.clone()),
+            completeness: contents.completeness,
+            events: contents.events,
+        },
+        clock: opened
+            .as_ref()
+            .map(|_| clock::clock_info(&header, end.as_ref(), &converter)),
+        threads,
+        probes,
+        call_paths,
+        outermost_calls,
+        cpu_samples: folded.samples,
+        timeline,
+        lost_events,
+        lost_kernel_records: kernel.lost_records,
+        malformed_kernel_records: kernel.malformed_records,
+        buffer_stalls: BufferStalls {
+            count: active.buffer_stalls.count,
+            total_ns: ns(active.buffer_stalls.ticks),
+        },
+        anomalies: active.anomalies,
+        notes,
+    })
+}
+
+fn locate_trace(
+    trace: &Path,
+    child_pid: Option<u32>,
+    notes: &mut Vec<String>,
+) -> Result<Option<PathBuf>, AnalysisError> {
+    if !trace.is_dir() {
+        return Ok(trace.is_file().then(|| trace.to_owned()));
+    }
+    let pick = pick_trace(trace, child_pid).map_err(|source| AnalysisError::Folder {
+        path: trace.to_owned(),
+        source,
+    })?;
+    notes.extend(pick.note);
+    Ok(pick.file)
+}
+
+/// Opens the trace and reads its header; an empty trace (the program stopped before writing
+/// anything) is noted and treated as absent.
+fn open_trace(path: &Path, notes: &mut Vec<String>) -> Result<Option<OpenTrace>, AnalysisError> {
+    let file = File::open(path).map_err(|source| AnalysisError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let (counting, bytes_read) = CountingReader::new(BufReader::with_capacity(1 << 20, file));
+    let reader = match TraceReader::new(counting) {
+        Ok(reader) => reader,
+        Err(TraceError::Empty) => {
+            notes.push(format!(
+                "The trace {} is empty: the program stopped before recording anything.",
+                path.display()
+            ));
+            return Ok(None);
+        }
+        Err(source) => {
+            return Err(AnalysisError::Trace {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let end = trace_file::read_end_chunk(path, reader.header());
+    Ok(Some(OpenTrace {
+        path: path.to_owned(),
+        reader,
+        bytes_read,
+        file_len,
+        end,
+    }))
+}
+
+/// A header for runs without a trace: one tick is one kernel nanosecond.
+fn kernel_time_header() -> Header {
+    Header {
+        pid: 0,
+        clock: ClockKind::Monotonic,
+        ticks_per_ns: 1.0,
+        start: ClockSync::default(),
+        bare_read_ticks: 0,
+        calibration: Vec::new(),
+        program: String::new(),
+    }
+}
+
+/// The collector promises time order; sort a copy if it was broken rather than mis-pair.
+fn sorted_switches(switches: &[SwitchRecord]) -> Cow<'_, [SwitchRecord]> {
+    if switches.is_sorted_by_key(|s| s.time_ns) {
+        Cow::Borrowed(switches)
+    } else {
+        let mut sorted = switches.to_vec();
+        sorted.sort_by_key(|s| s.time_ns);
+        Cow::Owned(sorted)
+    }
+}
+
+/// The one pass over the trace: every chunk of events goes to every consumer.
+fn read_chunks(
+    trace: &mut OpenTrace,
+    opts: &AnalysisOptions,
+    consumers: &mut [&mut dyn EventConsumer],
+) -> TraceContents {
+    let progress = if trace.file_len >= opts.progress_min_bytes {
+        let bar = ProgressBar::with_draw_target(Some(trace.file_len), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(
+            "analysing the trace [{bar:40}] {bytes}/{total_bytes} ({eta})",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut contents = TraceContents {
+        sites: HashMap::new(),
+        threads: HashMap::new(),
+        lost_by_thread: HashMap::new(),
+        events: 0,
+        completeness: TraceCompleteness::Complete,
+    };
+    let failure = loop {
+        match trace.reader.next_chunk() {
+            Ok(Some(Chunk::Events { tid, events })) => {
+                contents.events += events.len() as u64;
+                for consumer in consumers.iter_mut() {
+                    consumer.on_events(tid, &events);
+                }
+            }
+            Ok(Some(Chunk::Site(site))) => {
+                contents.sites.insert(site.id, site);
+            }
+            // A later record of a thread knows more (e.g. its rayon index): the last one wins.
+            Ok(Some(Chunk::Thread(thread))) => {
+                contents.threads.insert(thread.tid, thread);
+            }
+            Ok(Some(Chunk::Lost { tid, count })) => {
+                *contents.lost_by_thread.entry(tid).or_default() += count
+            }
+            Ok(Some(Chunk::Header(_) | Chunk::End(_))) => {}
+            Ok(None) => break None,
+            Err(error) => break Some(error),
+        }
+        progress.set_position(trace.bytes_read.get());
+    };
+    progress.finish_and_clear();
+    contents.completeness = match (failure, trace.reader.completeness()) {
+        (Some(error), _) => TraceCompleteness::Corrupt {
+            error: format!("{}: {error}", trace.path.display()),
+        },
+        (
+            None,
+            Some(Completeness::Cut {
+                after_byte,
+                tail_bytes,
+            }),
+        ) => TraceCompleteness::Cut {
+            after_byte: *after_byte,
+            tail_bytes: *tail_bytes,
+        },
+        (None, _) => TraceCompleteness::Complete,
+    };
+    contents
+}
+
+fn site_name(sites: &HashMap<u32, SiteRecord>, site: u32) -> String {
+    sites
+        .get(&site)
+        .map_or_else(|| format!("site #{site}"), |s| s.name.clone())
+}
+
+fn probe_summaries(
+    active: &ActiveTimeResult,
+    sites: &HashMap<u32, SiteRecord>,
+    ns: impl Fn(u64) -> u64,
+) -> Vec<ProbeSummary> {
+    let mut probes: Vec<ProbeSummary> = active
+        .probes
+        .iter()
+        .map(|(&site, totals)| {
+            let record = sites.get(&site);
+            let per_call = &totals.active_per_call;
+            let (median, median_method) = per_call.median().unwrap_or((0, MedianMethod::Exact));
+            ProbeSummary {
+                site,
+                name: site_name(sites, site),
+                file: record.map(|r| r.file.clone()).unwrap_or_default(),
+                line: record.map_or(0, |r| r.line),
+                calls: totals.calls,
+                elapsed_ns: ns(totals.elapsed),
+                active_ns: ns(totals.active),
+                self_active_ns: ns(totals.self_active),
+                overhead_ns: ns(totals.overhead),
+                switched_out_ns: ns(totals.switched_out.total()),
+                switched_out_preempted_ns: ns(totals.switched_out.preempted),
+                switched_out_voluntary_ns: ns(totals.switched_out.voluntary),
+                min_active_ns: ns(per_call.min().unwrap_or(0)),
+                median_active_ns: ns(median),
+                max_active_ns: ns(per_call.max().unwrap_or(0)),
+                median_method,
+            }
+        })
+        .collect();
+    probes.sort_by(|a, b| {
+        b.self_active_ns
+            .cmp(&a.self_active_ns)
+            .then_with(|| a.name.cmp(&b.name))
+            .then(a.site.cmp(&b.site))
+    });
+    probes
+}
+
+fn call_path_summaries(
+    active: &ActiveTimeResult,
+    sites: &HashMap<u32, SiteRecord>,
+    ns: impl Fn(u64) -> u64,
+) -> Vec<CallPathSummary> {
+    let mut paths: Vec<CallPathSummary> = active
+        .call_paths
+        .paths()
+        .filter(|(_, node)| node.calls > 0)
+        .map(|(path, node)| CallPathSummary {
+            path: path
+                .into_iter()
+                .map(|site| site_name(sites, site))
+                .collect(),
+            calls: node.calls,
+            active_ns: ns(node.active),
+            self_active_ns: ns(node.self_active),
+        })
+        .collect();
+    paths.sort_by(|a, b| {
+        a.path
+            .cmp(&b.path)
+            .then(b.self_active_ns.cmp(&a.self_active_ns))
+    });
+    paths
+}
+
+fn outermost_calls(active: &ActiveTimeResult, ns: impl Fn(u64) -> u64) -> ProbedTime {
+    let roots: Vec<&active_time::CallPathNode> = active
+        .call_paths
+        .paths()
+        .filter(|(sites, _)| sites.len() == 1)
+        .map(|(_, node)| node)
+        .collect();
+    let sum = |field: fn(&active_time::CallPathNode) -> u64| {
+        roots.iter().map(|node| field(node)).sum::<u64>()
+    };
+    ProbedTime {
+        calls: sum(|n| n.calls),
+        elapsed_ns: ns(sum(|n| n.elapsed)),
+        active_ns: ns(sum(|n| n.active)),
+        overhead_ns: ns(sum(|n| n.overhead)),
+        switched_out_preempted_ns: ns(sum(|n| n.switched_out.preempted)),
+        switched_out_voluntary_ns: ns(sum(|n| n.switched_out.voluntary)),
+    }
+}
+
+/// The kept probe spans plus every switched-out interval of the program's threads.
+fn timeline(
+    mut spans: LongestSpans,
+    off_cpu: &OffCpuIndex,
+    converter: &TickConverter,
+    origin_ns: u64,
+) -> Timeline {
+    let mut tids: Vec<u32> = off_cpu.threads().collect();
+    tids.sort_unstable();
+    for tid in tids {
+        for interval in off_cpu.intervals(tid) {
+            let kind = if interval.preempted {
+                TickSpanKind::Preempted
+            } else {
+                TickSpanKind::Blocked
+            };
+            spans.offer(TickSpan {
+                tid,
+                start: interval.start,
+                end: interval.end,
+                kind,
+            });
+        }
+    }
+    let ns = |ticks: u64| converter.span_ns(ticks).round() as u64;
+    let max_spans = spans.capacity();
+    let (left_out_probe_spans, left_out_switched_out_spans) =
+        (spans.left_out_probe, spans.left_out_switched_out);
+    Timeline {
+        origin_monotonic_ns: origin_ns,
+        max_spans,
+        spans: spans
+            .into_sorted()
+            .into_iter()
+            .map(|s| TimelineSpan {
+                tid: s.tid,
+                start_ns: converter.to_ns(s.start).saturating_sub(origin_ns),
+                duration_ns: ns(s.end - s.start),
+                kind: match s.kind {
+                    TickSpanKind::Probe { site, active_ticks } => SpanKind::Probe {
+                        site,
+                        active_ns: ns(active_ticks),
+                    },
+                    TickSpanKind::Preempted => SpanKind::Preempted,
+                    TickSpanKind::Blocked => SpanKind::Blocked,
+                },
+            })
+            .collect(),
+        left_out_probe_spans,
+        left_out_switched_out_spans,
+    }
+}
+
+struct MeasurementFacts<'a> {
+    kernel: &'a KernelRecords,
+    completeness: &'a TraceCompleteness,
+    has_trace: bool,
+    lost_events: u64,
+    lost_threads: usize,
+    active: &'a Anomalies,
+    uncalibrated: &'a std::collections::BTreeSet<parprof_rt::trace::EventKind>,
+    timeline: &'a Timeline,
+    unsymbolised_samples: u64,
+    /// Count and total ns.
+    buffer_stalls: (u64, u64),
+}
+
+/// What could not be measured, or may be off, in words for the user.
+fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
+    let mut notes = Vec::new();
+    let caps = &facts.kernel.capabilities;
+    let reason = |c: &crate::kernel::Capability| {
+        c.reason
+            .clone()
+            .unwrap_or_else(|| "no reason given".to_owned())
+    };
+    match facts.completeness {
+        TraceCompleteness::Cut { after_byte, .. } => notes.push(format!(
+            "The trace stops at byte {after_byte} without its end (the program was killed or crashed): \
+             calls still open then are not counted, and ticks were converted with the start-up clock calibration."
+        )),
+        TraceCompleteness::Corrupt { error } => {
+            notes.push(format!("The trace is corrupt ({error}); everything before that point was analysed."))
+        }
+        TraceCompleteness::Complete | TraceCompleteness::Absent => {}
+    }
+    if !caps.context_switches.available {
+        notes.push(format!(
+            "Times are not corrected for context switches ({}): active time includes switched-out time, \
+             and on-CPU time per thread is unknown.",
+            reason(&caps.context_switches)
+        ));
+    }
+    if !caps.cpu_samples.available {
+        notes.push(format!(
+            "No CPU flamegraph: cpu-clock samples were not recorded ({}).",
+            reason(&caps.cpu_samples)
+        ));
+    }
+    if !caps.hardware_counters.available {
+        notes.push(format!(
+            "Hardware counters were not used ({}).",
+            reason(&caps.hardware_counters)
+        ));
+    }
+    if facts.lost_events > 0 {
+        notes.push(format!(
+            "{} trace events were lost on {} thread(s) (the runtime's buffers were full): probe figures there may \
+             miss calls.",
+            facts.lost_events, facts.lost_threads
+        ));
+    }
+    if facts.buffer_stalls.0 > 0 {
+        notes.push(format!(
+            "The program waited {} times, {:.3} ms in all, for the trace writer to make room; probe times exclude \
+             the waits, but the program ran slower.",
+            facts.buffer_stalls.0,
+            facts.buffer_stalls.1 as f64 / 1e6
+        ));
+    }
+    if facts.kernel.lost_records > 0 {
+        notes.push(format!(
+            "{} kernel records were lost (perf buffers were full): switched-out time may be under-counted.",
+            facts.kernel.lost_records
+        ));
+    }
+    if facts.kernel.malformed_records > 0 {
+        notes.push(format!(
+            "{} kernel records could not be decoded and were skipped: switched-out time may be under-counted.",
+            facts.kernel.malformed_records
+        ));
+    }
+    let a = facts.active;
+    if a.total() > 0 {
+        notes.push(format!(
+            "Probe events that did not nest were left out: {} exits without entry, {} entries without exit, \
+             {} calls open at the end, {} events out of time order.",
+            a.exit_without_entry, a.entry_without_exit, a.open_at_end, a.time_went_backwards
+        ));
+    }
+    if facts.has_trace && !facts.uncalibrated.is_empty() {
+        let kinds: Vec<String> = facts
+            .uncalibrated
+            .iter()
+            .map(|k| format!("{k:?}"))
+            .collect();
+        notes.push(format!(
+            "No overhead calibration for {} events: their cost was not removed.",
+            kinds.join(", ")
+        ));
+    }
+    let t = facts.timeline;
+    if t.left_out_probe_spans + t.left_out_switched_out_spans > 0 {
+        notes.push(format!(
+            "The timeline keeps the {} longest spans: {} shorter probe spans and {} shorter switched-out spans were left out.",
+            t.max_spans, t.left_out_probe_spans, t.left_out_switched_out_spans
+        ));
+    }
+    if facts.unsymbolised_samples > 0 {
+        notes.push(format!(
+            "{} cpu samples could not be symbolised: the CPU flamegraph shows their addresses.",
+            facts.unsymbolised_samples
+        ));
+    }
+    notes
+}

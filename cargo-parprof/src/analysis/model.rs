@@ -5,7 +5,6 @@
 
 use crate::kernel::Capabilities;
 use serde::Serialize;
-use std::path::PathBuf;
 
 /// Everything every report needs, from one pass over the trace and the kernel's records.
 #[derive(Clone, Debug, Serialize)]
@@ -24,12 +23,18 @@ pub struct Analysis {
     pub probes: Vec<ProbeSummary>,
     /// Every distinct stack of probes, sorted by path.
     pub call_paths: Vec<CallPathSummary>,
+    /// Totals over the outermost probe calls: the whole probed time, each moment counted once.
+    pub outermost_calls: ProbedTime,
     pub cpu_samples: CpuSamples,
     pub timeline: Timeline,
     /// Trace events the runtime could not store (its buffers were full).
     pub lost_events: u64,
     /// Kernel records lost because a perf ring buffer was full.
     pub lost_kernel_records: u64,
+    /// Kernel records that could not be decoded and were skipped.
+    pub malformed_kernel_records: u64,
+    /// Times the runtime waited for its writer (removed from probe times like overhead).
+    pub buffer_stalls: BufferStalls,
     pub anomalies: Anomalies,
     /// What could not be measured or may be off, in words for the user.
     pub notes: Vec<String>,
@@ -54,8 +59,8 @@ pub struct ExitStatus {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TraceSummary {
-    /// The trace file analysed, if any.
-    pub file: Option<PathBuf>,
+    /// The trace file analysed, if any (as displayed: not necessarily valid UTF-8 on disk).
+    pub file: Option<String>,
     /// Process id recorded in the trace header.
     pub pid: Option<u32>,
     /// Program path recorded in the trace header.
@@ -178,6 +183,17 @@ pub struct ProbeSummary {
     pub median_method: MedianMethod,
 }
 
+/// Totals of a set of calls that do not overlap, showing the overall effect of the correction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProbedTime {
+    pub calls: u64,
+    pub elapsed_ns: u64,
+    pub active_ns: u64,
+    pub overhead_ns: u64,
+    pub switched_out_preempted_ns: u64,
+    pub switched_out_voluntary_ns: u64,
+}
+
 /// One stack of probe names, root first, over all threads.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CallPathSummary {
@@ -235,6 +251,12 @@ pub enum SpanKind {
     Blocked,
 }
 
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BufferStalls {
+    pub count: u64,
+    pub total_ns: u64,
+}
+
 /// Events that did not fit the nesting of probes; the figures leave them out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Anomalies {
@@ -250,6 +272,9 @@ pub struct Anomalies {
 
 impl Anomalies {
     pub fn total(&self) -> u64 {
-        self.exit_without_entry + self.entry_without_exit + self.open_at_end + self.time_went_backwards
+        self.exit_without_entry
+            + self.entry_without_exit
+            + self.open_at_end
+            + self.time_went_backwards
     }
 }

@@ -25,10 +25,16 @@ impl TickSpan {
         self.end.saturating_sub(self.start)
     }
 
-    /// Longer spans rank higher; ties are broken by every field so the kept set does not
-    /// depend on the order spans were offered in.
-    fn rank_key(&self) -> (u64, u32, u64, u64, TickSpanKind) {
-        (self.duration(), self.tid, self.start, self.end, self.kind)
+    /// Longer spans rank higher; among spans as long, earlier ones (so spans offered in time
+    /// order do not keep evicting each other), and then every field breaks the tie, so the
+    /// kept set does not depend on the order spans were offered in.
+    fn rank_key(&self) -> (u64, Reverse<u64>, Reverse<u32>, TickSpanKind) {
+        (
+            self.duration(),
+            Reverse(self.start),
+            Reverse(self.tid),
+            self.kind,
+        )
     }
 }
 
@@ -55,7 +61,12 @@ pub(crate) struct LongestSpans {
 
 impl LongestSpans {
     pub(crate) fn new(capacity: usize) -> Self {
-        LongestSpans { capacity, kept: BinaryHeap::new(), left_out_probe: 0, left_out_switched_out: 0 }
+        LongestSpans {
+            capacity,
+            kept: BinaryHeap::new(),
+            left_out_probe: 0,
+            left_out_switched_out: 0,
+        }
     }
 
     pub(crate) fn capacity(&self) -> usize {
@@ -97,18 +108,41 @@ mod tests {
     use super::*;
 
     fn span(start: u64, end: u64, kind: TickSpanKind) -> TickSpan {
-        TickSpan { tid: 1, start, end, kind }
+        TickSpan {
+            tid: 1,
+            start,
+            end,
+            kind,
+        }
     }
 
     #[test]
     fn keeps_the_longest_and_counts_the_rest_by_kind() {
         let mut spans = LongestSpans::new(2);
         spans.offer(span(0, 10, TickSpanKind::Blocked));
-        spans.offer(span(20, 25, TickSpanKind::Probe { site: 1, active_ticks: 5 }));
-        spans.offer(span(30, 60, TickSpanKind::Probe { site: 1, active_ticks: 30 }));
+        spans.offer(span(
+            20,
+            25,
+            TickSpanKind::Probe {
+                site: 1,
+                active_ticks: 5,
+            },
+        ));
+        spans.offer(span(
+            30,
+            60,
+            TickSpanKind::Probe {
+                site: 1,
+                active_ticks: 30,
+            },
+        ));
         spans.offer(span(70, 71, TickSpanKind::Preempted));
         assert_eq!((spans.left_out_probe, spans.left_out_switched_out), (1, 1));
-        let kept: Vec<(u64, u64)> = spans.into_sorted().iter().map(|s| (s.start, s.end)).collect();
+        let kept: Vec<(u64, u64)> = spans
+            .into_sorted()
+            .iter()
+            .map(|s| (s.start, s.end))
+            .collect();
         assert_eq!(kept, [(0, 10), (30, 60)]);
     }
 

@@ -59,7 +59,10 @@ impl ThreadActivity {
                 s.first = s.first.min(ticks);
                 s.last = s.last.max(ticks);
             })
-            .or_insert(Sighting { first: ticks, last: ticks });
+            .or_insert(Sighting {
+                first: ticks,
+                last: ticks,
+            });
     }
 
     /// One summary per thread seen anywhere, sorted by tid.
@@ -83,11 +86,20 @@ impl ThreadActivity {
             counts.entry(s.tid).or_default().samples += 1;
         }
         // The last name the kernel reported for a thread is its current one.
-        let kernel_names: HashMap<u32, &str> =
-            sources.kernel.thread_names.iter().map(|(tid, name)| (*tid, name.as_str())).collect();
+        let kernel_names: HashMap<u32, &str> = sources
+            .kernel
+            .thread_names
+            .iter()
+            .map(|(tid, name)| (*tid, name.as_str()))
+            .collect();
 
         let mut tids: BTreeMap<u32, Option<Sighting>> = BTreeMap::new();
-        for tid in sources.trace_threads.keys().chain(counts.keys()).chain(kernel_names.keys()) {
+        for tid in sources
+            .trace_threads
+            .keys()
+            .chain(counts.keys())
+            .chain(kernel_names.keys())
+        {
             tids.insert(*tid, None);
         }
         for (tid, sighting) in &self.seen {
@@ -95,7 +107,12 @@ impl ThreadActivity {
         }
 
         let ns = |ticks: u64| sources.converter.span_ns(ticks).round() as u64;
-        let since_origin = |ticks: u64| sources.converter.to_ns(ticks).saturating_sub(sources.origin_ns);
+        let since_origin = |ticks: u64| {
+            sources
+                .converter
+                .to_ns(ticks)
+                .saturating_sub(sources.origin_ns)
+        };
         tids.into_iter()
             .map(|(tid, sighting)| {
                 let record = sources.trace_threads.get(&tid);
@@ -107,7 +124,9 @@ impl ThreadActivity {
                 let worker = record.filter(|r| r.rayon_index != NO_WORKER);
                 let kernel = counts.get(&tid);
                 let (first, last) = sighting.map_or((0, 0), |s| (s.first, s.last));
-                let switched = sources.switches_recorded.then(|| sources.off_cpu.within(tid, first, last));
+                let switched = sources
+                    .switches_recorded
+                    .then(|| sources.off_cpu.within(tid, first, last));
                 ThreadSummary {
                     tid,
                     name,
@@ -118,8 +137,12 @@ impl ThreadActivity {
                     on_cpu_ns: switched.map(|s| ns((last - first).saturating_sub(s.total()))),
                     off_cpu_preempted_ns: switched.map(|s| ns(s.preempted)),
                     off_cpu_voluntary_ns: switched.map(|s| ns(s.voluntary)),
-                    switches_voluntary: sources.switches_recorded.then(|| kernel.map_or(0, |k| k.voluntary)),
-                    switches_preempted: sources.switches_recorded.then(|| kernel.map_or(0, |k| k.preempted)),
+                    switches_voluntary: sources
+                        .switches_recorded
+                        .then(|| kernel.map_or(0, |k| k.voluntary)),
+                    switches_preempted: sources
+                        .switches_recorded
+                        .then(|| kernel.map_or(0, |k| k.preempted)),
                     events: self.events.get(&tid).copied().unwrap_or(0),
                     lost_events: sources.lost_events.get(&tid).copied().unwrap_or(0),
                     cpu_samples: kernel.map_or(0, |k| k.samples),

@@ -26,7 +26,10 @@ pub fn pick_trace(dir: &Path, pid: Option<u32>) -> io::Result<TracePick> {
     if let Some(pid) = pid {
         let own = dir.join(format!("trace-{pid}.ppt"));
         if own.is_file() {
-            return Ok(TracePick { file: Some(own), note: None });
+            return Ok(TracePick {
+                file: Some(own),
+                note: None,
+            });
         }
     }
     let mut traces: Vec<(u64, PathBuf)> = Vec::new();
@@ -39,10 +42,18 @@ pub fn pick_trace(dir: &Path, pid: Option<u32>) -> io::Result<TracePick> {
     traces.sort();
     let expected = pid.map_or_else(|| "a trace".to_owned(), |pid| format!("trace-{pid}.ppt"));
     Ok(match traces.as_slice() {
-        [] => TracePick { file: None, note: None },
+        [] => TracePick {
+            file: None,
+            note: None,
+        },
         [(_, only)] => TracePick {
             file: Some(only.clone()),
-            note: pid.map(|_| format!("{expected} is absent; analysed the only trace, {}", only.display())),
+            note: pid.map(|_| {
+                format!(
+                    "{expected} is absent; analysed the only trace, {}",
+                    only.display()
+                )
+            }),
         },
         [.., (_, largest)] => TracePick {
             file: Some(largest.clone()),
@@ -90,7 +101,13 @@ pub(crate) struct CountingReader<R> {
 impl<R> CountingReader<R> {
     pub(crate) fn new(inner: R) -> (Self, Rc<Cell<u64>>) {
         let count = Rc::new(Cell::new(0));
-        (CountingReader { inner, count: Rc::clone(&count) }, count)
+        (
+            CountingReader {
+                inner,
+                count: Rc::clone(&count),
+            },
+            count,
+        )
     }
 }
 
@@ -109,17 +126,29 @@ mod tests {
     #[test]
     fn picks_the_childs_trace_then_the_only_one_then_the_largest() {
         let dir = tempfile::tempdir().expect("temp dir");
-        assert_eq!(pick_trace(dir.path(), Some(7)).unwrap(), TracePick { file: None, note: None });
+        assert_eq!(
+            pick_trace(dir.path(), Some(7)).unwrap(),
+            TracePick {
+                file: None,
+                note: None
+            }
+        );
         std::fs::write(dir.path().join("trace-9.ppt"), b"12345").unwrap();
         let only = pick_trace(dir.path(), Some(7)).unwrap();
         assert_eq!(only.file, Some(dir.path().join("trace-9.ppt")));
-        assert!(only.note.is_some_and(|n| n.contains("trace-7.ppt is absent")));
+        assert!(
+            only.note
+                .is_some_and(|n| n.contains("trace-7.ppt is absent"))
+        );
         std::fs::write(dir.path().join("trace-8.ppt"), b"123").unwrap();
         std::fs::write(dir.path().join("report.json"), b"{}").unwrap();
         let largest = pick_trace(dir.path(), Some(7)).unwrap();
         assert_eq!(largest.file, Some(dir.path().join("trace-9.ppt")));
         assert!(largest.note.is_some_and(|n| n.contains("2 traces")));
         std::fs::write(dir.path().join("trace-7.ppt"), b"1").unwrap();
-        assert_eq!(pick_trace(dir.path(), Some(7)).unwrap().file, Some(dir.path().join("trace-7.ppt")));
+        assert_eq!(
+            pick_trace(dir.path(), Some(7)).unwrap().file,
+            Some(dir.path().join("trace-7.ppt"))
+        );
     }
 }

@@ -11,19 +11,7 @@ use crate::trace::{EventKind, NO_WORKER, TaskOrigin};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-#[cfg(not(feature = "off"))]
 pub use crate::probe::Site;
-
-/// With the `off` feature a region site is a zero-sized constant, like a probe's.
-#[cfg(feature = "off")]
-pub struct Site;
-
-#[cfg(feature = "off")]
-impl Site {
-    pub const fn region(_: &'static str, _: &'static str, _: u32) -> Self {
-        Site
-    }
-}
 
 thread_local! {
     /// Site id of the region whose code this thread runs; 0 outside every region.
@@ -177,7 +165,6 @@ pub fn enter(site: &'static Site) -> RegionGuard {
     enter_recording(site)
 }
 
-#[cfg(not(feature = "off"))]
 #[inline(never)]
 fn enter_recording(site: &'static Site) -> RegionGuard {
     // Entering a region is rare next to tasks, so settling the mode here costs nothing
@@ -194,11 +181,6 @@ fn enter_recording(site: &'static Site) -> RegionGuard {
         CURRENT.with(|c| c.set(previous));
         RegionGuard { id: 0, previous: 0 }
     }
-}
-
-#[cfg(feature = "off")]
-fn enter_recording(_: &'static Site) -> RegionGuard {
-    RegionGuard { id: 0, previous: 0 }
 }
 
 impl Drop for RegionGuard {

@@ -13,9 +13,7 @@
 
 use super::context::{How, Tag, TaskGuard, worker_index};
 use crate::trace::NO_WORKER;
-use rayon::iter::plumbing::{
-    Consumer, Folder, Producer, ProducerCallback, Reducer, UnindexedConsumer,
-};
+use rayon::iter::plumbing::{Consumer, Folder, Producer, ProducerCallback, UnindexedConsumer};
 use rayon::iter::{IndexedParallelIterator, ParallelIterator};
 use std::cell::Cell;
 
@@ -264,10 +262,4 @@ impl<I: ExactSizeIterator> ExactSizeIterator for TaskIter<I> {
     fn len(&self) -> usize {
         self.inner.len()
     }
-}
-
-/// Reducers pass through unchanged; this keeps the `Reducer` bound visible in one place.
-#[allow(dead_code)]
-fn _reducer_is_passed_through<R: Reducer<T>, T>(r: R) -> R {
-    r
 }

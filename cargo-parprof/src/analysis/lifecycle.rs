@@ -1,0 +1,1156 @@
+//! The worker-thread lifecycle of parallel regions (method 2 of the spec).
+//!
+//! Each rayon worker is, at every moment, in one of four states: UC (running a task of a
+//! region), LQ (looking in its own deque), GS (searching other deques and the injector) or W
+//! (asleep). The runtime records when tasks begin and end on each worker (with their origin:
+//! inline, local, stolen, injected) and when a fork (`join`, `scope`, a parallel iterator)
+//! returns to the code that waited in it (`TaskResume`); the kernel records when a thread is
+//! switched out. The states are rebuilt from both:
+//!
+//! - **UC** from a `TaskBegin` (or a region's begin on a worker, or a `TaskResume`) to the next
+//!   `TaskEnd`; a task that begins while the worker is in UC (the first half of a join started
+//!   by running code) is a UC→UC bypass.
+//! - After a `TaskEnd` the worker is in the scheduler until its next event (a **gap**). A gap
+//!   that ends with a `Local` or `Inline` task, or with a resume within 1 µs, is LQ throughout
+//!   (LQ→UC). A gap that ends with a `Stolen` or `Injected` task, or with a longer resume (the
+//!   fork waited for work stolen from it), or that lasts until the end of the run, is a search:
+//!   LQ for as long as the region's median local pop takes, then GS (LQ→GS … GS→UC), except
+//!   while the worker is switched out voluntarily, which is W (GS→W at the switch-out, W→GS at
+//!   the switch-in). A preemption does not change the state: the worker is still searching.
+//! - A worker's time before its first event is a search with no LQ part (it was idle).
+//! - GS→GS, the failed search rounds, are counted from switch records where they exist: each
+//!   switch-out of a searching worker while runnable is a `yield_now` of rayon's idle loop (or
+//!   a preemption) that ended a round, and each sleep follows rayon's 33 failed rounds, so a
+//!   search counts max(yields, 33 × sleeps). Without switch records they are estimated as
+//!   GS time ÷ 1 µs (one sweep of the deques plus one `sched_yield`); the report says which.
+//!
+//! A region's time is the union of its instances' windows (begin to end, on the threads that
+//! entered it). UC time and gaps short enough to be folded go to the region of the task they
+//! belong to and to the regions enclosing it; longer gaps are kept and cut at finish along
+//! every region's windows, so that a worker idle across many short runs of a region counts as
+//! waiting only while the region runs. Memory grows with threads, regions and at most
+//! [`MAX_STORED_GAPS`] gaps per thread, never with the number of tasks: when a thread's kept
+//! gaps reach the limit, the shorter half is folded into per-region sums, which need neither
+//! windows nor switch records (their W time is taken as GS).
+
+use super::EventConsumer;
+use super::diagnoses::{self, Diagnosis, Thresholds};
+use super::distribution::DurationDistribution;
+use super::offcpu::{OffCpu, OffCpuIndex};
+use parprof_rt::trace::{Event, EventKind, NO_WORKER, SiteRecord, TaskOrigin, ThreadRecord};
+use serde::Serialize;
+use std::collections::{BTreeSet, HashMap};
+
+/// Failed search rounds rayon's idle loop makes before a worker sleeps: 32 rounds that yield,
+/// then one "sleepy" round (rayon-core 1.x, `sleep/mod.rs`, `ROUNDS_UNTIL_SLEEPING`).
+const ROUNDS_BEFORE_SLEEP: u64 = 33;
+/// A gap closed by a resume is a search when longer than this: popping the other half of a
+/// join from one's own deque takes tens of nanoseconds.
+const SEARCH_MIN_NS: f64 = 1_000.0;
+/// Assumed length of one failed search round, to estimate rounds without switch records.
+const ROUND_NS: f64 = 1_000.0;
+/// Gaps kept per thread for the cut along region windows at finish.
+pub const MAX_STORED_GAPS: usize = 1 << 16;
+/// Open tasks tracked per thread; deeper nesting (or task begins whose ends were lost) is
+/// counted but not tracked, so that a corrupt trace cannot grow memory.
+const MAX_DEPTH: usize = 1 << 12;
+/// Enclosing regions followed from a region.
+const MAX_NESTING: usize = 16;
+
+/// Time per state, in ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StateNs {
+    #[serde(rename = "UC")]
+    pub uc: u64,
+    #[serde(rename = "LQ")]
+    pub lq: u64,
+    #[serde(rename = "GS")]
+    pub gs: u64,
+    #[serde(rename = "W")]
+    pub w: u64,
+}
+
+/// Counts of the eight transitions of the lifecycle model.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Transitions {
+    /// A task finished.
+    #[serde(rename = "UC->LQ")]
+    pub uc_lq: u64,
+    /// Found a task (or the fork's continuation) in the own deque.
+    #[serde(rename = "LQ->UC")]
+    pub lq_uc: u64,
+    /// Scheduler bypass: the next task ran inline.
+    #[serde(rename = "UC->UC")]
+    pub uc_uc: u64,
+    /// The own deque was empty.
+    #[serde(rename = "LQ->GS")]
+    pub lq_gs: u64,
+    /// Stole (or was handed) a task.
+    #[serde(rename = "GS->UC")]
+    pub gs_uc: u64,
+    /// A search round found nothing.
+    #[serde(rename = "GS->GS")]
+    pub gs_gs: u64,
+    /// Gave up and slept.
+    #[serde(rename = "GS->W")]
+    pub gs_w: u64,
+    /// Woken up.
+    #[serde(rename = "W->GS")]
+    pub w_gs: u64,
+}
+
+impl Transitions {
+    fn add(&mut self, o: &Transitions) {
+        self.uc_lq += o.uc_lq;
+        self.lq_uc += o.lq_uc;
+        self.uc_uc += o.uc_uc;
+        self.lq_gs += o.lq_gs;
+        self.gs_uc += o.gs_uc;
+        self.gs_gs += o.gs_gs;
+        self.gs_w += o.gs_w;
+        self.w_gs += o.w_gs;
+    }
+}
+
+/// Tasks by origin.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TaskCounts {
+    pub local: u64,
+    pub stolen: u64,
+    pub injected: u64,
+    pub inline: u64,
+}
+
+impl TaskCounts {
+    pub fn total(&self) -> u64 {
+        self.local + self.stolen + self.injected + self.inline
+    }
+
+    fn count(&mut self, origin: TaskOrigin) {
+        match origin {
+            TaskOrigin::Local => self.local += 1,
+            TaskOrigin::Stolen => self.stolen += 1,
+            TaskOrigin::Injected => self.injected += 1,
+            TaskOrigin::Inline => self.inline += 1,
+        }
+    }
+}
+
+/// Task durations (begin to end, nested tasks included), in ns; 0 when there were no tasks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TaskNs {
+    pub min: u64,
+    pub median: u64,
+    pub max: u64,
+}
+
+/// How the GS→GS transitions were obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchRounds {
+    /// From context-switch records (yields and sleeps of searching workers).
+    Counted,
+    /// No switch records: GS time ÷ 1 µs per round; W could not be told from GS either.
+    Estimated,
+}
+
+/// One worker's lifecycle within one region.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorkerLifecycle {
+    pub tid: u32,
+    pub rayon_index: u16,
+    pub pool: u32,
+    pub name: String,
+    pub tasks: TaskCounts,
+    pub state_ns: StateNs,
+    pub transitions: Transitions,
+}
+
+/// The lifecycle of one parallel region (all its runs), with its diagnoses.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RegionReport {
+    pub site: u32,
+    pub name: String,
+    /// Runs of the region (begin/end pairs).
+    pub instances: u64,
+    /// Wall-clock time during which at least one run was in progress.
+    pub elapsed_ns: u64,
+    /// Workers of the pool(s) that ran the region's tasks, idle ones included.
+    pub workers: usize,
+    /// Tasks of the region, on every thread (a task can run outside the pool when rayon does
+    /// not split an iterator at all).
+    pub tasks: TaskCounts,
+    pub task_ns: TaskNs,
+    /// Summed over the workers.
+    pub state_ns: StateNs,
+    pub transitions: Transitions,
+    /// LQ + GS.
+    pub active_overhead_ns: u64,
+    /// W while the region runs.
+    pub inactive_overhead_ns: u64,
+    pub gs_gs_source: SearchRounds,
+    pub per_worker: Vec<WorkerLifecycle>,
+    pub diagnoses: Vec<Diagnosis>,
+}
+
+/// How a gap (a stretch of a worker outside user code) ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GapEnd {
+    /// A task from the own deque (or run inline): the gap was LQ.
+    Local,
+    /// A stolen or injected task: the gap was a search.
+    Steal,
+    /// The fork the worker waited in returned: LQ if short, a search otherwise.
+    Resume,
+    /// No end transition: the run ended, or the worker went on with code we do not see.
+    Idle,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Gap {
+    start: u64,
+    end: u64,
+    /// Began with a task's end, so the worker first looked in its own deque.
+    after_task: bool,
+    kind: GapEnd,
+    /// The region of the event that closed it (where a folded gap is counted).
+    region: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Sum {
+    count: u64,
+    ticks: u64,
+}
+
+impl Sum {
+    fn add(&mut self, ticks: u64) {
+        self.count += 1;
+        self.ticks += ticks;
+    }
+}
+
+/// Gaps folded without windows or switch records, classified at finish.
+#[derive(Clone, Debug)]
+struct Folded {
+    local: Sum,
+    steal: Sum,
+    /// By bit length of the gap, so that each bucket's mean says whether it was a search.
+    resume: [Sum; 65],
+}
+
+impl Default for Folded {
+    fn default() -> Self {
+        Folded { local: Sum::default(), steal: Sum::default(), resume: [Sum::default(); 65] }
+    }
+}
+
+/// One thread in one region, in ticks.
+#[derive(Clone, Debug, Default)]
+struct Acc {
+    uc: u64,
+    lq: u64,
+    gs: u64,
+    w: u64,
+    transitions: Transitions,
+    tasks: TaskCounts,
+    /// Ran a task of the region or its body: the thread's pool works for the region.
+    ran_region_code: bool,
+    folded: Folded,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    region: u32,
+    begin: u64,
+    task: bool,
+}
+
+#[derive(Debug, Default)]
+struct ThreadState {
+    frames: Vec<Frame>,
+    /// Frames beyond [`MAX_DEPTH`].
+    untracked_frames: u64,
+    in_uc: bool,
+    /// Start of the current UC interval or gap.
+    since: u64,
+    first: Option<(u64, GapEnd)>,
+    gap_after_task: bool,
+    accs: HashMap<u32, Acc>,
+    stored: Vec<Gap>,
+    /// Gaps shorter than this are folded.
+    keep_min: u64,
+    /// Regions entered on this thread and not yet left: (region, begin).
+    open_regions: Vec<(u32, u64)>,
+}
+
+/// What closes the current interval of a thread.
+#[derive(Clone, Copy)]
+enum Close {
+    Begin(TaskOrigin),
+    Resume,
+    /// A region's begin or end: ends UC normally; a gap it closes is not the scheduler's.
+    Region,
+    TaskEnd,
+}
+
+fn chain(parents: &HashMap<u32, u32>, region: u32) -> impl Iterator<Item = u32> + '_ {
+    std::iter::successors(Some(region), |r| parents.get(r).copied()).take(MAX_NESTING)
+}
+
+impl ThreadState {
+    fn acc(&mut self, region: u32) -> &mut Acc {
+        self.accs.entry(region).or_default()
+    }
+
+    fn for_chain(&mut self, parents: &HashMap<u32, u32>, region: u32, mut f: impl FnMut(&mut Acc)) {
+        for r in chain(parents, region) {
+            f(self.acc(r));
+        }
+    }
+
+    /// Ends the current UC interval or gap at `ts`; returns a closed gap, if any, for the
+    /// caller to record.
+    fn close(&mut self, ts: u64, how: Close, region: u32, parents: &HashMap<u32, u32>) -> Option<Gap> {
+        let since = std::mem::replace(&mut self.since, ts);
+        let len = ts.saturating_sub(since);
+        if self.in_uc {
+            if let Some(top) = self.frames.last().map(|f| f.region) {
+                self.for_chain(parents, top, |a| a.uc += len);
+            }
+            if let Close::Begin(_) = how {
+                self.for_chain(parents, region, |a| a.transitions.uc_uc += 1);
+            }
+            return None;
+        }
+        let kind = match how {
+            Close::Begin(TaskOrigin::Local | TaskOrigin::Inline) => GapEnd::Local,
+            Close::Begin(TaskOrigin::Stolen | TaskOrigin::Injected) => GapEnd::Steal,
+            Close::Resume => GapEnd::Resume,
+            Close::Region | Close::TaskEnd => return None,
+        };
+        Some(Gap { start: since, end: ts, after_task: self.gap_after_task, kind, region })
+    }
+
+    fn push(&mut self, frame: Frame) {
+        if self.frames.len() < MAX_DEPTH {
+            self.frames.push(frame);
+        } else {
+            self.untracked_frames += 1;
+        }
+    }
+
+    /// Removes the innermost open frame of the given kind.
+    fn pop(&mut self, task: bool, region: u32) -> Option<Frame> {
+        if self.untracked_frames > 0 {
+            self.untracked_frames -= 1;
+            return None;
+        }
+        // Normally the top frame; after lost events, the innermost one that matches.
+        let at = self
+            .frames
+            .iter()
+            .rposition(|f| f.task == task && f.region == region)
+            .or_else(|| self.frames.iter().rposition(|f| f.task == task))?;
+        Some(self.frames.remove(at))
+    }
+
+    fn keep(&mut self, gap: Gap, parents: &HashMap<u32, u32>) {
+        if gap.end - gap.start < self.keep_min {
+            self.fold(gap, parents);
+            return;
+        }
+        if self.stored.len() >= MAX_STORED_GAPS {
+            self.fold_shorter_half(parents);
+            if gap.end - gap.start < self.keep_min {
+                self.fold(gap, parents);
+                return;
+            }
+        }
+        self.stored.push(gap);
+    }
+
+    /// Raises the keeping threshold until at most half the limit is kept; folds the rest.
+    fn fold_shorter_half(&mut self, parents: &HashMap<u32, u32>) {
+        while self.stored.len() > MAX_STORED_GAPS / 2 {
+            self.keep_min = self.keep_min.saturating_mul(2).max(1);
+            let keep_min = self.keep_min;
+            let (kept, folded): (Vec<Gap>, Vec<Gap>) =
+                self.stored.drain(..).partition(|g| g.end - g.start >= keep_min);
+            self.stored = kept;
+            for gap in folded {
+                self.fold(gap, parents);
+            }
+        }
+    }
+
+    fn fold(&mut self, gap: Gap, parents: &HashMap<u32, u32>) {
+        let len = gap.end - gap.start;
+        self.for_chain(parents, gap.region, |a| match gap.kind {
+            GapEnd::Local => a.folded.local.add(len),
+            GapEnd::Steal => a.folded.steal.add(len),
+            GapEnd::Resume => a.folded.resume[64 - len.leading_zeros() as usize].add(len),
+            GapEnd::Idle => {}
+        });
+    }
+}
+
+#[derive(Debug, Default)]
+struct RegionAcc {
+    /// Closed runs: (begin, end).
+    windows: Vec<(u64, u64)>,
+    tasks: TaskCounts,
+    durations: DurationDistribution,
+    /// Gaps that ended with a local pop: their median is the LQ part of a search.
+    local_gaps: DurationDistribution,
+}
+
+/// Streams a trace's events and rebuilds the lifecycle of every parallel region.
+///
+/// Feed it every site record ([`Self::on_site`]), thread record ([`Self::on_thread`], the last
+/// one of a thread wins) and event ([`Self::on_event`], each thread's events in time order,
+/// threads interleaved in any way), then call [`Self::finish`] with the switched-out
+/// intervals on the same tick time line.
+#[derive(Debug)]
+pub struct LifecycleBuilder {
+    threads: HashMap<u32, ThreadState>,
+    records: HashMap<u32, ThreadRecord>,
+    names: HashMap<u32, String>,
+    regions: HashMap<u32, RegionAcc>,
+    /// Region → the region whose code entered it (first seen).
+    parents: HashMap<u32, u32>,
+    first_ts: u64,
+    last_ts: u64,
+}
+
+impl Default for LifecycleBuilder {
+    fn default() -> Self {
+        LifecycleBuilder {
+            threads: HashMap::new(),
+            records: HashMap::new(),
+            names: HashMap::new(),
+            regions: HashMap::new(),
+            parents: HashMap::new(),
+            first_ts: u64::MAX,
+            last_ts: 0,
+        }
+    }
+}
+
+impl EventConsumer for LifecycleBuilder {
+    fn on_event(&mut self, tid: u32, event: &Event) {
+        LifecycleBuilder::on_event(self, tid, event);
+    }
+}
+
+impl LifecycleBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A site record: region sites give their region its name.
+    pub fn on_site(&mut self, site: &SiteRecord) {
+        self.names.insert(site.id, site.name.clone());
+    }
+
+    /// A thread record: which threads are rayon workers, of which pool.
+    pub fn on_thread(&mut self, record: &ThreadRecord) {
+        self.records.insert(record.tid, record.clone());
+    }
+
+    pub fn on_event(&mut self, tid: u32, event: &Event) {
+        let Some(kind) = EventKind::from_u8(event.kind) else { return };
+        let close = match kind {
+            // Probes and the recorder's own waits happen inside whatever state the thread is in.
+            EventKind::Enter | EventKind::Exit | EventKind::BufferStall => return,
+            EventKind::TaskBegin => match TaskOrigin::from_u8(event.flags) {
+                Some(origin) => Close::Begin(origin),
+                None => return,
+            },
+            EventKind::TaskEnd => Close::TaskEnd,
+            EventKind::TaskResume => Close::Resume,
+            EventKind::RegionBegin | EventKind::RegionEnd => Close::Region,
+        };
+        let region = event.id;
+        self.first_ts = self.first_ts.min(event.ts);
+        self.last_ts = self.last_ts.max(event.ts);
+        let parents = &mut self.parents;
+        let t = self.threads.entry(tid).or_default();
+        // The time before a thread's first event is a gap added at finish, once the run's
+        // start is known.
+        let first = t.first.is_none();
+        if first {
+            let leading = match close {
+                Close::Begin(TaskOrigin::Local | TaskOrigin::Inline) => GapEnd::Local,
+                Close::Begin(_) => GapEnd::Steal,
+                Close::Resume => GapEnd::Resume,
+                Close::Region | Close::TaskEnd => GapEnd::Idle,
+            };
+            t.first = Some((event.ts, leading));
+            t.since = event.ts;
+        }
+        // A timestamp that goes backwards on a thread is taken as simultaneous.
+        let ts = event.ts.max(t.since);
+        if kind == EventKind::RegionBegin
+            && let Some(outer) = t.frames.last().map(|f| f.region)
+            && !chain(parents, outer).any(|r| r == region)
+        {
+            parents.entry(region).or_insert(outer);
+        }
+        let parents = &*parents;
+        let gap = if first { None } else { t.close(ts, close, region, parents) };
+        if let Some(gap) = gap {
+            if gap.kind == GapEnd::Local {
+                self.regions.entry(region).or_default().local_gaps.record(gap.end - gap.start);
+            }
+            t.keep(gap, parents);
+        }
+        match close {
+            Close::Begin(origin) => {
+                t.push(Frame { region, begin: ts, task: true });
+                let acc = t.acc(region);
+                acc.tasks.count(origin);
+                acc.ran_region_code = true;
+                self.regions.entry(region).or_default().tasks.count(origin);
+                t.in_uc = true;
+            }
+            Close::TaskEnd => {
+                if let Some(frame) = t.pop(true, region) {
+                    self.regions.entry(frame.region).or_default().durations.record(ts - frame.begin);
+                    t.for_chain(parents, frame.region, |a| a.transitions.uc_lq += 1);
+                }
+                t.in_uc = false;
+                t.gap_after_task = true;
+            }
+            Close::Resume => t.in_uc = true,
+            Close::Region if kind == EventKind::RegionBegin => {
+                t.open_regions.push((region, ts));
+                t.push(Frame { region, begin: ts, task: false });
+                t.acc(region).ran_region_code = true;
+                t.in_uc = true;
+            }
+            Close::Region => {
+                if let Some(at) = t.open_regions.iter().rposition(|(r, _)| *r == region) {
+                    let (_, begin) = t.open_regions.remove(at);
+                    self.regions.entry(region).or_default().windows.push((begin, ts));
+                }
+                t.pop(false, region);
+                // Back in the enclosing task or region's code, or in code we do not see.
+                t.in_uc = !t.frames.is_empty();
+                t.gap_after_task = false;
+            }
+        }
+    }
+
+    /// The lifecycle of every region, longest first, with its diagnoses. `offcpu` holds the
+    /// switched-out intervals on the trace's tick time line; `ns_per_tick` converts ticks.
+    pub fn finish(mut self, offcpu: &OffCpuIndex, ns_per_tick: f64, thresholds: &Thresholds) -> Vec<RegionReport> {
+        if self.first_ts > self.last_ts {
+            return Vec::new();
+        }
+        let (run_start, run_end) = (self.first_ts, self.last_ts);
+        // Runs still open at the end of the trace last until then.
+        for t in self.threads.values_mut() {
+            for (region, begin) in t.open_regions.drain(..) {
+                self.regions.entry(region).or_default().windows.push((begin, run_end));
+            }
+        }
+        let windows: HashMap<u32, Vec<(u64, u64)>> =
+            self.regions.iter().map(|(&r, acc)| (r, merge(acc.windows.clone()))).collect();
+        let counted = offcpu.threads().next().is_some();
+        let ns_per_tick = if ns_per_tick.is_finite() && ns_per_tick > 0.0 { ns_per_tick } else { 1.0 };
+        let lq_est: HashMap<u32, u64> =
+            self.regions.iter().map(|(&r, acc)| (r, acc.local_gaps.median().map_or(0, |(m, _)| m))).collect();
+        let shape = Shape {
+            search_min: (SEARCH_MIN_NS / ns_per_tick) as u64,
+            round_ticks: (ROUND_NS / ns_per_tick).max(1.0),
+            counted,
+        };
+
+        let workers: Vec<u32> = {
+            let mut w: Vec<u32> =
+                self.records.values().filter(|r| r.rayon_index != NO_WORKER).map(|r| r.tid).collect();
+            w.sort_unstable_by_key(|tid| {
+                let r = &self.records[tid];
+                (r.pool, r.rayon_index, r.tid)
+            });
+            w
+        };
+        for &tid in &workers {
+            let t = self.threads.entry(tid).or_default();
+            let mut gaps = std::mem::take(&mut t.stored);
+            match t.first {
+                Some((first, kind)) => {
+                    gaps.push(Gap { start: run_start, end: first, after_task: false, kind, region: 0 });
+                    if !t.in_uc {
+                        let after_task = t.gap_after_task;
+                        gaps.push(Gap { start: t.since, end: run_end, after_task, kind: GapEnd::Idle, region: 0 });
+                    }
+                }
+                None => gaps.push(Gap { start: run_start, end: run_end, after_task: false, kind: GapEnd::Idle, region: 0 }),
+            }
+            for gap in &gaps {
+                let off = offcpu.overlapping(tid, gap.start, gap.end);
+                for (&region, wins) in &windows {
+                    let est = lq_est.get(&region).copied().unwrap_or(0);
+                    let first = wins.partition_point(|w| w.1 < gap.start);
+                    for &(w0, w1) in wins[first..].iter().take_while(|w| w.0 <= gap.end) {
+                        let acc = t.accs.entry(region).or_default();
+                        shape.classify(gap, (w0, w1), est, off, acc);
+                    }
+                }
+            }
+            for (region, acc) in t.accs.iter_mut() {
+                shape.classify_folded(lq_est.get(region).copied().unwrap_or(0), acc);
+            }
+        }
+
+        let ns = |ticks: u64| (ticks as f64 * ns_per_tick).round() as u64;
+        let mut reports: Vec<RegionReport> = self
+            .regions
+            .iter()
+            .map(|(&region, racc)| {
+                let pools: BTreeSet<u32> = workers
+                    .iter()
+                    .filter(|tid| {
+                        self.threads.get(tid).and_then(|t| t.accs.get(&region)).is_some_and(|a| a.ran_region_code)
+                    })
+                    .map(|tid| self.records[tid].pool)
+                    .collect();
+                let per_worker: Vec<WorkerLifecycle> = workers
+                    .iter()
+                    .filter(|tid| pools.contains(&self.records[tid].pool))
+                    .map(|tid| {
+                        let record = &self.records[tid];
+                        let acc = self.threads.get(tid).and_then(|t| t.accs.get(&region)).cloned().unwrap_or_default();
+                        WorkerLifecycle {
+                            tid: *tid,
+                            rayon_index: record.rayon_index,
+                            pool: record.pool,
+                            name: record.name.clone(),
+                            tasks: acc.tasks,
+                            state_ns: StateNs { uc: ns(acc.uc), lq: ns(acc.lq), gs: ns(acc.gs), w: ns(acc.w) },
+                            transitions: acc.transitions,
+                        }
+                    })
+                    .collect();
+                let mut state_ns = StateNs::default();
+                let mut transitions = Transitions::default();
+                for w in &per_worker {
+                    state_ns.uc += w.state_ns.uc;
+                    state_ns.lq += w.state_ns.lq;
+                    state_ns.gs += w.state_ns.gs;
+                    state_ns.w += w.state_ns.w;
+                    transitions.add(&w.transitions);
+                }
+                let d = &racc.durations;
+                let mut report = RegionReport {
+                    site: region,
+                    name: self.names.get(&region).cloned().unwrap_or_else(|| format!("region #{region}")),
+                    instances: racc.windows.len() as u64,
+                    elapsed_ns: ns(windows[&region].iter().map(|(a, b)| b - a).sum()),
+                    workers: per_worker.len(),
+                    tasks: racc.tasks,
+                    task_ns: TaskNs {
+                        min: ns(d.min().unwrap_or(0)),
+                        median: ns(d.median().map_or(0, |(m, _)| m)),
+                        max: ns(d.max().unwrap_or(0)),
+                    },
+                    state_ns,
+                    transitions,
+                    active_overhead_ns: state_ns.lq + state_ns.gs,
+                    inactive_overhead_ns: state_ns.w,
+                    gs_gs_source: if counted { SearchRounds::Counted } else { SearchRounds::Estimated },
+                    per_worker,
+                    diagnoses: Vec::new(),
+                };
+                report.diagnoses = diagnoses::diagnose(&report, thresholds);
+                report
+            })
+            .collect();
+        reports.sort_by(|a, b| b.elapsed_ns.cmp(&a.elapsed_ns).then_with(|| a.name.cmp(&b.name)));
+        reports
+    }
+}
+
+/// Sorted, disjoint windows.
+fn merge(mut windows: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    windows.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(windows.len());
+    for (a, b) in windows {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    merged
+}
+
+/// Length of `[a, b] ∩ [c, d]`.
+fn overlap(a: u64, b: u64, c: u64, d: u64) -> u64 {
+    b.min(d).saturating_sub(a.max(c))
+}
+
+/// How gaps are split into states.
+struct Shape {
+    search_min: u64,
+    round_ticks: f64,
+    counted: bool,
+}
+
+impl Shape {
+    /// Adds the part of `gap` inside `window` to `acc`, with the transitions that happen there.
+    fn classify(&self, gap: &Gap, window: (u64, u64), lq_est: u64, off: &[OffCpu], acc: &mut Acc) {
+        let (a, b) = (gap.start, gap.end);
+        let (c0, c1) = (a.max(window.0), b.min(window.1));
+        if c0 > c1 {
+            return;
+        }
+        let inside = |t: u64| c0 <= t && t <= c1;
+        let search = match gap.kind {
+            GapEnd::Local => false,
+            GapEnd::Resume => b - a > self.search_min,
+            GapEnd::Steal | GapEnd::Idle => true,
+        };
+        if !search {
+            acc.lq += c1 - c0;
+            if inside(b) {
+                acc.transitions.lq_uc += 1;
+            }
+            return;
+        }
+        let lq_end = if gap.after_task { a + lq_est.min(b - a) } else { a };
+        acc.lq += overlap(a, lq_end, c0, c1);
+        if gap.after_task && inside(lq_end) {
+            acc.transitions.lq_gs += 1;
+        }
+        // The search part inside the window.
+        let (s0, s1) = (lq_end.max(c0), c1);
+        let (mut w, mut sleeps, mut yields) = (0, 0, 0);
+        for o in off {
+            let starts_inside = s0 <= o.start && o.start < s1;
+            if o.preempted {
+                yields += u64::from(starts_inside);
+                continue;
+            }
+            w += overlap(o.start, o.end, s0, s1);
+            if starts_inside {
+                acc.transitions.gs_w += 1;
+                sleeps += 1;
+            }
+            // Woken up. The event that closes a gap shows the thread on a CPU by then; a gap
+            // that lasts to the end of the run has no such event.
+            let wake = if gap.kind == GapEnd::Idle { o.end } else { o.end.min(b) };
+            if o.start < s1 && s0 < wake && wake <= s1 {
+                acc.transitions.w_gs += 1;
+            }
+        }
+        let gs = s1.saturating_sub(s0).saturating_sub(w);
+        acc.w += w;
+        acc.gs += gs;
+        acc.transitions.gs_gs +=
+            if self.counted { yields.max(ROUNDS_BEFORE_SLEEP * sleeps) } else { (gs as f64 / self.round_ticks) as u64 };
+        if gap.kind != GapEnd::Idle && inside(b) {
+            acc.transitions.gs_uc += 1;
+        }
+    }
+
+    /// Adds the folded gaps: no windows, no switch records (their sleeps count as GS).
+    fn classify_folded(&self, lq_est: u64, acc: &mut Acc) {
+        let folded = std::mem::take(&mut acc.folded);
+        let local_like = |acc: &mut Acc, s: Sum| {
+            acc.lq += s.ticks;
+            acc.transitions.lq_uc += s.count;
+        };
+        let search = |acc: &mut Acc, s: Sum| {
+            let lq = s.ticks.min(s.count.saturating_mul(lq_est));
+            let gs = s.ticks - lq;
+            acc.lq += lq;
+            acc.gs += gs;
+            acc.transitions.lq_gs += s.count;
+            acc.transitions.gs_uc += s.count;
+            // With switch records a short search has no yield to count; without, estimate.
+            if !self.counted {
+                acc.transitions.gs_gs += (gs as f64 / self.round_ticks) as u64;
+            }
+        };
+        local_like(acc, folded.local);
+        search(acc, folded.steal);
+        for bucket in folded.resume.into_iter().filter(|s| s.count > 0) {
+            if bucket.ticks / bucket.count > self.search_min {
+                search(acc, bucket);
+            } else {
+                local_like(acc, bucket);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{SwitchKind, SwitchRecord};
+    use diagnoses::Code;
+
+    const R: u32 = 1;
+    const MAIN: u32 = 100;
+
+    fn ev(ts: u64, kind: EventKind, aux: u16, origin: TaskOrigin) -> Event {
+        Event { ts, id: R, aux, kind: kind as u8, flags: origin as u8 }
+    }
+    fn begin(ts: u64, origin: TaskOrigin) -> Event {
+        ev(ts, EventKind::TaskBegin, 0, origin)
+    }
+    fn end(ts: u64) -> Event {
+        ev(ts, EventKind::TaskEnd, 0, TaskOrigin::Inline)
+    }
+    fn resume(ts: u64) -> Event {
+        ev(ts, EventKind::TaskResume, 0, TaskOrigin::Inline)
+    }
+    fn region(ts: u64, kind: EventKind) -> Event {
+        ev(ts, kind, 0, TaskOrigin::Inline)
+    }
+
+    /// A builder with `n` workers (tids 0..n, pool 0) and the non-worker main thread.
+    fn builder(n: u16) -> LifecycleBuilder {
+        let mut b = LifecycleBuilder::new();
+        b.on_site(&SiteRecord {
+            id: R,
+            kind: parprof_rt::trace::SiteKind::Region,
+            name: "r".into(),
+            file: "f.rs".into(),
+            line: 1,
+        });
+        for i in 0..n {
+            b.on_thread(&ThreadRecord { tid: u32::from(i), rayon_index: i, pool: 0, name: format!("w{i}") });
+        }
+        b.on_thread(&ThreadRecord { tid: MAIN, rayon_index: NO_WORKER, pool: 0, name: "main".into() });
+        b
+    }
+
+    fn feed(b: &mut LifecycleBuilder, tid: u32, events: &[Event]) {
+        for e in events {
+            b.on_event(tid, e);
+        }
+    }
+
+    /// Switch-out intervals as (tid, start, end, preempted).
+    fn offcpu(intervals: &[(u32, u64, u64, bool)]) -> OffCpuIndex {
+        let mut records = Vec::new();
+        for &(tid, start, end, preempted) in intervals {
+            let out = if preempted { SwitchKind::OutPreempted } else { SwitchKind::OutVoluntary };
+            records.push(SwitchRecord { time_ns: start, tid, cpu: 0, kind: out });
+            records.push(SwitchRecord { time_ns: end, tid, cpu: 0, kind: SwitchKind::In });
+        }
+        records.sort_by_key(|r| r.time_ns);
+        OffCpuIndex::from_switches(&records, |t| t, u64::MAX)
+    }
+
+    fn finish(b: LifecycleBuilder, off: &OffCpuIndex) -> RegionReport {
+        let mut reports = b.finish(off, 1.0, &Thresholds::default());
+        assert_eq!(reports.len(), 1);
+        reports.remove(0)
+    }
+
+    fn codes(r: &RegionReport) -> Vec<Code> {
+        r.diagnoses.iter().map(|d| d.code).collect()
+    }
+
+    fn total(s: &StateNs) -> u64 {
+        s.uc + s.lq + s.gs + s.w
+    }
+
+    #[test]
+    fn states_and_transitions_are_rebuilt_from_tasks_and_switches() {
+        let mut b = builder(2);
+        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin), region(1000, EventKind::RegionEnd)]);
+        feed(
+            &mut b,
+            0,
+            &[
+                // Idle from the start of the run, then handed the injected task.
+                ev(100, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected),
+                end(200),
+                // A local pop after 10 ticks: the region's LQ estimate.
+                begin(210, TaskOrigin::Local),
+                end(300),
+                // A search with a sleep (voluntary switch-out 320..380), then a steal.
+                ev(400, EventKind::TaskBegin, 1, TaskOrigin::Stolen),
+                end(500),
+                // Then nothing until the run ends.
+            ],
+        );
+        // Worker 1 never runs a task and sleeps most of the run.
+        let off = offcpu(&[(0, 320, 380, false), (1, 50, 950, false)]);
+        let r = finish(b, &off);
+
+        assert_eq!((r.instances, r.elapsed_ns, r.workers), (1, 1000, 2));
+        assert_eq!(r.tasks, TaskCounts { local: 1, stolen: 1, injected: 1, inline: 0 });
+        assert_eq!(r.task_ns, TaskNs { min: 90, median: 100, max: 100 });
+        let w0 = &r.per_worker[0];
+        // UC 100+90+100; LQ: the local gap, and 10 at the start of the two searches;
+        // GS: 100 before the first task, 30 of the 90-tick search, 490 at the end; W 60.
+        assert_eq!(w0.state_ns, StateNs { uc: 290, lq: 30, gs: 620, w: 60 });
+        assert_eq!(
+            w0.transitions,
+            Transitions { uc_lq: 3, lq_uc: 1, uc_uc: 0, lq_gs: 2, gs_uc: 2, gs_gs: 33, gs_w: 1, w_gs: 1 }
+        );
+        let w1 = &r.per_worker[1];
+        assert_eq!(w1.state_ns, StateNs { uc: 0, lq: 0, gs: 100, w: 900 });
+        assert_eq!(w1.transitions, Transitions { gs_gs: 33, gs_w: 1, w_gs: 1, ..Transitions::default() });
+        assert_eq!(total(&r.state_ns), 2 * r.elapsed_ns, "every worker tick is in one state");
+        assert_eq!((r.active_overhead_ns, r.inactive_overhead_ns), (30 + 720, 960));
+        assert_eq!(r.gs_gs_source, SearchRounds::Counted);
+    }
+
+    #[test]
+    fn inline_tasks_bypass_the_scheduler_and_resumes_return_to_user_code() {
+        let mut b = builder(1);
+        feed(
+            &mut b,
+            0,
+            &[
+                // The region's body runs on the worker and joins: first half inline.
+                region(0, EventKind::RegionBegin),
+                begin(10, TaskOrigin::Inline),
+                end(50),
+                begin(52, TaskOrigin::Local),
+                end(90),
+                // The join returns at once: LQ.
+                resume(95),
+                // A second join whose other half was stolen: the body waits 5,000 ticks.
+                begin(100, TaskOrigin::Inline),
+                end(150),
+                resume(5150),
+                region(5200, EventKind::RegionEnd),
+            ],
+        );
+        let r = finish(b, &OffCpuIndex::default());
+        let w = &r.per_worker[0];
+        // LQ: 2 + 5 (short gaps) + the LQ estimate (the local gap, 2) of the long wait.
+        assert_eq!(w.state_ns, StateNs { uc: 10 + 40 + 38 + 5 + 50 + 50, lq: 9, gs: 4998, w: 0 });
+        assert_eq!(
+            w.transitions,
+            Transitions {
+                uc_lq: 3,
+                lq_uc: 2,
+                uc_uc: 2,
+                lq_gs: 1,
+                gs_uc: 1,
+                // No switch records: 4,998 ticks of search at 1,000 per round.
+                gs_gs: 4,
+                gs_w: 0,
+                w_gs: 0
+            }
+        );
+        assert_eq!(r.gs_gs_source, SearchRounds::Estimated);
+        assert_eq!(r.tasks.inline, 2);
+    }
+
+    #[test]
+    fn idle_time_counts_only_while_the_region_runs() {
+        let mut b = builder(1);
+        // Two runs of 100 ticks, 10,000 ticks apart; the worker runs one task in each.
+        feed(
+            &mut b,
+            MAIN,
+            &[
+                region(0, EventKind::RegionBegin),
+                region(100, EventKind::RegionEnd),
+                region(10_000, EventKind::RegionBegin),
+                region(10_100, EventKind::RegionEnd),
+            ],
+        );
+        feed(
+            &mut b,
+            0,
+            &[
+                ev(10, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected),
+                end(60),
+                ev(10_010, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected),
+                end(10_060),
+            ],
+        );
+        let off = offcpu(&[(0, 70, 10_005, false)]);
+        let r = finish(b, &off);
+        assert_eq!((r.instances, r.elapsed_ns), (2, 200));
+        assert_eq!(total(&r.state_ns), 200);
+        let w = &r.per_worker[0];
+        assert_eq!(w.state_ns.uc, 100);
+        // Asleep from 70 to the end of the first run and from the second run's start to 10,005.
+        assert_eq!(w.state_ns.w, 30 + 5);
+        assert_eq!((w.transitions.gs_w, w.transitions.w_gs), (1, 1));
+    }
+
+    #[test]
+    fn nested_regions_count_their_tasks_in_the_enclosing_region_too() {
+        let mut b = builder(1);
+        let inner = |ts, kind| Event { ts, id: 2, aux: 0, kind: kind as u8, flags: TaskOrigin::Local as u8 };
+        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin), region(100, EventKind::RegionEnd)]);
+        feed(
+            &mut b,
+            0,
+            &[
+                ev(0, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected),
+                inner(10, EventKind::RegionBegin),
+                Event { flags: TaskOrigin::Inline as u8, ..inner(20, EventKind::TaskBegin) },
+                inner(80, EventKind::TaskEnd),
+                inner(85, EventKind::TaskResume),
+                inner(90, EventKind::RegionEnd),
+                end(100),
+            ],
+        );
+        let reports = b.finish(&OffCpuIndex::default(), 1.0, &Thresholds::default());
+        let outer = reports.iter().find(|r| r.site == R).unwrap();
+        let nested = reports.iter().find(|r| r.site == 2).unwrap();
+        assert_eq!((outer.tasks.total(), nested.tasks.total()), (1, 1));
+        assert_eq!(outer.state_ns, StateNs { uc: 95, lq: 5, gs: 0, w: 0 });
+        assert_eq!(nested.state_ns.uc, 10 + 60 + 5);
+        assert_eq!(nested.elapsed_ns, 80);
+    }
+
+    #[test]
+    fn memory_stays_bounded_and_totals_hold_when_gaps_are_folded() {
+        let mut b = builder(1);
+        let tasks = MAX_STORED_GAPS as u64 * 3;
+        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin), region(tasks * 100 + 50, EventKind::RegionEnd)]);
+        for i in 0..tasks {
+            // Gaps of varied length, every one a search.
+            let t = i * 100;
+            b.on_event(0, &ev(t + 10 + i % 40, EventKind::TaskBegin, 1, TaskOrigin::Stolen));
+            b.on_event(0, &end(t + 60));
+        }
+        assert!(b.threads[&0].stored.len() <= MAX_STORED_GAPS);
+        let r = finish(b, &OffCpuIndex::default());
+        assert_eq!(total(&r.state_ns), r.elapsed_ns);
+        assert_eq!(r.transitions.gs_uc, tasks);
+        assert_eq!(r.transitions.lq_gs, tasks);
+    }
+
+    #[test]
+    fn corrupt_streams_do_not_panic() {
+        let mut b = builder(1);
+        feed(
+            &mut b,
+            0,
+            &[
+                end(10),
+                resume(5),
+                Event { ts: 20, id: R, aux: 0, kind: EventKind::TaskBegin as u8, flags: 99 },
+                Event { ts: 30, id: R, aux: 0, kind: 200, flags: 0 },
+                region(40, EventKind::RegionEnd),
+                begin(50, TaskOrigin::Stolen),
+            ],
+        );
+        for i in 0..(MAX_DEPTH as u64 + 10) {
+            b.on_event(0, &begin(60 + i, TaskOrigin::Inline));
+        }
+        let reports = b.finish(&OffCpuIndex::default(), f64::NAN, &Thresholds::default());
+        assert_eq!(reports.len(), 1);
+    }
+
+    /// `workers` workers and one run of `elapsed` ticks, each worker doing `tasks` tasks of
+    /// `work` ticks separated by gaps of `gap` ticks closed by tasks of origin `origin`.
+    fn uniform(workers: u16, tasks: u64, work: u64, gap: u64, origin: TaskOrigin) -> LifecycleBuilder {
+        let mut b = builder(workers);
+        let elapsed = tasks * (work + gap);
+        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin), region(elapsed, EventKind::RegionEnd)]);
+        for w in 0..workers {
+            for i in 0..tasks {
+                let t = i * (work + gap);
+                let aux = if origin == TaskOrigin::Stolen { (w + 1) % workers } else { w };
+                b.on_event(u32::from(w), &ev(t + gap, EventKind::TaskBegin, aux, origin));
+                b.on_event(u32::from(w), &end(t + gap + work));
+            }
+        }
+        b
+    }
+
+    #[test]
+    fn a_well_tuned_stream_has_no_diagnosis() {
+        // 2 workers, 10 µs tasks from their own deques, 50 ns between them.
+        let r = finish(uniform(2, 1000, 10_000, 50, TaskOrigin::Local), &OffCpuIndex::default());
+        assert!(r.diagnoses.is_empty(), "{:?}", r.diagnoses);
+    }
+
+    #[test]
+    fn tiny_local_tasks_are_too_fine() {
+        // 300 ns tasks with 200 ns of local pops: 2 million tasks/s per worker, 40 % LQ.
+        let r = finish(uniform(2, 2000, 300, 200, TaskOrigin::Local), &OffCpuIndex::default());
+        assert_eq!(codes(&r), vec![Code::TooFineGranularity]);
+    }
+
+    #[test]
+    fn stealing_everything_is_excessive_stealing() {
+        // 20 µs tasks, each stolen after a 10 µs search.
+        let r = finish(uniform(4, 100, 20_000, 10_000, TaskOrigin::Stolen), &OffCpuIndex::default());
+        assert_eq!(codes(&r), vec![Code::ExcessiveStealing]);
+    }
+
+    #[test]
+    fn tiny_stolen_tasks_are_both_in_the_specified_order() {
+        let r = finish(uniform(4, 2000, 300, 1_000, TaskOrigin::Stolen), &OffCpuIndex::default());
+        assert_eq!(codes(&r), vec![Code::TooFineGranularity, Code::ExcessiveStealing]);
+    }
+
+    /// Runs of 100 µs repeated 50 times; worker 0 runs the only task of each run, the other
+    /// three wake up at each run's start, search and go back to sleep.
+    fn low_slack() -> (LifecycleBuilder, OffCpuIndex) {
+        let mut b = builder(4);
+        let mut off = Vec::new();
+        for run in 0..50u64 {
+            let t = run * 200_000;
+            feed(&mut b, MAIN, &[region(t, EventKind::RegionBegin), region(t + 100_000, EventKind::RegionEnd)]);
+            feed(&mut b, 0, &[ev(t + 1_000, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected), end(t + 99_000)]);
+        }
+        // Workers 1..3 sleep except from 2 µs to 42 µs into each run.
+        for w in 1..4 {
+            let mut asleep_since = 0;
+            for run in 0..50u64 {
+                let t = run * 200_000;
+                off.push((w, asleep_since, t + 2_000, false));
+                asleep_since = t + 42_000;
+            }
+            off.push((w, asleep_since, 50 * 200_000, false));
+        }
+        (b, offcpu(&off))
+    }
+
+    #[test]
+    fn workers_that_keep_waking_up_for_nothing_lack_parallel_slack() {
+        let (b, off) = low_slack();
+        let r = finish(b, &off);
+        assert_eq!(codes(&r), vec![Code::InsufficientParallelSlack], "{:?}", r.transitions);
+    }
+
+    #[test]
+    fn workers_idle_after_their_share_is_load_imbalance() {
+        // One 10 ms run: worker 0 has a 9 ms task, workers 1..3 a 1 ms task, then they sleep.
+        let mut b = builder(4);
+        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin), region(10_000_000, EventKind::RegionEnd)]);
+        feed(&mut b, 0, &[ev(100, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected), end(9_900_000)]);
+        let mut off = Vec::new();
+        for w in 1..4u16 {
+            feed(&mut b, u32::from(w), &[ev(200, EventKind::TaskBegin, 0, TaskOrigin::Stolen), end(1_000_000)]);
+            off.push((u32::from(w), 1_050_000, 10_500_000, false));
+        }
+        let r = finish(b, &offcpu(&off));
+        assert_eq!(codes(&r), vec![Code::LoadImbalance]);
+        let d = &r.diagnoses[0];
+        assert!(d.impact.speedup_if_fixed > 1.5, "{d:?}");
+    }
+
+    #[test]
+    fn the_report_serialises_with_the_model_names() {
+        let r = finish(uniform(2, 10, 100, 10, TaskOrigin::Local), &OffCpuIndex::default());
+        let json = serde_json::to_value(&r).unwrap();
+        for key in ["UC", "LQ", "GS", "W"] {
+            assert!(json["state_ns"].get(key).is_some(), "{key}");
+        }
+        for key in ["UC->LQ", "LQ->UC", "UC->UC", "LQ->GS", "GS->UC", "GS->GS", "GS->W", "W->GS"] {
+            assert!(json["transitions"].get(key).is_some(), "{key}");
+        }
+        assert_eq!(json["gs_gs_source"], "estimated");
+        assert_eq!(json["tasks"]["local"], 20);
+    }
+}

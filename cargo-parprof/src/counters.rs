@@ -1,0 +1,1634 @@
+//! Counters for `cargo parprof --counters LIST`: collection on the profiled process and
+//! everything it starts, read periodically and at the threads' switch points, with
+//! timestamps on `CLOCK_MONOTONIC` (the time line of the kernel's other records).
+//!
+//! Per online CPU, one counter group is opened on the (not yet exec'd) child with
+//! `inherit`, so every thread it starts is counted, user space only (`exclude_kernel`,
+//! which is what `perf_event_paranoid = 2` allows an unprivileged user):
+//! - the leader is a cpu-clock event that samples every thread every `sample_period_ns` of
+//!   its user-mode CPU time with `PERF_SAMPLE_READ` (the group's values *of that thread*,
+//!   which the kernel allows with `inherit` since Linux 6.12 when `PERF_SAMPLE_TID` is set),
+//!   and carries the threads' context-switch records (`PERF_RECORD_SWITCH`);
+//! - the members are the requested counters.
+//!
+//! A collector thread of the profiler (never the program: no system call per probe event)
+//! reads every group with `read()` every `read_interval_ns` — the totals of all threads on
+//! that CPU, exited ones included — and drains the ring buffers. The reads are the
+//! program-wide series (method 3) and the per-CPU work (method 4); the samples are
+//! per-thread series.
+//!
+//! `context-switches` and `cpu-migrations` are counted by the kernel in kernel mode, so
+//! with `exclude_kernel` they stay at 0; they are derived from the switch records instead,
+//! which gives their exact value at every switch point.
+//!
+//! Multiplexing: when the PMU cannot count a group all the time, `time_running` is less than
+//! `time_enabled`; each delta between two reads is scaled by the ratio of their increments,
+//! and the totals of both times are reported per counter ([`Scaling`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use perf_event::events::{Event, Hardware, Software};
+use perf_event::{Builder, Clock, Counter, ReadFormat, SampleFlag, Sampler};
+use serde::Serialize;
+
+use crate::analysis::attribution::CounterPoint;
+use crate::analysis::utilization::CpuWork;
+use crate::kernel::{Capability, SwitchKind, SwitchRecord};
+
+/// Where a counter's values come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CounterSource {
+    /// A hardware PMU event (absent in most virtual machines).
+    Hardware,
+    /// A kernel software event.
+    Software,
+    /// Counted from the threads' context-switch records.
+    SwitchRecords,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Hardware(Hardware),
+    Software(Software),
+    ContextSwitches,
+    CpuMigrations,
+}
+
+/// The counters `--counters` knows: perf's names (and its aliases), then what they are.
+const KNOWN: &[(&str, &[&str], Kind)] = &[
+    ("instructions", &[], Kind::Hardware(Hardware::INSTRUCTIONS)),
+    (
+        "cycles",
+        &["cpu-cycles"],
+        Kind::Hardware(Hardware::CPU_CYCLES),
+    ),
+    ("ref-cycles", &[], Kind::Hardware(Hardware::REF_CPU_CYCLES)),
+    ("bus-cycles", &[], Kind::Hardware(Hardware::BUS_CYCLES)),
+    (
+        "cache-references",
+        &[],
+        Kind::Hardware(Hardware::CACHE_REFERENCES),
+    ),
+    ("cache-misses", &[], Kind::Hardware(Hardware::CACHE_MISSES)),
+    (
+        "branches",
+        &["branch-instructions"],
+        Kind::Hardware(Hardware::BRANCH_INSTRUCTIONS),
+    ),
+    (
+        "branch-misses",
+        &[],
+        Kind::Hardware(Hardware::BRANCH_MISSES),
+    ),
+    (
+        "stalled-cycles-frontend",
+        &["idle-cycles-frontend"],
+        Kind::Hardware(Hardware::STALLED_CYCLES_FRONTEND),
+    ),
+    (
+        "stalled-cycles-backend",
+        &["idle-cycles-backend"],
+        Kind::Hardware(Hardware::STALLED_CYCLES_BACKEND),
+    ),
+    ("task-clock", &[], Kind::Software(Software::TASK_CLOCK)),
+    ("cpu-clock", &[], Kind::Software(Software::CPU_CLOCK)),
+    (
+        "page-faults",
+        &["faults"],
+        Kind::Software(Software::PAGE_FAULTS),
+    ),
+    (
+        "minor-faults",
+        &[],
+        Kind::Software(Software::PAGE_FAULTS_MIN),
+    ),
+    (
+        "major-faults",
+        &[],
+        Kind::Software(Software::PAGE_FAULTS_MAJ),
+    ),
+    (
+        "alignment-faults",
+        &[],
+        Kind::Software(Software::ALIGNMENT_FAULTS),
+    ),
+    (
+        "emulation-faults",
+        &[],
+        Kind::Software(Software::EMULATION_FAULTS),
+    ),
+    ("context-switches", &["cs"], Kind::ContextSwitches),
+    ("cpu-migrations", &["migrations"], Kind::CpuMigrations),
+];
+
+/// Asked for when `--counters` is not given: the hardware counters are used where the
+/// machine has them and listed as unavailable otherwise; the software ones always work.
+pub const DEFAULT_COUNTERS: &str =
+    "instructions,cycles,cache-misses,task-clock,page-faults,context-switches,cpu-migrations";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CounterDef {
+    name: &'static str,
+    kind: Kind,
+}
+
+impl CounterDef {
+    fn source(&self) -> CounterSource {
+        match self.kind {
+            Kind::Hardware(_) => CounterSource::Hardware,
+            Kind::Software(_) => CounterSource::Software,
+            Kind::ContextSwitches | Kind::CpuMigrations => CounterSource::SwitchRecords,
+        }
+    }
+}
+
+/// A parsed `--counters` list, without duplicates, in the order given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterSet {
+    counters: Vec<CounterDef>,
+}
+
+/// A name `--counters` does not know.
+#[derive(Debug, PartialEq, Eq)]
+pub struct UnknownCounter {
+    pub name: String,
+    pub suggestion: Option<&'static str>,
+}
+
+impl fmt::Display for UnknownCounter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown counter `{}`", self.name)?;
+        if let Some(s) = self.suggestion {
+            write!(f, " (did you mean `{s}`?)")?;
+        }
+        let known: Vec<&str> = KNOWN.iter().map(|(n, _, _)| *n).collect();
+        write!(f, "; known counters: {}", known.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownCounter {}
+
+impl CounterSet {
+    /// Parses a comma-separated list of perf counter names, e.g. `instructions,page-faults`.
+    /// An empty list is the empty set.
+    pub fn parse(list: &str) -> Result<CounterSet, UnknownCounter> {
+        let mut counters: Vec<CounterDef> = Vec::new();
+        for raw in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let lower = raw.to_ascii_lowercase();
+            let Some(&(name, _, kind)) = KNOWN
+                .iter()
+                .find(|(n, aliases, _)| *n == lower || aliases.contains(&lower.as_str()))
+            else {
+                let suggestion = KNOWN
+                    .iter()
+                    .map(|(n, _, _)| (strsim::jaro_winkler(n, &lower), *n))
+                    .filter(|(score, _)| *score > 0.8)
+                    .max_by(|a, b| a.0.total_cmp(&b.0))
+                    .map(|(_, n)| n);
+                return Err(UnknownCounter {
+                    name: raw.to_string(),
+                    suggestion,
+                });
+            };
+            if !counters.iter().any(|c| c.name == name) {
+                counters.push(CounterDef { name, kind });
+            }
+        }
+        Ok(CounterSet { counters })
+    }
+
+    pub fn default_set() -> CounterSet {
+        // The default list only names known counters.
+        CounterSet::parse(DEFAULT_COUNTERS).unwrap_or(CounterSet {
+            counters: Vec::new(),
+        })
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.counters.iter().map(|c| c.name).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.counters.is_empty()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct CounterOptions {
+    pub counters: CounterSet,
+    /// How often the collector reads every CPU's counters.
+    pub read_interval_ns: u64,
+    /// User-mode CPU time of a thread between two of its samples.
+    pub sample_period_ns: u64,
+    /// Ring buffer per CPU for the samples and switch records, in KiB.
+    pub ring_buffer_kib: usize,
+}
+
+impl Default for CounterOptions {
+    fn default() -> Self {
+        CounterOptions {
+            counters: CounterSet::default_set(),
+            read_interval_ns: 1_000_000,
+            sample_period_ns: 1_000_000,
+            ring_buffer_kib: 128,
+        }
+    }
+}
+
+/// A requested counter that could not be collected, and why (shown to the user as is).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UnavailableCounter {
+    pub name: String,
+    pub reason: String,
+}
+
+/// One reading of a cumulative counter. `tid` 0 means all threads of the program on `cpu`;
+/// otherwise the count of thread `tid` over all CPUs, read while it ran on `cpu`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct CounterSample {
+    pub time_ns: u64,
+    pub tid: u32,
+    pub cpu: u32,
+    /// Scaled for multiplexing (see [`Scaling`]).
+    pub value: f64,
+}
+
+/// How much of the time a counter was enabled it actually counted, over all CPUs. Values are
+/// scaled up by `time_enabled / time_running` (per interval between reads) when they differ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Scaling {
+    pub time_enabled_ns: u64,
+    pub time_running_ns: u64,
+    pub scaled: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CounterSeries {
+    pub name: String,
+    pub source: CounterSource,
+    /// Per CPU: the count of all threads of the program on that CPU (`tid` 0), sorted by
+    /// time. Read by the collector every `read_interval_ns`, or at every switch for counters
+    /// derived from switch records.
+    pub cpu_samples: Vec<CounterSample>,
+    /// Per thread: its count over all CPUs, at its cpu-clock samples (hardware and software
+    /// counters) or at its switch points (derived counters), sorted by time.
+    pub thread_samples: Vec<CounterSample>,
+    pub scaling: Scaling,
+}
+
+impl CounterSeries {
+    /// The program's total count over time (all CPUs), for attribution (method 3): one point
+    /// per reading time, each CPU taken at its latest reading.
+    pub fn process_series(&self) -> Vec<CounterPoint> {
+        let mut last: BTreeMap<u32, f64> = BTreeMap::new();
+        let mut out: Vec<CounterPoint> = Vec::new();
+        for s in &self.cpu_samples {
+            last.insert(s.cpu, s.value);
+            let value = last.values().sum();
+            match out.last_mut() {
+                Some(p) if p.time_ns == s.time_ns => p.value = value,
+                _ => out.push(CounterPoint {
+                    time_ns: s.time_ns,
+                    value,
+                }),
+            }
+        }
+        out
+    }
+
+    /// The count of one thread over time (all CPUs).
+    pub fn thread_series(&self, tid: u32) -> Vec<CounterPoint> {
+        self.thread_samples
+            .iter()
+            .filter(|s| s.tid == tid)
+            .map(|s| CounterPoint {
+                time_ns: s.time_ns,
+                value: s.value,
+            })
+            .collect()
+    }
+
+    /// The work done on each CPU between consecutive readings (method 4).
+    pub fn cpu_work(&self) -> Vec<CpuWork> {
+        let mut last: BTreeMap<u32, (u64, f64)> = BTreeMap::new();
+        let mut out = Vec::new();
+        for s in &self.cpu_samples {
+            if let Some((t, v)) = last.insert(s.cpu, (s.time_ns, s.value))
+                && s.time_ns > t
+            {
+                out.push(CpuWork {
+                    cpu: s.cpu,
+                    start_ns: t,
+                    end_ns: s.time_ns,
+                    amount: (s.value - v).max(0.0),
+                });
+            }
+        }
+        out
+    }
+
+    /// The program's total count.
+    pub fn total(&self) -> f64 {
+        self.process_series().last().map_or(0.0, |p| p.value)
+    }
+}
+
+/// Cost of the collector's periodic reads, measured on the collector thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReadCost {
+    /// Read passes (one `read()` per CPU each).
+    pub passes: u64,
+    /// Wall time of all passes together.
+    pub total_ns: u64,
+}
+
+/// Everything collected for `--counters`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CounterRecords {
+    pub counters: Vec<CounterSeries>,
+    pub unavailable: Vec<UnavailableCounter>,
+    /// Whether per-thread samples (`inherit` with `PERF_SAMPLE_READ`) could be taken.
+    pub thread_samples: Capability,
+    /// Whether the threads' switch records could be taken (for the derived counters).
+    pub switch_records: Capability,
+    pub read_interval_ns: u64,
+    pub read_cost: ReadCost,
+    /// Records the kernel dropped because a ring buffer was full.
+    pub lost_records: u64,
+    /// Records that could not be decoded and were skipped.
+    pub malformed_records: u64,
+}
+
+impl CounterRecords {
+    pub fn counter(&self, name: &str) -> Option<&CounterSeries> {
+        self.counters.iter().find(|c| c.name == name)
+    }
+}
+
+/// A running collection, from [`CounterCollector::attach`] to [`CounterCollector::finish`].
+pub struct CounterCollector {
+    /// The counters read from the groups, in the order of the groups' members.
+    group_counters: Vec<CounterDef>,
+    derived: Vec<CounterDef>,
+    unavailable: Vec<UnavailableCounter>,
+    thread_samples: Capability,
+    switch_records: Capability,
+    read_interval_ns: u64,
+    worker: Option<(Arc<AtomicBool>, JoinHandle<Gathered>)>,
+}
+
+/// One CPU's group: the leader (mapped when possible) and the members' fds, kept open.
+struct CpuGroup {
+    cpu: u32,
+    leader: Leader,
+    /// The kernel's id of each member, in the order of `CounterCollector::group_counters`.
+    member_ids: Vec<u64>,
+    _members: Vec<Counter>,
+}
+
+/// A group before its ring buffer is mapped.
+struct OpenGroup {
+    cpu: u32,
+    leader: Counter,
+    member_ids: Vec<u64>,
+    members: Vec<Counter>,
+}
+
+enum Leader {
+    Mapped(Sampler),
+    Unmapped(Counter),
+}
+
+impl Leader {
+    fn fd(&self) -> i32 {
+        match self {
+            Leader::Mapped(s) => s.as_raw_fd(),
+            Leader::Unmapped(c) => c.as_raw_fd(),
+        }
+    }
+}
+
+fn read_format() -> ReadFormat {
+    ReadFormat::GROUP
+        | ReadFormat::ID
+        | ReadFormat::TOTAL_TIME_ENABLED
+        | ReadFormat::TOTAL_TIME_RUNNING
+}
+
+/// Fields of the sample records, and through `sample_id_all` of the switch records'
+/// trailer; the parser below relies on exactly these.
+fn sample_flags(read: bool) -> SampleFlag {
+    let base = SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU;
+    if read { base | SampleFlag::READ } else { base }
+}
+
+fn base_builder<'a, E: Event>(event: E, pid: u32, cpu: Option<usize>) -> Builder<'a> {
+    let mut b = Builder::new(event);
+    b.observe_pid(pid as libc::pid_t)
+        .inherit(true)
+        .exclude_kernel(true)
+        .exclude_hv(true)
+        .clockid(Clock::MONOTONIC)
+        .read_format(read_format());
+    match cpu {
+        Some(c) => b.one_cpu(c),
+        None => b.any_cpu(),
+    };
+    b
+}
+
+fn member_builder<'a>(kind: Kind, pid: u32, cpu: Option<usize>) -> Option<Builder<'a>> {
+    match kind {
+        Kind::Hardware(h) => Some(base_builder(h, pid, cpu)),
+        Kind::Software(s) => Some(base_builder(s, pid, cpu)),
+        Kind::ContextSwitches | Kind::CpuMigrations => None,
+    }
+}
+
+impl CounterCollector {
+    /// Opens the counters on `pid`, a forked child that has not called `exec` yet: counting
+    /// starts at its `exec` (`enable_on_exec`). Refusals are not errors: every counter that cannot be
+    /// collected is listed in [`CounterCollector::unavailable`] with the reason.
+    pub fn attach(pid: u32, opts: &CounterOptions) -> CounterCollector {
+        let mut unavailable = Vec::new();
+        let mut group_counters = Vec::new();
+        let mut derived = Vec::new();
+        for def in &opts.counters.counters {
+            match member_builder(def.kind, pid, None) {
+                None => derived.push(*def),
+                // Each counter alone first, so that one the machine lacks is named with its
+                // own reason instead of failing the whole group.
+                Some(b) => match b.build() {
+                    Ok(_) => group_counters.push(*def),
+                    Err(e) => unavailable.push(UnavailableCounter {
+                        name: def.name.to_string(),
+                        reason: refusal_reason(def, &e),
+                    }),
+                },
+            }
+        }
+
+        let mut collector = CounterCollector {
+            group_counters,
+            derived,
+            unavailable,
+            thread_samples: Capability::no("no counter group was opened"),
+            switch_records: Capability::no("no counter group was opened"),
+            read_interval_ns: opts.read_interval_ns.max(10_000),
+            worker: None,
+        };
+        if collector.group_counters.is_empty() && collector.derived.is_empty() {
+            return collector;
+        }
+        let groups = collector.open_groups(pid, opts);
+        if groups.is_empty() {
+            return collector;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let interval = Duration::from_nanos(collector.read_interval_ns);
+        let n_members = collector.group_counters.len();
+        let spawned = std::thread::Builder::new()
+            .name("parprof-counters".into())
+            .spawn(move || gather_until_stopped(groups, n_members, interval, &stop2));
+        match spawned {
+            Ok(handle) => collector.worker = Some((stop, handle)),
+            Err(e) => {
+                let reason = format!("could not start the counter collector thread: {e}");
+                collector.unavailable_all(&reason);
+            }
+        }
+        collector
+    }
+
+    pub fn unavailable(&self) -> &[UnavailableCounter] {
+        &self.unavailable
+    }
+
+    fn unavailable_all(&mut self, reason: &str) {
+        for def in self.group_counters.drain(..).chain(self.derived.drain(..)) {
+            self.unavailable.push(UnavailableCounter {
+                name: def.name.to_string(),
+                reason: reason.to_string(),
+            });
+        }
+    }
+
+    /// One group per online CPU, degrading step by step: without per-thread samples if the
+    /// kernel refuses `inherit` with `PERF_SAMPLE_READ` (before Linux 6.12), without the ring
+    /// buffer (samples and switch records) if it cannot be mapped.
+    fn open_groups(&mut self, pid: u32, opts: &CounterOptions) -> Vec<CpuGroup> {
+        let cpus = online_cpus();
+        let ring_bytes = opts.ring_buffer_kib.max(8) * 1024;
+        let mut with_read = true;
+        let mut opened: Vec<OpenGroup> = Vec::with_capacity(cpus.len());
+        for &cpu in &cpus {
+            let group = match self.open_group(pid, cpu, opts, with_read) {
+                Err(e)
+                    if with_read && e.raw_os_error() == Some(libc::EINVAL) && opened.is_empty() =>
+                {
+                    self.thread_samples = Capability::no(format!(
+                        "per-thread counter samples unavailable: the kernel refused inherit \
+                         with PERF_SAMPLE_READ ({}), which needs Linux 6.12 or later; only the \
+                         per-CPU totals are read",
+                        describe_errno(&e)
+                    ));
+                    with_read = false;
+                    self.open_group(pid, cpu, opts, with_read)
+                }
+                other => other,
+            };
+            match group {
+                Ok(g) => opened.push(g),
+                // A CPU that went offline since we listed them.
+                Err(e) if e.raw_os_error() == Some(libc::ENODEV) && !opened.is_empty() => {}
+                Err(e) => {
+                    let reason = format!(
+                        "perf_event_open of the counter group failed: {}",
+                        describe_errno(&e)
+                    );
+                    self.unavailable_all(&reason);
+                    return Vec::new();
+                }
+            }
+        }
+        // Map every ring or none: samples and switch records of some CPUs only would be
+        // partial without saying so; the reads work either way.
+        let sizes: Vec<Option<usize>> = opened
+            .iter()
+            .map(|g| map_ring(&g.leader, ring_bytes).ok())
+            .collect();
+        let map_all = sizes.iter().all(Option::is_some);
+        let mut lost_cpus = Vec::new();
+        let mut groups: Vec<CpuGroup> = Vec::with_capacity(opened.len());
+        for (g, size) in opened.into_iter().zip(sizes) {
+            let leader = match size.filter(|_| map_all) {
+                Some(size) => match g.leader.sampled(size) {
+                    Ok(s) => Leader::Mapped(s),
+                    // `sampled` consumes the counter even when it fails, which only happens
+                    // if the mapping worked a moment ago and fails now.
+                    Err(_) => {
+                        lost_cpus.push(g.cpu);
+                        continue;
+                    }
+                },
+                None => Leader::Unmapped(g.leader),
+            };
+            groups.push(CpuGroup {
+                cpu: g.cpu,
+                leader,
+                member_ids: g.member_ids,
+                _members: g.members,
+            });
+        }
+        if map_all {
+            self.switch_records = Capability::yes();
+            if with_read {
+                self.thread_samples = Capability::yes();
+            }
+            if !lost_cpus.is_empty() {
+                let why = format!(
+                    "the counters of CPUs {lost_cpus:?} were lost: their ring buffer could not be mapped"
+                );
+                self.switch_records = Capability::no(why.clone());
+                self.thread_samples = Capability::no(why);
+            }
+        } else {
+            let why = "the ring buffers for counter samples could not be mapped (locked-memory \
+                       budget: kernel.perf_event_mlock_kb or RLIMIT_MEMLOCK)";
+            self.switch_records =
+                Capability::no(format!("switch records for counters unavailable: {why}"));
+            self.thread_samples =
+                Capability::no(format!("per-thread counter samples unavailable: {why}"));
+            for def in self.derived.drain(..) {
+                self.unavailable.push(UnavailableCounter {
+                    name: def.name.to_string(),
+                    reason: format!(
+                        "counted from context-switch records, which are unavailable: {why}"
+                    ),
+                });
+            }
+        }
+        groups
+    }
+
+    fn open_group(
+        &self,
+        pid: u32,
+        cpu: usize,
+        opts: &CounterOptions,
+        with_read: bool,
+    ) -> io::Result<OpenGroup> {
+        let mut lb = base_builder(Software::CPU_CLOCK, pid, Some(cpu));
+        lb.sample(sample_flags(with_read))
+            .sample_id_all(true)
+            .context_switch(true)
+            .sample_period(opts.sample_period_ns.max(10_000))
+            .wakeup_watermark((opts.ring_buffer_kib.max(8) * 1024 / 4).max(4096))
+            .enabled(false)
+            .enable_on_exec(true);
+        let mut leader = lb.build()?;
+        let mut members = Vec::with_capacity(self.group_counters.len());
+        for def in &self.group_counters {
+            let Some(mut b) = member_builder(def.kind, pid, Some(cpu)) else {
+                continue;
+            };
+            // Members follow their leader's enabling.
+            b.enabled(true);
+            members.push(b.build_with_group(&mut leader)?);
+        }
+        Ok(OpenGroup {
+            cpu: cpu as u32,
+            member_ids: members.iter().map(Counter::id).collect(),
+            leader,
+            members,
+        })
+    }
+
+    /// Stops the collection after one last read and drain. Call it after the child has
+    /// exited, so that the last read holds the final counts of every thread.
+    pub fn finish(mut self) -> CounterRecords {
+        let gathered = match self.worker.take() {
+            Some((stop, handle)) => {
+                stop.store(true, Ordering::Release);
+                // A panic in the collector loses the counts, not the run.
+                handle.join().unwrap_or_default()
+            }
+            None => Gathered::default(),
+        };
+        build_records(
+            &self.group_counters,
+            &self.derived,
+            std::mem::take(&mut self.unavailable),
+            gathered,
+            RecordsMeta {
+                thread_samples: self.thread_samples.clone(),
+                switch_records: self.switch_records.clone(),
+                read_interval_ns: self.read_interval_ns,
+            },
+        )
+    }
+}
+
+impl Drop for CounterCollector {
+    fn drop(&mut self) {
+        if let Some((stop, _)) = &self.worker {
+            stop.store(true, Ordering::Release);
+        }
+    }
+}
+
+fn refusal_reason(def: &CounterDef, e: &io::Error) -> String {
+    let errno = describe_errno(e);
+    match (def.kind, e.raw_os_error()) {
+        (Kind::Hardware(_), Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV)) => format!(
+            "hardware counter unavailable ({errno}): this machine exposes no hardware PMU to \
+             user space (typical of virtual machines)"
+        ),
+        (_, Some(libc::EACCES | libc::EPERM)) => format!(
+            "perf_event_open was refused ({errno}); allow it with `sudo sysctl \
+             kernel.perf_event_paranoid=2` (or lower)"
+        ),
+        _ => format!("perf_event_open failed ({errno})"),
+    }
+}
+
+fn describe_errno(e: &io::Error) -> String {
+    let name = match e.raw_os_error() {
+        Some(libc::EACCES) => "EACCES",
+        Some(libc::EPERM) => "EPERM",
+        Some(libc::ENOENT) => "ENOENT",
+        Some(libc::EOPNOTSUPP) => "EOPNOTSUPP",
+        Some(libc::EINVAL) => "EINVAL",
+        Some(libc::ENODEV) => "ENODEV",
+        Some(libc::EMFILE) => "EMFILE",
+        Some(libc::ENOMEM) => "ENOMEM",
+        Some(libc::ESRCH) => "ESRCH",
+        _ => return e.to_string(),
+    };
+    let text = e.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    format!("{name}: {text}")
+}
+
+/// The largest ring (at most `ring_bytes`, at least 8 KiB) the locked-memory budget allows.
+/// Probed with a mapping undone right away, because `Counter::sampled` consumes the counter
+/// even when it fails.
+fn map_ring(counter: &Counter, ring_bytes: usize) -> io::Result<usize> {
+    const MIN_RING: usize = 8 * 1024;
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let mut size = ring_bytes.max(MIN_RING).next_power_of_two();
+    loop {
+        let len = page + size.max(page);
+        // SAFETY: a fresh shared mapping of the perf fd, unmapped right away.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                counter.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr != libc::MAP_FAILED {
+            // SAFETY: exactly the mapping created above.
+            unsafe { libc::munmap(ptr, len) };
+            return Ok(size);
+        }
+        let e = io::Error::last_os_error();
+        if size <= MIN_RING || !matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOMEM)) {
+            return Err(e);
+        }
+        size /= 2;
+    }
+}
+
+fn online_cpus() -> Vec<usize> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(s.trim()))
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| {
+            (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+        })
+}
+
+fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                if b < a || b - a > 1 << 16 {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    Some(out)
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// A group's values as the kernel returns them (`PERF_FORMAT_GROUP | ID |
+/// TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING`), by member id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct GroupRead {
+    time_enabled: u64,
+    time_running: u64,
+    values: Vec<(u64, u64)>,
+}
+
+impl GroupRead {
+    fn value_of(&self, id: u64) -> Option<u64> {
+        self.values.iter().find(|(i, _)| *i == id).map(|(_, v)| *v)
+    }
+}
+
+/// Bounds what one corrupt `nr` can make us allocate.
+const MAX_GROUP: u64 = 64;
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Cursor { buf, pos: 0 }
+    }
+    fn u32(&mut self) -> Option<u32> {
+        let b = self.buf.get(self.pos..self.pos.checked_add(4)?)?;
+        self.pos += 4;
+        Some(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        let b = self.buf.get(self.pos..self.pos.checked_add(8)?)?;
+        self.pos += 8;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Some(u64::from_ne_bytes(a))
+    }
+}
+
+fn parse_group_read(c: &mut Cursor<'_>) -> Option<GroupRead> {
+    let nr = c.u64()?;
+    if nr > MAX_GROUP {
+        return None;
+    }
+    let time_enabled = c.u64()?;
+    let time_running = c.u64()?;
+    let mut values = Vec::with_capacity(nr as usize);
+    for _ in 0..nr {
+        let value = c.u64()?;
+        let id = c.u64()?;
+        values.push((id, value));
+    }
+    Some(GroupRead {
+        time_enabled,
+        time_running,
+        values,
+    })
+}
+
+/// One per-thread sample of a group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ThreadRead {
+    time_ns: u64,
+    tid: u32,
+    cpu: u32,
+    read: GroupRead,
+}
+
+/// One pass of the collector over every CPU's group.
+#[derive(Clone, Debug, Default)]
+struct ReadPass {
+    time_ns: u64,
+    /// Per group, in the order of the groups.
+    reads: Vec<Option<GroupRead>>,
+}
+
+#[derive(Default)]
+struct Gathered {
+    /// CPU and member ids of every group, in order.
+    groups: Vec<(u32, Vec<u64>)>,
+    passes: Vec<ReadPass>,
+    thread_reads: Vec<ThreadRead>,
+    switches: Vec<SwitchRecord>,
+    read_cost: ReadCost,
+    lost: u64,
+    malformed: u64,
+}
+
+const PERF_RECORD_LOST: u32 = 2;
+const PERF_RECORD_SAMPLE: u32 = 9;
+const PERF_RECORD_LOST_SAMPLES: u32 = 13;
+const PERF_RECORD_SWITCH: u32 = 14;
+const PERF_RECORD_MISC_SWITCH_OUT: u16 = 0x2000;
+const PERF_RECORD_MISC_SWITCH_OUT_PREEMPT: u16 = 0x4000;
+/// The `sample_id_all` trailer for TID|TIME|CPU: pid, tid, time, cpu, reserved.
+const TRAILER_LEN: usize = 24;
+
+/// Decodes one ring-buffer record into `out`; `None` if it is malformed.
+fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Gathered) -> Option<()> {
+    let mut c = Cursor::new(body);
+    match ty {
+        PERF_RECORD_SAMPLE => {
+            let (_pid, tid) = (c.u32()?, c.u32()?);
+            let time_ns = c.u64()?;
+            let cpu = c.u32()?;
+            let _reserved = c.u32()?;
+            // Samples without READ (older kernels) carry nothing the counters use.
+            if c.pos < body.len() {
+                let read = parse_group_read(&mut c)?;
+                out.thread_reads.push(ThreadRead {
+                    time_ns,
+                    tid,
+                    cpu,
+                    read,
+                });
+            }
+        }
+        PERF_RECORD_SWITCH => {
+            let start = body.len().checked_sub(TRAILER_LEN)?;
+            let mut t = Cursor::new(&body[start..]);
+            let (_pid, tid) = (t.u32()?, t.u32()?);
+            let time_ns = t.u64()?;
+            let cpu = t.u32()?;
+            let kind = if misc & PERF_RECORD_MISC_SWITCH_OUT == 0 {
+                SwitchKind::In
+            } else if misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0 {
+                SwitchKind::OutPreempted
+            } else {
+                SwitchKind::OutVoluntary
+            };
+            out.switches.push(SwitchRecord {
+                time_ns,
+                tid,
+                cpu,
+                kind,
+            });
+        }
+        PERF_RECORD_LOST => {
+            let _id = c.u64()?;
+            out.lost = out.lost.saturating_add(c.u64()?);
+        }
+        PERF_RECORD_LOST_SAMPLES => out.lost = out.lost.saturating_add(c.u64()?),
+        // THROTTLE, EXIT and anything newer carry nothing the counters use.
+        _ => {}
+    }
+    Some(())
+}
+
+fn read_group_fd(fd: i32, buf: &mut [u8]) -> Option<GroupRead> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    let n = usize::try_from(n).ok()?;
+    parse_group_read(&mut Cursor::new(&buf[..n]))
+}
+
+fn gather_until_stopped(
+    mut groups: Vec<CpuGroup>,
+    n_members: usize,
+    interval: Duration,
+    stop: &AtomicBool,
+) -> Gathered {
+    let mut g = Gathered {
+        groups: groups
+            .iter()
+            .map(|g| (g.cpu, g.member_ids.clone()))
+            .collect(),
+        ..Gathered::default()
+    };
+    // nr, two times, then (value, id) for the leader and every member.
+    let mut buf = vec![0u8; 8 * (3 + 2 * (n_members + 1))];
+    loop {
+        // Read the flag first: records and counts from before the child's exit are then
+        // certainly in this last pass.
+        let stopping = stop.load(Ordering::Acquire);
+        let before = monotonic_ns();
+        let reads = groups
+            .iter()
+            .map(|cg| read_group_fd(cg.leader.fd(), &mut buf))
+            .collect();
+        let after = monotonic_ns();
+        g.read_cost.passes += 1;
+        g.read_cost.total_ns += after.saturating_sub(before);
+        g.passes.push(ReadPass {
+            time_ns: before + (after.saturating_sub(before)) / 2,
+            reads,
+        });
+        for cg in &mut groups {
+            if let Leader::Mapped(s) = &mut cg.leader {
+                while let Some(record) = s.next_record() {
+                    let (ty, misc) = (record.ty(), record.misc());
+                    let body = record.to_contiguous();
+                    if parse_record(ty, misc, &body, &mut g).is_none() {
+                        g.malformed += 1;
+                    }
+                }
+            }
+        }
+        if stopping {
+            return g;
+        }
+        std::thread::sleep(interval);
+    }
+}
+
+struct RecordsMeta {
+    thread_samples: Capability,
+    switch_records: Capability,
+    read_interval_ns: u64,
+}
+
+/// Scales the deltas of one cumulative counter read with `time_enabled`/`time_running`.
+#[derive(Clone, Copy, Default)]
+struct Scaler {
+    last_raw: u64,
+    last_enabled: u64,
+    last_running: u64,
+    scaled_total: f64,
+}
+
+impl Scaler {
+    /// The scaled cumulative value after a reading.
+    fn push(&mut self, raw: u64, enabled: u64, running: u64) -> f64 {
+        let d_raw = raw.saturating_sub(self.last_raw) as f64;
+        let d_enabled = enabled.saturating_sub(self.last_enabled);
+        let d_running = running.saturating_sub(self.last_running);
+        let factor = if d_running > 0 && d_enabled > d_running {
+            d_enabled as f64 / d_running as f64
+        } else {
+            1.0
+        };
+        self.scaled_total += d_raw * factor;
+        (self.last_raw, self.last_enabled, self.last_running) = (raw, enabled, running);
+        self.scaled_total
+    }
+}
+
+fn build_records(
+    group_counters: &[CounterDef],
+    derived: &[CounterDef],
+    mut unavailable: Vec<UnavailableCounter>,
+    mut gathered: Gathered,
+    meta: RecordsMeta,
+) -> CounterRecords {
+    let mut series: Vec<CounterSeries> = group_counters
+        .iter()
+        .map(|d| CounterSeries {
+            name: d.name.to_string(),
+            source: d.source(),
+            cpu_samples: Vec::new(),
+            thread_samples: Vec::new(),
+            scaling: Scaling::default(),
+        })
+        .collect();
+
+    // Per-CPU reads.
+    for (gi, (cpu, ids)) in gathered.groups.iter().enumerate() {
+        let mut scalers = vec![Scaler::default(); ids.len()];
+        let mut last_times = (0, 0);
+        for pass in &gathered.passes {
+            let Some(Some(read)) = pass.reads.get(gi) else {
+                continue;
+            };
+            last_times = (read.time_enabled, read.time_running);
+            for (mi, id) in ids.iter().enumerate() {
+                let (Some(raw), Some(s)) = (read.value_of(*id), series.get_mut(mi)) else {
+                    continue;
+                };
+                let value = scalers[mi].push(raw, read.time_enabled, read.time_running);
+                s.cpu_samples.push(CounterSample {
+                    time_ns: pass.time_ns,
+                    tid: 0,
+                    cpu: *cpu,
+                    value,
+                });
+            }
+        }
+        for s in &mut series {
+            s.scaling.time_enabled_ns += last_times.0;
+            s.scaling.time_running_ns += last_times.1;
+        }
+    }
+    for s in &mut series {
+        s.scaling.scaled = s.scaling.time_running_ns < s.scaling.time_enabled_ns;
+        s.cpu_samples.sort_by_key(|c| (c.time_ns, c.cpu));
+    }
+
+    // Per-thread samples: the kernel gives a thread's count on the sample's CPU; its count
+    // over all CPUs is the sum of its latest counts on each (they do not change while the
+    // thread runs elsewhere).
+    gathered.thread_reads.sort_by_key(|r| r.time_ns);
+    let ids_of_cpu: HashMap<u32, &Vec<u64>> =
+        gathered.groups.iter().map(|(c, ids)| (*c, ids)).collect();
+    let mut per_thread_cpu: HashMap<(u32, u32), Vec<Scaler>> = HashMap::new();
+    let mut thread_cpu_values: HashMap<u32, BTreeMap<u32, Vec<f64>>> = HashMap::new();
+    for r in &gathered.thread_reads {
+        let Some(ids) = ids_of_cpu.get(&r.cpu) else {
+            continue;
+        };
+        let scalers = per_thread_cpu
+            .entry((r.tid, r.cpu))
+            .or_insert_with(|| vec![Scaler::default(); ids.len()]);
+        let values = thread_cpu_values
+            .entry(r.tid)
+            .or_default()
+            .entry(r.cpu)
+            .or_insert_with(|| vec![0.0; ids.len()]);
+        for (mi, id) in ids.iter().enumerate() {
+            if let Some(raw) = r.read.value_of(*id) {
+                values[mi] = scalers[mi].push(raw, r.read.time_enabled, r.read.time_running);
+            }
+        }
+        let totals = &thread_cpu_values[&r.tid];
+        for (mi, s) in series.iter_mut().enumerate().take(ids.len()) {
+            s.thread_samples.push(CounterSample {
+                time_ns: r.time_ns,
+                tid: r.tid,
+                cpu: r.cpu,
+                value: totals.values().map(|v| v[mi]).sum(),
+            });
+        }
+    }
+
+    // A group that was enabled but never counted (the PMU had too few counters for it).
+    let mut kept = Vec::with_capacity(series.len());
+    for s in series {
+        if s.scaling.time_enabled_ns > 0 && s.scaling.time_running_ns == 0 {
+            unavailable.push(UnavailableCounter {
+                name: s.name,
+                reason: "enabled but never counted (time_running is 0): the PMU could not \
+                         schedule the counter group; ask for fewer hardware counters"
+                    .to_string(),
+            });
+        } else {
+            kept.push(s);
+        }
+    }
+
+    gathered.switches.sort_by_key(|s| (s.time_ns, s.tid));
+    for def in derived {
+        kept.push(derived_series(def, &gathered.switches));
+    }
+    // In the order asked for.
+    let order = |name: &str| {
+        group_counters
+            .iter()
+            .chain(derived)
+            .position(|d| d.name == name)
+            .unwrap_or(usize::MAX)
+    };
+    kept.sort_by_key(|s| order(&s.name));
+
+    CounterRecords {
+        counters: kept,
+        unavailable,
+        thread_samples: meta.thread_samples,
+        switch_records: meta.switch_records,
+        read_interval_ns: meta.read_interval_ns,
+        read_cost: gathered.read_cost,
+        lost_records: gathered.lost,
+        malformed_records: gathered.malformed,
+    }
+}
+
+/// `context-switches` (one per switch-out of a thread) or `cpu-migrations` (a thread
+/// switched in on another CPU than it last ran on), exact at every switch.
+fn derived_series(def: &CounterDef, switches: &[SwitchRecord]) -> CounterSeries {
+    let mut per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut per_thread: HashMap<u32, u64> = HashMap::new();
+    let mut last_cpu: HashMap<u32, u32> = HashMap::new();
+    let mut cpu_samples = Vec::new();
+    let mut thread_samples = Vec::new();
+    for s in switches {
+        let counts = match (def.kind, s.kind) {
+            (Kind::ContextSwitches, SwitchKind::OutPreempted | SwitchKind::OutVoluntary) => true,
+            (Kind::CpuMigrations, SwitchKind::In) => {
+                last_cpu.insert(s.tid, s.cpu).is_some_and(|c| c != s.cpu)
+            }
+            _ => false,
+        };
+        if !counts {
+            continue;
+        }
+        let on_cpu = per_cpu.entry(s.cpu).or_default();
+        *on_cpu += 1;
+        let of_thread = per_thread.entry(s.tid).or_default();
+        *of_thread += 1;
+        cpu_samples.push(CounterSample {
+            time_ns: s.time_ns,
+            tid: 0,
+            cpu: s.cpu,
+            value: *on_cpu as f64,
+        });
+        thread_samples.push(CounterSample {
+            time_ns: s.time_ns,
+            tid: s.tid,
+            cpu: s.cpu,
+            value: *of_thread as f64,
+        });
+    }
+    CounterSeries {
+        name: def.name.to_string(),
+        source: def.source(),
+        cpu_samples,
+        thread_samples,
+        scaling: Scaling::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::attribution::{self, Share, Span};
+
+    #[test]
+    fn counter_lists_parse_with_aliases_and_without_duplicates() {
+        let set =
+            CounterSet::parse(" instructions, cs,faults,page-faults ,CPU-MIGRATIONS,").unwrap();
+        assert_eq!(
+            set.names(),
+            [
+                "instructions",
+                "context-switches",
+                "page-faults",
+                "cpu-migrations"
+            ]
+        );
+        assert!(CounterSet::parse("").unwrap().is_empty());
+        assert_eq!(
+            CounterSet::default_set().names(),
+            DEFAULT_COUNTERS.split(',').collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn an_unknown_counter_is_an_error_that_lists_the_known_ones() {
+        let err = CounterSet::parse("page-faults,instructons").unwrap_err();
+        assert_eq!(err.name, "instructons");
+        assert_eq!(err.suggestion, Some("instructions"));
+        let text = err.to_string();
+        assert!(text.starts_with("unknown counter `instructons` (did you mean `instructions`?)"));
+        for (name, _, _) in KNOWN {
+            assert!(text.contains(name), "{text}");
+        }
+        assert_eq!(CounterSet::parse("xyzzy").unwrap_err().suggestion, None);
+    }
+
+    fn read(enabled: u64, running: u64, values: &[(u64, u64)]) -> GroupRead {
+        GroupRead {
+            time_enabled: enabled,
+            time_running: running,
+            values: values.to_vec(),
+        }
+    }
+
+    fn def(name: &str) -> CounterDef {
+        let set = CounterSet::parse(name).unwrap();
+        set.counters[0]
+    }
+
+    fn meta() -> RecordsMeta {
+        RecordsMeta {
+            thread_samples: Capability::yes(),
+            switch_records: Capability::yes(),
+            read_interval_ns: 1000,
+        }
+    }
+
+    /// The hardware path on synthetic reads: a multiplexed group (counting half of the time
+    /// between the first two reads) is scaled per interval, and the scaling is reported.
+    #[test]
+    fn multiplexed_hardware_counters_are_scaled_per_interval() {
+        let counters = [def("instructions"), def("cache-misses")];
+        // Member ids: 11, 12 on CPU 0 and 21, 22 on CPU 1; the leader (id 10/20) is ignored.
+        let gathered = Gathered {
+            groups: vec![(0, vec![11, 12]), (1, vec![21, 22])],
+            passes: vec![
+                ReadPass {
+                    time_ns: 1000,
+                    reads: vec![
+                        Some(read(100, 50, &[(10, 7), (11, 1000), (12, 10)])),
+                        Some(read(100, 100, &[(21, 500), (22, 5)])),
+                    ],
+                },
+                ReadPass {
+                    time_ns: 2000,
+                    reads: vec![
+                        // Counted all of the second interval: no scaling there.
+                        Some(read(200, 150, &[(11, 1600), (12, 12)])),
+                        None,
+                    ],
+                },
+            ],
+            ..Gathered::default()
+        };
+        let r = build_records(&counters, &[], Vec::new(), gathered, meta());
+        let instr = r.counter("instructions").unwrap();
+        assert_eq!(instr.source, CounterSource::Hardware);
+        // CPU 0: 1000 × 100/50 = 2000, then + 600 × 100/100; CPU 1: 500 unscaled.
+        let values: Vec<(u64, u32, f64)> = instr
+            .cpu_samples
+            .iter()
+            .map(|s| (s.time_ns, s.cpu, s.value))
+            .collect();
+        assert_eq!(
+            values,
+            [(1000, 0, 2000.0), (1000, 1, 500.0), (2000, 0, 2600.0)]
+        );
+        assert_eq!(
+            instr.scaling,
+            Scaling {
+                time_enabled_ns: 300,
+                time_running_ns: 250,
+                scaled: true
+            }
+        );
+        assert_eq!(
+            instr.process_series(),
+            [
+                CounterPoint {
+                    time_ns: 1000,
+                    value: 2500.0
+                },
+                CounterPoint {
+                    time_ns: 2000,
+                    value: 3100.0
+                }
+            ]
+        );
+        assert_eq!(
+            instr.cpu_work(),
+            [CpuWork {
+                cpu: 0,
+                start_ns: 1000,
+                end_ns: 2000,
+                amount: 600.0
+            }]
+        );
+        assert_eq!(r.counter("cache-misses").unwrap().total(), 20.0 + 5.0 + 2.0);
+    }
+
+    #[test]
+    fn a_group_that_never_counted_is_reported_unavailable() {
+        let gathered = Gathered {
+            groups: vec![(0, vec![11])],
+            passes: vec![ReadPass {
+                time_ns: 1000,
+                reads: vec![Some(read(100, 0, &[(11, 0)]))],
+            }],
+            ..Gathered::default()
+        };
+        let r = build_records(&[def("cycles")], &[], Vec::new(), gathered, meta());
+        assert!(r.counters.is_empty());
+        assert_eq!(r.unavailable[0].name, "cycles");
+        assert!(
+            r.unavailable[0].reason.contains("never counted"),
+            "{:?}",
+            r.unavailable
+        );
+    }
+
+    fn sample_bytes(tid: u32, time: u64, cpu: u32, read: &GroupRead) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend(1u32.to_ne_bytes());
+        b.extend(tid.to_ne_bytes());
+        b.extend(time.to_ne_bytes());
+        b.extend(cpu.to_ne_bytes());
+        b.extend(0u32.to_ne_bytes());
+        b.extend((read.values.len() as u64).to_ne_bytes());
+        b.extend(read.time_enabled.to_ne_bytes());
+        b.extend(read.time_running.to_ne_bytes());
+        for (id, v) in &read.values {
+            b.extend(v.to_ne_bytes());
+            b.extend(id.to_ne_bytes());
+        }
+        b
+    }
+
+    /// Per-thread samples as the kernel writes them: a thread's value on each CPU, summed
+    /// over the CPUs it ran on.
+    #[test]
+    fn per_thread_samples_are_decoded_and_summed_over_cpus() {
+        let mut g = Gathered {
+            groups: vec![(0, vec![11]), (1, vec![21])],
+            ..Gathered::default()
+        };
+        for (tid, time, cpu, read) in [
+            (7, 100, 0, read(10, 10, &[(10, 1), (11, 30)])),
+            (7, 300, 1, read(20, 20, &[(21, 5)])),
+            (7, 200, 0, read(15, 15, &[(11, 40)])),
+            (8, 250, 1, read(5, 5, &[(21, 9)])),
+        ] {
+            parse_record(
+                PERF_RECORD_SAMPLE,
+                0,
+                &sample_bytes(tid, time, cpu, &read),
+                &mut g,
+            )
+            .unwrap();
+        }
+        let r = build_records(&[def("page-faults")], &[], Vec::new(), g, meta());
+        let pf = r.counter("page-faults").unwrap();
+        let got: Vec<(u64, u32, f64)> = pf
+            .thread_samples
+            .iter()
+            .map(|s| (s.time_ns, s.tid, s.value))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (100, 7, 30.0),
+                (200, 7, 40.0),
+                (250, 8, 9.0),
+                (300, 7, 45.0)
+            ]
+        );
+        assert_eq!(pf.thread_series(8).len(), 1);
+
+        // Truncated reads and absurd group sizes are rejected, not trusted.
+        let good = sample_bytes(7, 1, 0, &read(1, 1, &[(11, 1)]));
+        let mut g = Gathered::default();
+        assert!(parse_record(PERF_RECORD_SAMPLE, 0, &good[..good.len() - 1], &mut g).is_none());
+        let mut huge = good.clone();
+        huge[24..32].copy_from_slice(&1000u64.to_ne_bytes());
+        assert!(parse_record(PERF_RECORD_SAMPLE, 0, &huge, &mut g).is_none());
+        assert!(parse_record(PERF_RECORD_SWITCH, 0, &[0; 7], &mut g).is_none());
+    }
+
+    #[test]
+    fn switches_and_migrations_are_counted_from_switch_records() {
+        use SwitchKind::*;
+        let sw = |time_ns, tid, cpu, kind| SwitchRecord {
+            time_ns,
+            tid,
+            cpu,
+            kind,
+        };
+        let switches = [
+            sw(10, 1, 0, In),
+            sw(20, 1, 0, OutVoluntary),
+            sw(30, 1, 1, In),
+            sw(40, 1, 1, OutPreempted),
+            sw(50, 2, 1, In),
+            sw(60, 1, 1, In),
+        ];
+        let cs = derived_series(&def("context-switches"), &switches);
+        assert_eq!(cs.total(), 2.0);
+        assert_eq!(cs.thread_series(1).last().map(|p| p.value), Some(2.0));
+        let mig = derived_series(&def("cpu-migrations"), &switches);
+        let at: Vec<(u64, u32)> = mig.cpu_samples.iter().map(|s| (s.time_ns, s.cpu)).collect();
+        assert_eq!(at, [(30, 1)]);
+    }
+
+    const WORKLOAD_ENV: &str = "PARPROF_COUNTERS_TEST_WORKLOAD";
+    const PAGE: usize = 4096;
+
+    /// Touches `pages` fresh pages between two sleeps, so that the task's boundaries fall
+    /// where the program-wide count is flat. Returns (start, end) on CLOCK_MONOTONIC.
+    fn fault_task(pages: usize) -> (u64, u64) {
+        let start = monotonic_ns();
+        std::thread::sleep(Duration::from_millis(2));
+        let len = pages * PAGE;
+        // SAFETY: a fresh private anonymous mapping, written within its bounds and unmapped.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED);
+            // One fault per page: no transparent huge pages.
+            libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+            for i in 0..pages {
+                std::ptr::write_volatile(p.cast::<u8>().add(i * PAGE), 1);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            let end = monotonic_ns();
+            libc::munmap(p, len);
+            (start, end)
+        }
+    }
+
+    /// The workload of the real-run test, run in a child process: tasks with known,
+    /// different page-fault counts on three threads that overlap.
+    fn run_workload() {
+        const PLAN: [&[(usize, usize)]; 3] = [&[(0, 3000)], &[(1, 400), (2, 1500)], &[(3, 800)]];
+        let handles: Vec<_> = PLAN
+            .iter()
+            .enumerate()
+            .map(|(i, tasks)| {
+                std::thread::spawn(move || {
+                    if i == 2 {
+                        std::thread::sleep(Duration::from_millis(3));
+                    }
+                    tasks
+                        .iter()
+                        .map(|&(id, pages)| (id, pages, fault_task(pages)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            for (id, pages, (start, end)) in h.join().unwrap() {
+                println!("TASK {id} {pages} {start} {end}");
+            }
+        }
+    }
+
+    /// Starts this test binary again, running only `test_name`, held between `fork` and
+    /// `exec` (as `cargo parprof` holds the profiled program) while the counters attach.
+    fn run_held_child(
+        test_name: &str,
+        opts: &CounterOptions,
+    ) -> (std::process::Output, CounterRecords) {
+        use std::io::{Read, Write};
+        use std::os::fd::{AsRawFd, OwnedFd};
+        use std::os::unix::process::CommandExt;
+        let (mut ready_r, ready_w) = io::pipe().unwrap();
+        let (go_r, mut go_w) = io::pipe().unwrap();
+        let (ready_w, go_r) = (OwnedFd::from(ready_w), OwnedFd::from(go_r));
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(WORKLOAD_ENV, "1")
+            .stdout(std::process::Stdio::piped());
+        // SAFETY: only write, read and getpid, which are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                let pid = libc::getpid().to_ne_bytes();
+                libc::write(ready_w.as_raw_fd(), pid.as_ptr().cast(), pid.len());
+                let mut b = 0u8;
+                libc::read(go_r.as_raw_fd(), (&raw mut b).cast(), 1);
+                Ok(())
+            });
+        }
+        std::thread::scope(|scope| {
+            let spawner = scope.spawn(move || cmd.spawn());
+            let mut pid = [0u8; 4];
+            ready_r.read_exact(&mut pid).unwrap();
+            let collector = CounterCollector::attach(i32::from_ne_bytes(pid) as u32, opts);
+            go_w.write_all(b"g").unwrap();
+            let output = spawner.join().unwrap().unwrap().wait_with_output().unwrap();
+            (output, collector.finish())
+        })
+    }
+
+    /// The software path end to end on a real run: page faults of tasks with known counts,
+    /// attributed from the program-wide series, lie within the error bound.
+    #[test]
+    fn page_faults_of_real_tasks_are_attributed_within_the_error_bound() {
+        const NAME: &str =
+            "counters::tests::page_faults_of_real_tasks_are_attributed_within_the_error_bound";
+        if std::env::var_os(WORKLOAD_ENV).is_some() {
+            run_workload();
+            return;
+        }
+        let opts = CounterOptions {
+            counters: CounterSet::parse("page-faults,task-clock,context-switches,instructions")
+                .unwrap(),
+            ..CounterOptions::default()
+        };
+        let (output, records) = run_held_child(NAME, &opts);
+        assert!(output.status.success());
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let tasks: Vec<(usize, f64, u64, u64)> = stdout
+            .lines()
+            // libtest prints its own text in front of the first line.
+            .filter_map(|l| l.split_once("TASK ").map(|(_, task)| task))
+            .map(|l| {
+                let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+                (f[0] as usize, f[1] as f64, f[2], f[3])
+            })
+            .collect();
+        assert_eq!(tasks.len(), 4, "{stdout}");
+
+        // `instructions` is either collected or named with a reason.
+        let instructions_ok = records.counter("instructions").is_some();
+        let listed = records
+            .unavailable
+            .iter()
+            .find(|u| u.name == "instructions");
+        assert!(
+            instructions_ok != listed.is_some(),
+            "{:?}",
+            records.unavailable
+        );
+        if let Some(u) = listed {
+            eprintln!("instructions unavailable here: {}", u.reason);
+        }
+        assert_eq!(records.switch_records, Capability::yes());
+        // Linux 6.12 or later (this machine has 6.18) takes per-thread samples.
+        assert_eq!(records.thread_samples, Capability::yes());
+
+        let faults = records.counter("page-faults").unwrap();
+        let total_pages: f64 = tasks.iter().map(|t| t.1).sum();
+        assert!(
+            faults.total() >= total_pages,
+            "{} < {total_pages}",
+            faults.total()
+        );
+        assert!(records.counter("task-clock").unwrap().total() > 0.0);
+        // Every task sleeps twice: at least two voluntary switches each.
+        assert!(records.counter("context-switches").unwrap().total() >= 8.0);
+
+        let series = faults.process_series();
+        let spans: Vec<Span> = tasks
+            .iter()
+            .map(|&(_, _, start, end)| Span {
+                start_ns: Some(start),
+                end_ns: Some(end),
+                tid: None,
+            })
+            .collect();
+        let attributed = attribution::attribute(&series, &spans, Share::Equal);
+        // A few faults of the threads' own start-up and stacks may fall inside a task.
+        let slack = 64.0;
+        for (&(id, pages, _, _), a) in tasks.iter().zip(&attributed) {
+            eprintln!(
+                "task {id}: {pages} pages, attributed {:.0} ± {:.0}",
+                a.value, a.error
+            );
+            assert!(
+                a.value - a.error - slack <= pages && pages <= a.value + a.error + slack,
+                "task {id}: truth {pages} outside {} ± {}",
+                a.value,
+                a.error
+            );
+        }
+        let cost = records.read_cost;
+        assert!(cost.passes > 0);
+        eprintln!(
+            "{} read passes, {:.1} µs each",
+            cost.passes,
+            cost.total_ns as f64 / cost.passes as f64 / 1000.0
+        );
+    }
+}

@@ -1,0 +1,452 @@
+//! `report.html`: one self-contained file (inline CSS and JS, figures embedded, nothing
+//! fetched) with the summary, the diagnoses, the figures, and a table of tasks, probes and
+//! regions where the user selects one or several and sees the sum of their attributed
+//! counters with the sum of their errors (method 3).
+//!
+//! SVGs without scripts are inlined. SVGs with scripts (inferno's interactive flamegraphs)
+//! are embedded as `data:` documents in sandboxed iframes: inlined, their scripts would look
+//! up elements by id and take the page's first `<svg>` for their own, and break each other.
+
+use crate::analysis::attribution::ShareKind;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// What the page shows; the lead maps the analysis into it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct HtmlInput {
+    pub title: String,
+    pub summary_lines: Vec<String>,
+    /// (code, text), e.g. ("too-fine-granularity", "region sum_rows: 1.2M tasks/s/thread …").
+    pub diagnoses: Vec<(String, String)>,
+    /// (title, SVG document).
+    pub svgs: Vec<(String, String)>,
+    pub items: Vec<HtmlItem>,
+}
+
+/// A task, probe or region with its attributed counters.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HtmlItem {
+    /// e.g. `task`, `probe`, `region`.
+    pub kind: String,
+    pub name: String,
+    pub counters: Vec<HtmlCounter>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HtmlCounter {
+    pub counter: String,
+    pub value: f64,
+    pub error: f64,
+    pub share: ShareKind,
+}
+
+/// Id of the `<script type="application/json">` that holds the items.
+pub const DATA_ELEMENT_ID: &str = "parprof-data";
+
+/// The page as one HTML document.
+pub fn render(input: &HtmlInput) -> String {
+    let mut html =
+        String::with_capacity(64 * 1024 + input.svgs.iter().map(|s| s.1.len() * 2).sum::<usize>());
+    let title = escape(&input.title);
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n"
+    );
+
+    html.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n<ul>\n");
+    for line in &input.summary_lines {
+        let _ = writeln!(html, "<li>{}</li>", escape(line));
+    }
+    html.push_str("</ul>\n</section>\n");
+
+    html.push_str("<section id=\"diagnoses\">\n<h2>Diagnoses</h2>\n");
+    if input.diagnoses.is_empty() {
+        html.push_str("<p class=\"none\">No diagnosis: nothing exceeded its threshold.</p>\n");
+    } else {
+        html.push_str("<ul>\n");
+        for (code, text) in &input.diagnoses {
+            let _ = writeln!(
+                html,
+                "<li><code>{}</code> {}</li>",
+                escape(code),
+                escape(text)
+            );
+        }
+        html.push_str("</ul>\n");
+    }
+    html.push_str("</section>\n");
+
+    html.push_str("<section id=\"figures\">\n<h2>Figures</h2>\n");
+    for (i, (caption, svg)) in input.svgs.iter().enumerate() {
+        let _ = write!(
+            html,
+            "<figure class=\"figure\" id=\"figure-{i}\">\n<figcaption>{}</figcaption>\n",
+            escape(caption)
+        );
+        embed_svg(&mut html, caption, svg);
+        html.push_str("</figure>\n");
+    }
+    html.push_str("</section>\n");
+
+    items_section(&mut html, &input.items);
+
+    let _ = write!(
+        html,
+        "<script type=\"application/json\" id=\"{DATA_ELEMENT_ID}\">{}</script>\n<script>{SCRIPT}</script>\n</body>\n</html>\n",
+        json_for_script(&input.items)
+    );
+    html
+}
+
+fn items_section(html: &mut String, items: &[HtmlItem]) {
+    // Columns: every counter, in the order first met.
+    let mut counters: Vec<&str> = Vec::new();
+    for c in items.iter().flat_map(|i| &i.counters) {
+        if !counters.contains(&c.counter.as_str()) {
+            counters.push(&c.counter);
+        }
+    }
+    html.push_str(
+        "<section id=\"items\">\n<h2>Tasks, probes and regions</h2>\n\
+         <p>Select one or several to see the sum of their attributed counters. Each value is \
+         a share of the counter's deltas in the time slices the item was active in; the error \
+         is the part of those deltas that went to other items active at the same time, summed.</p>\n\
+         <div class=\"controls\"><input type=\"search\" id=\"filter\" placeholder=\"filter by name or kind\" \
+         aria-label=\"filter\"> <button type=\"button\" id=\"clear\">clear selection</button></div>\n\
+         <div id=\"selection\" aria-live=\"polite\"><p class=\"none\">Nothing selected.</p></div>\n\
+         <table id=\"item-table\">\n<thead><tr><th></th><th>kind</th><th>name</th>",
+    );
+    for c in &counters {
+        let _ = write!(html, "<th>{}</th>", escape(c));
+    }
+    html.push_str("</tr></thead>\n<tbody>\n");
+    for (i, item) in items.iter().enumerate() {
+        let _ = write!(
+            html,
+            "<tr data-index=\"{i}\"><td><input type=\"checkbox\" class=\"pick\" data-index=\"{i}\" \
+             aria-label=\"select {name}\"></td><td>{kind}</td><td class=\"name\">{name}</td>",
+            name = escape(&item.name),
+            kind = escape(&item.kind)
+        );
+        for c in &counters {
+            match item.counters.iter().find(|x| x.counter == *c) {
+                Some(x) => {
+                    let _ = write!(
+                        html,
+                        "<td class=\"num\" title=\"{}\">{} <span class=\"err\">± {}</span></td>",
+                        x.share.describe(),
+                        format_number(x.value),
+                        format_number(x.error)
+                    );
+                }
+                None => html.push_str("<td class=\"num\">–</td>"),
+            }
+        }
+        html.push_str("</tr>\n");
+    }
+    if items.is_empty() {
+        html.push_str(
+            "<tr><td colspan=\"3\" class=\"none\">No counters were attributed.</td></tr>\n",
+        );
+    }
+    html.push_str("</tbody>\n</table>\n</section>\n");
+}
+
+fn embed_svg(html: &mut String, caption: &str, svg: &str) {
+    // Everything before the root element (XML declaration, DOCTYPE) is not HTML.
+    let body = svg.find("<svg").map_or(svg, |i| &svg[i..]);
+    if !body.contains("<script") {
+        html.push_str("<div class=\"svg\">");
+        html.push_str(body);
+        html.push_str("</div>\n");
+        return;
+    }
+    let height = root_attribute(body, "height")
+        .and_then(|h| h.trim_end_matches("px").parse::<f64>().ok())
+        .filter(|h| *h > 0.0)
+        .unwrap_or(480.0);
+    let _ = writeln!(
+        html,
+        "<iframe class=\"svg-frame\" sandbox=\"allow-scripts\" title=\"{}\" style=\"height:{}px\" \
+         src=\"data:image/svg+xml;base64,{}\"></iframe>",
+        escape(caption),
+        height.ceil(),
+        base64(svg.as_bytes())
+    );
+}
+
+/// The value of `name="…"` on the root `<svg …>` tag.
+fn root_attribute<'a>(svg: &'a str, name: &str) -> Option<&'a str> {
+    let tag = &svg[..svg.find('>')?];
+    let needle = format!(" {name}=\"");
+    let start = tag.find(&needle)? + needle.len();
+    let len = tag[start..].find('"')?;
+    Some(&tag[start..start + len])
+}
+
+/// JSON that cannot end or confuse the `<script>` element it sits in: `<`, `>` and `&` only
+/// occur inside JSON strings, where their `\u` escapes mean the same.
+fn json_for_script<T: Serialize>(value: &T) -> String {
+    let json = serde_json::to_string(value).unwrap_or_else(|_| "[]".to_string());
+    json.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Same rule as `fmt` in the page's script: whole numbers with thousands separators from
+/// 100 up, three significant digits below.
+fn format_number(v: f64) -> String {
+    if !v.is_finite() {
+        return "–".into();
+    }
+    if v.abs() >= 100.0 {
+        let digits = format!("{:.0}", v.abs());
+        let mut out = String::new();
+        for (i, ch) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(ch);
+        }
+        if v < 0.0 { format!("-{out}") } else { out }
+    } else if v == 0.0 {
+        "0".into()
+    } else {
+        let decimals = (2 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
+        let s = format!("{v:.decimals$}");
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
+    }
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> shift) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+const STYLE: &str = r##"
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5rem auto; max-width: 1280px; padding: 0 1rem; color: #222; }
+h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; border-bottom: 1px solid #ddd; padding-bottom: .2rem; margin-top: 2rem; }
+code { background: #f3f3f3; padding: 0 .3em; border-radius: 3px; }
+.none { color: #777; font-style: italic; }
+figure { margin: 1rem 0; } figcaption { font-weight: 600; margin-bottom: .4rem; }
+.svg { overflow-x: auto; } .svg svg { max-width: 100%; height: auto; }
+.svg-frame { width: 100%; border: 0; }
+table { border-collapse: collapse; width: 100%; font-size: .9rem; }
+th, td { border-bottom: 1px solid #eee; padding: .25rem .5rem; text-align: left; }
+th { position: sticky; top: 0; background: #fafafa; }
+td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+.err { color: #888; }
+tr.picked { background: #eef5ff; }
+.controls { margin: .5rem 0; } #filter { width: 20rem; max-width: 100%; }
+#selection { margin: .5rem 0 1rem; padding: .5rem .8rem; background: #f7f9fc; border: 1px solid #dde5f0; border-radius: 4px; }
+#selection table { width: auto; }
+"##;
+
+const SCRIPT: &str = r##"
+(function () {
+  "use strict";
+  var items = JSON.parse(document.getElementById("parprof-data").textContent);
+  var picked = new Set();
+  var shareText = {
+    equal: "1/n share of each time slice",
+    on_cpu_weighted: "share weighted by on-CPU time in each time slice",
+    mixed: "on-CPU-weighted share where known, 1/n elsewhere"
+  };
+  function fmt(v) {
+    if (!isFinite(v)) return "\u2013";
+    if (Math.abs(v) >= 100) return Math.round(v).toLocaleString("en-US");
+    if (v === 0) return "0";
+    var decimals = Math.min(6, Math.max(0, 2 - Math.floor(Math.log10(Math.abs(v)))));
+    return String(Number(v.toFixed(decimals)));
+  }
+  function el(tag, text, cls) {
+    var e = document.createElement(tag);
+    if (text !== undefined) e.textContent = text;
+    if (cls) e.className = cls;
+    return e;
+  }
+  function render() {
+    var box = document.getElementById("selection");
+    box.textContent = "";
+    if (picked.size === 0) { box.appendChild(el("p", "Nothing selected.", "none")); return; }
+    var totals = new Map();
+    var names = [];
+    picked.forEach(function (i) {
+      var item = items[i];
+      names.push(item.kind + " " + item.name);
+      item.counters.forEach(function (c) {
+        var t = totals.get(c.counter) || { value: 0, error: 0, shares: new Set() };
+        t.value += c.value; t.error += c.error; t.shares.add(c.share);
+        totals.set(c.counter, t);
+      });
+    });
+    box.appendChild(el("p", "Selected (" + picked.size + "): " + names.join(", ")));
+    var table = el("table"); table.id = "selection-totals";
+    var head = el("tr");
+    ["counter", "sum of values", "sum of errors", "share"].forEach(function (h) { head.appendChild(el("th", h)); });
+    table.appendChild(head);
+    totals.forEach(function (t, name) {
+      var row = el("tr"); row.setAttribute("data-counter", name);
+      row.appendChild(el("td", name));
+      row.appendChild(el("td", fmt(t.value), "num value"));
+      row.appendChild(el("td", "\u00b1 " + fmt(t.error), "num error"));
+      var share = t.shares.size === 1 ? shareText[t.shares.values().next().value] : shareText.mixed;
+      row.appendChild(el("td", share));
+      table.appendChild(row);
+    });
+    if (totals.size === 0) box.appendChild(el("p", "No counters for this selection.", "none"));
+    else box.appendChild(table);
+  }
+  document.querySelectorAll("input.pick").forEach(function (box) {
+    box.addEventListener("change", function () {
+      var i = Number(box.getAttribute("data-index"));
+      if (box.checked) picked.add(i); else picked.delete(i);
+      box.closest("tr").classList.toggle("picked", box.checked);
+      render();
+    });
+  });
+  document.getElementById("clear").addEventListener("click", function () {
+    picked.clear();
+    document.querySelectorAll("input.pick").forEach(function (b) { b.checked = false; b.closest("tr").classList.remove("picked"); });
+    render();
+  });
+  document.getElementById("filter").addEventListener("input", function (e) {
+    var q = e.target.value.toLowerCase();
+    document.querySelectorAll("#item-table tbody tr[data-index]").forEach(function (row) {
+      var item = items[Number(row.getAttribute("data-index"))];
+      var hit = !q || (item.kind + " " + item.name).toLowerCase().indexOf(q) >= 0;
+      row.style.display = hit ? "" : "none";
+    });
+  });
+  render();
+})();
+"##;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(kind: &str, name: &str, value: f64, error: f64) -> HtmlItem {
+        HtmlItem {
+            kind: kind.into(),
+            name: name.into(),
+            counters: vec![HtmlCounter {
+                counter: "page-faults".into(),
+                value,
+                error,
+                share: ShareKind::Equal,
+            }],
+        }
+    }
+
+    #[test]
+    fn text_and_data_cannot_break_out_of_their_elements() {
+        let input = HtmlInput {
+            title: "a <b> & \"c\"".into(),
+            summary_lines: vec!["</script><script>alert(1)</script>".into()],
+            diagnoses: vec![("code<".into(), "text & more".into())],
+            svgs: Vec::new(),
+            items: vec![item("probe", "</script><!-- f<T>", 1.0, 0.5)],
+        };
+        let html = render(&input);
+        assert!(html.contains("<title>a &lt;b&gt; &amp; &quot;c&quot;</title>"));
+        assert!(html.contains("&lt;/script&gt;&lt;script&gt;alert(1)"));
+        // Exactly the two scripts of the page end with `</script>`.
+        assert_eq!(html.matches("</script>").count(), 2);
+        assert!(!html.contains("<!-- f"));
+        // The embedded JSON still means the same.
+        let start = html.find("application/json").unwrap();
+        let json = &html[html[start..].find('>').unwrap() + start + 1..];
+        let json = &json[..json.find("</script>").unwrap()];
+        let back: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(back[0]["name"], "</script><!-- f<T>");
+        assert_eq!(back[0]["counters"][0]["share"], "equal");
+    }
+
+    #[test]
+    fn svgs_are_inlined_unless_they_carry_scripts() {
+        let plain = "<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"10\"><rect/></svg>";
+        let scripted = "<?xml version=\"1.0\"?><svg width=\"1200\" height=\"358\" xmlns=\"http://www.w3.org/2000/svg\"><script>init()</script></svg>";
+        let html = render(&HtmlInput {
+            svgs: vec![
+                ("plain".into(), plain.into()),
+                ("flame".into(), scripted.into()),
+            ],
+            ..HtmlInput::default()
+        });
+        assert!(html.contains("<div class=\"svg\"><svg xmlns"));
+        assert!(!html.contains("<?xml"));
+        assert!(html.contains(&format!(
+            "src=\"data:image/svg+xml;base64,{}\"",
+            base64(scripted.as_bytes())
+        )));
+        assert!(html.contains("style=\"height:358px\""));
+        assert!(!html.contains("<script>init()"));
+    }
+
+    #[test]
+    fn numbers_and_base64() {
+        assert_eq!(format_number(1234567.4), "1,234,567");
+        assert_eq!(format_number(100.0), "100");
+        assert_eq!(format_number(-2500.0), "-2,500");
+        assert_eq!(format_number(12.345), "12.3");
+        assert_eq!(format_number(0.5), "0.5");
+        assert_eq!(format_number(0.0), "0");
+        assert_eq!(format_number(f64::NAN), "–");
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+
+    #[test]
+    fn the_table_lists_every_item_with_its_counters() {
+        let html = render(&HtmlInput {
+            items: vec![
+                item("task", "t1", 1500.0, 250.0),
+                item("region", "r", 3.0, 0.0),
+            ],
+            ..HtmlInput::default()
+        });
+        assert!(html.contains("<th>page-faults</th>"));
+        assert!(html.contains("1,500 <span class=\"err\">± 250</span>"));
+        assert_eq!(html.matches("class=\"pick\"").count(), 2);
+    }
+}

@@ -1,0 +1,119 @@
+//! `report.md`: short enough for a pull-request comment.
+
+use super::{
+    completeness_text, correction_percent, correction_sentence, exit_text, human_duration,
+};
+use crate::analysis::Analysis;
+use std::fmt::Write;
+
+/// Probes listed (by self active time).
+const TOP_PROBES: usize = 10;
+/// Threads listed (by on-CPU time).
+const TOP_THREADS: usize = 8;
+
+/// Text inside a table cell: a pipe would end the cell, a newline the row.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+pub fn render(analysis: &Analysis) -> String {
+    let mut md = String::new();
+    let target = &analysis.target;
+    let title = if target.name.is_empty() {
+        "(unnamed target)"
+    } else {
+        target.name.as_str()
+    };
+    let kind = if target.kind.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", target.kind)
+    };
+    // `write!` to a String cannot fail.
+    let _ = writeln!(md, "## parprof: `{}`{kind}\n", cell(title));
+    let _ = writeln!(
+        md,
+        "{} · {} threads · {} · {} probe events\n",
+        exit_text(&analysis.exit),
+        analysis.threads.len(),
+        completeness_text(&analysis.trace.completeness),
+        analysis.trace.events
+    );
+
+    if analysis.probes.is_empty() {
+        md.push_str("No probe calls were recorded.\n\n");
+    } else {
+        let _ = writeln!(md, "### Top probes by self active time\n");
+        md.push_str(
+            "| probe | calls | self active | active | elapsed | correction | median call |\n",
+        );
+        md.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
+        for p in analysis.probes.iter().take(TOP_PROBES) {
+            let _ = writeln!(
+                md,
+                "| `{}` | {} | {} | {} | {} | {} | {} |",
+                cell(&p.name),
+                p.calls,
+                human_duration(p.self_active_ns),
+                human_duration(p.active_ns),
+                human_duration(p.elapsed_ns),
+                correction_percent(p.elapsed_ns, p.active_ns),
+                human_duration(p.median_active_ns),
+            );
+        }
+        if analysis.probes.len() > TOP_PROBES {
+            let _ = writeln!(
+                md,
+                "\n…and {} more probes in `report.json`.",
+                analysis.probes.len() - TOP_PROBES
+            );
+        }
+        if let Some(sentence) = correction_sentence(analysis) {
+            let _ = writeln!(md, "\n**Correction:** {sentence}.");
+        }
+        md.push('\n');
+    }
+
+    let mut threads: Vec<_> = analysis.threads.iter().collect();
+    threads.sort_by(|a, b| b.on_cpu_ns.cmp(&a.on_cpu_ns).then(a.tid.cmp(&b.tid)));
+    if !threads.is_empty() {
+        let _ = writeln!(md, "### Threads\n");
+        md.push_str("| thread | on CPU | preempted | blocked | switches (vol./preempt.) |\n");
+        md.push_str("|---|---:|---:|---:|---:|\n");
+        let unknown = || "?".to_owned();
+        for t in threads.iter().take(TOP_THREADS) {
+            let name = t.name.as_deref().unwrap_or("");
+            let _ = writeln!(
+                md,
+                "| {} `{}` | {} | {} | {} | {} |",
+                t.tid,
+                cell(name),
+                t.on_cpu_ns.map_or_else(unknown, human_duration),
+                t.off_cpu_preempted_ns.map_or_else(unknown, human_duration),
+                t.off_cpu_voluntary_ns.map_or_else(unknown, human_duration),
+                match (t.switches_voluntary, t.switches_preempted) {
+                    (Some(v), Some(p)) => format!("{v} / {p}"),
+                    _ => unknown(),
+                },
+            );
+        }
+        if threads.len() > TOP_THREADS {
+            let _ = writeln!(
+                md,
+                "\n…and {} more threads in `report.json`.",
+                threads.len() - TOP_THREADS
+            );
+        }
+        md.push('\n');
+    }
+
+    if !analysis.notes.is_empty() {
+        let _ = writeln!(md, "### Not measured, or may be off\n");
+        for note in &analysis.notes {
+            let _ = writeln!(md, "- {}", note.replace('\n', " "));
+        }
+        md.push('\n');
+    }
+    md.push_str("Flamegraphs: `active.svg`, `cpu.svg` · timeline: `timeline.json` (Perfetto UI) · data: `report.json`\n");
+    md
+}

@@ -1,0 +1,145 @@
+//! The reports: each is a view of one [`Analysis`]; none recomputes an analysis.
+
+pub mod flamegraph;
+pub mod html;
+pub mod json;
+pub mod markdown;
+pub mod plot;
+pub mod terminal;
+pub mod timeline;
+
+use crate::analysis::{Analysis, ExitStatus, TraceCompleteness};
+use anyhow::Context;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Writes every report file into `out_dir` and returns their paths, in a fixed order.
+pub fn write_all(analysis: &Analysis, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let active = flamegraph::active_folded(analysis);
+    let cpu = flamegraph::cpu_folded(analysis);
+    Ok(vec![
+        write_file(out_dir, "report.json", |w| json::write(analysis, w))?,
+        write_file(out_dir, "report.md", |w| {
+            Ok(w.write_all(markdown::render(analysis).as_bytes())?)
+        })?,
+        write_file(out_dir, "active.folded", |w| {
+            Ok(flamegraph::write_folded(&active, w)?)
+        })?,
+        write_file(out_dir, "active.svg", |w| {
+            flamegraph::write_active_svg(analysis, &active, w)
+        })?,
+        write_file(out_dir, "cpu.folded", |w| {
+            Ok(flamegraph::write_folded(&cpu, w)?)
+        })?,
+        write_file(out_dir, "cpu.svg", |w| {
+            flamegraph::write_cpu_svg(analysis, &cpu, w)
+        })?,
+        write_file(out_dir, "timeline.json", |w| timeline::write(analysis, w))?,
+    ])
+}
+
+fn write_file(
+    out_dir: &Path,
+    name: &str,
+    write: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
+) -> anyhow::Result<PathBuf> {
+    let path = out_dir.join(name);
+    let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut out = BufWriter::new(file);
+    write(&mut out)
+        .and_then(|()| Ok(out.flush()?))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// A duration for people: three significant digits and a unit.
+pub(crate) fn human_duration(ns: u64) -> String {
+    let ns = ns as f64;
+    let (value, unit) = if ns < 1e3 {
+        return format!("{ns} ns");
+    } else if ns < 1e6 {
+        (ns / 1e3, "µs")
+    } else if ns < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    let decimals = if value < 10.0 {
+        2
+    } else if value < 100.0 {
+        1
+    } else {
+        0
+    };
+    format!("{value:.decimals$} {unit}")
+}
+
+/// How much of `elapsed` the correction removed, as "−12.3%" (empty when nothing elapsed).
+pub(crate) fn correction_percent(elapsed_ns: u64, active_ns: u64) -> String {
+    if elapsed_ns == 0 {
+        return String::new();
+    }
+    let removed = elapsed_ns.saturating_sub(active_ns) as f64 / elapsed_ns as f64 * 100.0;
+    format!("−{removed:.1}%")
+}
+
+pub(crate) fn exit_text(exit: &ExitStatus) -> String {
+    match (exit.code, exit.signal) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "exit status unknown".to_owned(),
+    }
+}
+
+pub(crate) fn completeness_text(completeness: &TraceCompleteness) -> &'static str {
+    match completeness {
+        TraceCompleteness::Complete => "trace complete",
+        TraceCompleteness::Cut { .. } => "trace cut",
+        TraceCompleteness::Corrupt { .. } => "trace corrupt",
+        TraceCompleteness::Absent => "no trace",
+    }
+}
+
+/// The overall correction over the outermost probe calls, in one sentence (`None` without
+/// probe calls).
+pub(crate) fn correction_sentence(analysis: &Analysis) -> Option<String> {
+    let t = &analysis.outermost_calls;
+    (t.calls > 0).then(|| {
+        let share = |ns: u64| {
+            if t.elapsed_ns == 0 {
+                0.0
+            } else {
+                ns as f64 / t.elapsed_ns as f64 * 100.0
+            }
+        };
+        format!(
+            "elapsed {} → active {} ({}) over the outermost probe calls; removed: overhead {:.1}%, \
+             preempted {:.1}%, blocked {:.1}% of elapsed",
+            human_duration(t.elapsed_ns),
+            human_duration(t.active_ns),
+            correction_percent(t.elapsed_ns, t.active_ns),
+            share(t.overhead_ns),
+            share(t.switched_out_preempted_ns),
+            share(t.switched_out_voluntary_ns),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(human_duration(0), "0 ns");
+        assert_eq!(human_duration(999), "999 ns");
+        assert_eq!(human_duration(1_234), "1.23 µs");
+        assert_eq!(human_duration(45_600_000), "45.6 ms");
+        assert_eq!(human_duration(123_000_000_000), "123 s");
+        assert_eq!(correction_percent(1000, 877), "−12.3%");
+        assert_eq!(correction_percent(0, 0), "");
+    }
+}

@@ -1,0 +1,187 @@
+//! `utilization.svg`: work executed vs. slots available over time (method 4), with the
+//! parallel regions marked, drawn with plotters' SVG backend. The same input gives the same
+//! bytes: no fonts are measured (plotters' built-in text size estimate) and nothing random or
+//! time-dependent goes into the file.
+
+use crate::analysis::utilization::{ON_CPU_UNIT, Utilization};
+use plotters::prelude::*;
+
+const WIDTH: u32 = 960;
+const HEIGHT: u32 = 360;
+const EXECUTED: RGBColor = RGBColor(31, 119, 180);
+const AVAILABLE: RGBColor = RGBColor(110, 110, 110);
+const REGION: RGBColor = RGBColor(255, 170, 60);
+
+/// A parallel region to mark: its name and its span on `CLOCK_MONOTONIC` ns (the time line
+/// of [`Utilization::origin_ns`]).
+pub type RegionSpan = (String, u64, u64);
+
+/// The plot as an SVG document.
+pub fn utilization_svg(u: &Utilization, regions: &[RegionSpan]) -> anyhow::Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        draw(&root, u, regions).map_err(|e| anyhow::anyhow!("drawing utilization.svg: {e}"))?;
+        root.present()
+            .map_err(|e| anyhow::anyhow!("drawing utilization.svg: {e}"))?;
+    }
+    Ok(svg)
+}
+
+/// Figures are shown per period; on-CPU time as a number of CPUs (ns per ns of period).
+fn y_of(u: &Utilization, value: f64) -> f64 {
+    if u.unit == ON_CPU_UNIT {
+        value / u.period_ns.max(1) as f64
+    } else {
+        value
+    }
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    u: &Utilization,
+    regions: &[RegionSpan],
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let to_ms = |ns: u64| ns as f64 / 1e6;
+    let end_ms = u
+        .periods
+        .last()
+        .map_or(1.0, |p| to_ms(p.t_ns + u.period_ns))
+        .max(1e-3);
+    let y_max = u
+        .periods
+        .iter()
+        .map(|p| y_of(u, p.available.max(p.executed)))
+        .fold(0.0, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let y_label = if u.unit == ON_CPU_UNIT {
+        "CPUs busy / available".to_string()
+    } else {
+        format!("{} per {} µs", u.unit, u.period_ns / 1000)
+    };
+
+    let mut chart = ChartBuilder::on(root)
+        .caption("Parallelism over time", ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0..end_ms, 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("time since start (ms)")
+        .y_desc(y_label)
+        .disable_x_mesh()
+        .draw()?;
+
+    // Regions first, under the data.
+    for (name, start, end) in regions {
+        let (a, b) = (
+            to_ms(start.saturating_sub(u.origin_ns)),
+            to_ms(end.saturating_sub(u.origin_ns)),
+        );
+        if b <= a {
+            continue;
+        }
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(a, 0.0), (b, y_max)],
+            REGION.mix(0.15).filled(),
+        )))?;
+        chart.draw_series(std::iter::once(Text::new(
+            name.clone(),
+            (a, y_max),
+            ("sans-serif", 12).into_font().color(&REGION.mix(0.9)),
+        )))?;
+    }
+
+    // Each period as a step: its value holds from its start to its end.
+    let steps = |value: fn(&crate::analysis::utilization::Period) -> f64| {
+        u.periods
+            .iter()
+            .flat_map(|p| {
+                let y = y_of(u, value(p));
+                [(to_ms(p.t_ns), y), (to_ms(p.t_ns + u.period_ns), y)]
+            })
+            .collect::<Vec<_>>()
+    };
+    chart
+        .draw_series(
+            AreaSeries::new(steps(|p| p.executed), 0.0, EXECUTED.mix(0.35)).border_style(EXECUTED),
+        )?
+        .label("executed")
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], EXECUTED.filled()));
+    chart
+        .draw_series(LineSeries::new(
+            steps(|p| p.available),
+            AVAILABLE.stroke_width(2),
+        ))?
+        .label("available")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 14, y)], AVAILABLE.stroke_width(2)));
+    if !regions.is_empty() {
+        chart
+            .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
+            .label("parallel region")
+            .legend(|(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 14, y + 5)], REGION.mix(0.3).filled())
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::utilization::Period;
+
+    fn sample() -> Utilization {
+        let period_ns = 1_000_000;
+        Utilization {
+            period_ns,
+            unit: ON_CPU_UNIT.to_string(),
+            origin_ns: 5_000_000,
+            cpus: vec![0, 1],
+            periods: (0..6)
+                .map(|i| Period {
+                    t_ns: i * period_ns,
+                    executed: if (2..4).contains(&i) { 2e6 } else { 1e6 },
+                    available: 2e6,
+                    per_cpu: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_plot_is_deterministic_svg_with_regions_and_legend() {
+        let regions = vec![("sum_rows".to_string(), 7_000_000, 9_000_000)];
+        let a = utilization_svg(&sample(), &regions).unwrap();
+        let b = utilization_svg(&sample(), &regions).unwrap();
+        assert_eq!(a, b);
+        assert!(a.starts_with("<svg") && a.trim_end().ends_with("</svg>"));
+        for text in [
+            "sum_rows",
+            "executed",
+            "available",
+            "Parallelism over time",
+            "CPUs busy",
+        ] {
+            assert!(a.contains(text), "missing {text}");
+        }
+    }
+
+    #[test]
+    fn an_empty_run_still_gives_a_plot() {
+        let mut u = sample();
+        u.periods.clear();
+        u.unit = "instructions".into();
+        let svg = utilization_svg(&u, &[("r".into(), 9, 3)]).unwrap();
+        assert!(svg.contains("instructions per 1000 µs"));
+    }
+}

@@ -1,0 +1,95 @@
+//! The summary printed at the end of a run.
+
+use super::{
+    completeness_text, correction_percent, correction_sentence, exit_text, human_duration,
+};
+use crate::analysis::Analysis;
+use std::fmt::Write;
+
+/// Probes listed (by self active time).
+const TOP_PROBES: usize = 10;
+/// Longest probe name shown before it is shortened (from the left: the end names the function).
+const NAME_WIDTH: usize = 48;
+
+fn shorten(name: &str) -> String {
+    let chars = name.chars().count();
+    if chars <= NAME_WIDTH {
+        name.to_owned()
+    } else {
+        let tail: String = name.chars().skip(chars - (NAME_WIDTH - 1)).collect();
+        format!("…{tail}")
+    }
+}
+
+/// The terminal summary: top probes by self active time, how much the correction changed
+/// them, and what could not be measured.
+pub fn summary(analysis: &Analysis) -> String {
+    let mut out = String::new();
+    let name = if analysis.target.name.is_empty() {
+        "the program"
+    } else {
+        analysis.target.name.as_str()
+    };
+    // `write!` to a String cannot fail.
+    let _ = writeln!(
+        out,
+        "parprof: {name}: {}, {} threads, {} probe events, {}",
+        exit_text(&analysis.exit),
+        analysis.threads.len(),
+        analysis.trace.events,
+        completeness_text(&analysis.trace.completeness)
+    );
+    if analysis.probes.is_empty() {
+        out.push_str("No probe calls were recorded.\n");
+    } else {
+        let _ = writeln!(out, "\nTop probes by self active time:");
+        let _ = writeln!(
+            out,
+            "  {:>11}  {:>10}  {:>10}  {:>10}  {:>9}  probe",
+            "self active", "active", "elapsed", "correction", "calls"
+        );
+        for p in analysis.probes.iter().take(TOP_PROBES) {
+            let _ = writeln!(
+                out,
+                "  {:>11}  {:>10}  {:>10}  {:>10}  {:>9}  {}",
+                human_duration(p.self_active_ns),
+                human_duration(p.active_ns),
+                human_duration(p.elapsed_ns),
+                correction_percent(p.elapsed_ns, p.active_ns),
+                p.calls,
+                shorten(&p.name)
+            );
+        }
+        if analysis.probes.len() > TOP_PROBES {
+            let _ = writeln!(
+                out,
+                "  … {} more in report.json",
+                analysis.probes.len() - TOP_PROBES
+            );
+        }
+        if let Some(sentence) = correction_sentence(analysis) {
+            let _ = writeln!(out, "\nCorrection: {sentence}.");
+        }
+    }
+    if !analysis.notes.is_empty() {
+        let _ = writeln!(out, "\nNot measured, or may be off:");
+        for note in &analysis.notes {
+            let _ = writeln!(out, "  - {note}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_names_keep_their_end() {
+        let long = format!("{}::hot_kernel", "a".repeat(60));
+        let short = shorten(&long);
+        assert_eq!(short.chars().count(), NAME_WIDTH);
+        assert!(short.starts_with('…') && short.ends_with("::hot_kernel"));
+        assert_eq!(shorten("main"), "main");
+    }
+}

@@ -1,0 +1,596 @@
+//! The analysis and the reports on a synthetic trace and synthetic kernel records, with exact
+//! figures: the clock is CLOCK_MONOTONIC (one tick = one ns) and the sync points line up, so
+//! ticks and kernel nanoseconds are the same numbers.
+
+use cargo_parprof::analysis::{
+    AnalysisOptions, Anomalies, MedianMethod, SpanKind, TraceCompleteness, analyse,
+};
+use cargo_parprof::kernel::{
+    Capabilities, Capability, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord,
+};
+use cargo_parprof::report;
+use parprof_rt::trace::{
+    Calibration, Chunk, ChunkEncoder, ClockKind, ClockSync, End, Event, EventKind, Header,
+    NO_WORKER, SiteKind, SiteRecord, ThreadRecord,
+};
+use std::path::Path;
+
+const MAIN: u32 = 100;
+const WORKER: u32 = 101;
+const F: u32 = 1;
+const G: u32 = 2;
+
+fn ev(ts: u64, kind: EventKind, id: u32) -> Event {
+    Event {
+        ts,
+        id,
+        aux: 0,
+        kind: kind as u8,
+        flags: 0,
+    }
+}
+
+fn site(id: u32, name: &str) -> Chunk {
+    Chunk::Site(SiteRecord {
+        id,
+        kind: SiteKind::Probe,
+        name: name.into(),
+        file: "src/app.rs".into(),
+        line: id,
+    })
+}
+
+/// The trace's chunks, End excluded. The main thread runs the spec's worked example shifted by
+/// 10,000 ns: F 10,900 → 11,550 with G 11,200 → 11,500 nested. The worker runs G alone,
+/// 20,000 → 20,500, and lost 4 events.
+fn chunks() -> Vec<Chunk> {
+    vec![
+        Chunk::Header(Header {
+            pid: MAIN,
+            clock: ClockKind::Monotonic,
+            ticks_per_ns: 1.0,
+            start: ClockSync {
+                ticks: 1_000,
+                monotonic_ns: 1_000,
+                uncertainty_ticks: 10,
+            },
+            bare_read_ticks: 20,
+            calibration: vec![
+                Calibration {
+                    kind: EventKind::Enter,
+                    cost_ticks: 3,
+                },
+                Calibration {
+                    kind: EventKind::Exit,
+                    cost_ticks: 2,
+                },
+            ],
+            program: "target/release/app".into(),
+        }),
+        site(F, "app::f"),
+        site(G, "app::g"),
+        Chunk::Thread(ThreadRecord {
+            tid: MAIN,
+            rayon_index: NO_WORKER,
+            pool: 0,
+            name: "main".into(),
+        }),
+        Chunk::Thread(ThreadRecord {
+            tid: WORKER,
+            rayon_index: 0,
+            pool: 0,
+            name: "rayon-0".into(),
+        }),
+        Chunk::Events {
+            tid: MAIN,
+            events: vec![
+                ev(10_900, EventKind::Enter, F),
+                ev(11_200, EventKind::Enter, G),
+            ],
+        },
+        Chunk::Events {
+            tid: WORKER,
+            events: vec![
+                ev(20_000, EventKind::Enter, G),
+                ev(20_500, EventKind::Exit, G),
+            ],
+        },
+        Chunk::Lost {
+            tid: WORKER,
+            count: 4,
+        },
+        Chunk::Events {
+            tid: MAIN,
+            events: vec![
+                ev(11_500, EventKind::Exit, G),
+                ev(11_550, EventKind::Exit, F),
+            ],
+        },
+    ]
+}
+
+fn end() -> Chunk {
+    Chunk::End(End {
+        end: ClockSync {
+            ticks: 100_000,
+            monotonic_ns: 100_000,
+            uncertainty_ticks: 10,
+        },
+        events_written: 6,
+        events_lost: 4,
+    })
+}
+
+fn encode(chunks: &[Chunk]) -> Vec<u8> {
+    let mut encoder = ChunkEncoder::new();
+    encoder.preamble();
+    for chunk in chunks {
+        encoder.chunk(chunk);
+    }
+    encoder.into_bytes()
+}
+
+fn frame(function: &str, inlined: bool) -> Frame {
+    Frame {
+        function: function.into(),
+        inlined,
+    }
+}
+
+fn kernel() -> KernelRecords {
+    let switch = |time_ns, kind| SwitchRecord {
+        time_ns,
+        tid: MAIN,
+        cpu: 0,
+        kind,
+    };
+    let sample = |time_ns| CpuSample {
+        time_ns,
+        tid: MAIN,
+        cpu: 0,
+        callchain: vec![0x2, 0x1],
+    };
+    KernelRecords {
+        capabilities: Capabilities {
+            context_switches: Capability::yes(),
+            cpu_samples: Capability::yes(),
+            hardware_counters: Capability::no("no PMU in this virtual machine"),
+        },
+        switches: vec![
+            switch(11_000, SwitchKind::OutPreempted),
+            switch(11_190, SwitchKind::In),
+            switch(11_225, SwitchKind::OutVoluntary),
+            switch(11_411, SwitchKind::In),
+        ],
+        samples: vec![sample(10_950), sample(11_300), sample(11_450)],
+        sample_stacks: vec![
+            vec![frame("main", false), frame("app::f", false)],
+            vec![
+                frame("main", false),
+                frame("app::f", false),
+                frame("app::g", true),
+            ],
+            vec![frame("main", false), frame("app::f", false)],
+        ],
+        sample_period_ns: 1_000,
+        lost_records: 2,
+        malformed_records: 1,
+        thread_names: vec![(MAIN, "app".into())],
+    }
+}
+
+fn write_trace(dir: &Path, name: &str, bytes: &[u8]) {
+    std::fs::write(dir.join(name), bytes).expect("write the trace");
+}
+
+fn options() -> AnalysisOptions {
+    AnalysisOptions {
+        child_pid: Some(MAIN),
+        ..AnalysisOptions::default()
+    }
+}
+
+#[test]
+fn complete_trace_gives_exact_figures() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut all = chunks();
+    all.push(end());
+    write_trace(dir.path(), "trace-100.ppt", &encode(&all));
+    let analysis = analyse(dir.path(), &kernel(), &options()).expect("analysis");
+
+    assert_eq!(analysis.trace.completeness, TraceCompleteness::Complete);
+    assert_eq!((analysis.trace.events, analysis.trace.pid), (6, Some(MAIN)));
+    let clock = analysis.clock.as_ref().expect("clock info");
+    assert_eq!(
+        (clock.rate_used, clock.alignment_error_ns),
+        ("whole_run", 10.0)
+    );
+    assert_eq!(analysis.anomalies, Anomalies::default());
+
+    let f = analysis
+        .probes
+        .iter()
+        .find(|p| p.name == "app::f")
+        .expect("probe f");
+    assert_eq!(
+        (f.calls, f.elapsed_ns, f.active_ns, f.self_active_ns),
+        (1, 650, 266, 155)
+    );
+    assert_eq!((f.overhead_ns, f.switched_out_ns), (8, 376));
+    assert_eq!(
+        (f.switched_out_preempted_ns, f.switched_out_voluntary_ns),
+        (190, 186)
+    );
+    assert_eq!(
+        (f.min_active_ns, f.median_active_ns, f.max_active_ns),
+        (266, 266, 266)
+    );
+    assert_eq!((f.file.as_str(), f.line), ("src/app.rs", 1));
+
+    let g = analysis
+        .probes
+        .iter()
+        .find(|p| p.name == "app::g")
+        .expect("probe g");
+    assert_eq!(
+        (g.calls, g.elapsed_ns, g.active_ns, g.self_active_ns),
+        (2, 800, 111 + 497, 111 + 497)
+    );
+    assert_eq!((g.overhead_ns, g.switched_out_voluntary_ns), (6, 186));
+    assert_eq!(
+        (g.min_active_ns, g.median_active_ns, g.max_active_ns),
+        (111, 304, 497)
+    );
+    assert_eq!(g.median_method, MedianMethod::Exact);
+    // Sorted by self active time.
+    assert_eq!(analysis.probes[0].name, "app::g");
+
+    let paths: Vec<(String, u64, u64)> = analysis
+        .call_paths
+        .iter()
+        .map(|p| (p.path.join(";"), p.calls, p.self_active_ns))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            ("app::f".into(), 1, 155),
+            ("app::f;app::g".into(), 1, 111),
+            ("app::g".into(), 1, 497)
+        ]
+    );
+    let outermost = analysis.outermost_calls;
+    assert_eq!(
+        (outermost.calls, outermost.elapsed_ns, outermost.active_ns),
+        (2, 1_150, 763)
+    );
+
+    let main = analysis
+        .threads
+        .iter()
+        .find(|t| t.tid == MAIN)
+        .expect("main thread");
+    assert_eq!(main.name.as_deref(), Some("main"));
+    assert_eq!(
+        (
+            main.on_cpu_ns,
+            main.off_cpu_preempted_ns,
+            main.off_cpu_voluntary_ns
+        ),
+        (Some(274), Some(190), Some(186))
+    );
+    assert_eq!(
+        (
+            main.switches_voluntary,
+            main.switches_preempted,
+            main.cpu_samples
+        ),
+        (Some(1), Some(1), 3)
+    );
+    assert_eq!((main.first_seen_ns, main.last_seen_ns), (9_900, 10_550));
+    let worker = analysis
+        .threads
+        .iter()
+        .find(|t| t.tid == WORKER)
+        .expect("worker thread");
+    assert_eq!(
+        (worker.rayon_index, worker.on_cpu_ns, worker.lost_events),
+        (Some(0), Some(500), 4)
+    );
+
+    assert_eq!((analysis.lost_events, analysis.lost_kernel_records), (4, 2));
+    assert_eq!(analysis.cpu_samples.total, 3);
+    assert_eq!(analysis.timeline.origin_monotonic_ns, 1_000);
+    let kinds: Vec<(u32, u64, u64, SpanKind)> = analysis
+        .timeline
+        .spans
+        .iter()
+        .map(|s| (s.tid, s.start_ns, s.duration_ns, s.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (
+                MAIN,
+                9_900,
+                650,
+                SpanKind::Probe {
+                    site: F,
+                    active_ns: 266
+                }
+            ),
+            (MAIN, 10_000, 190, SpanKind::Preempted),
+            (
+                MAIN,
+                10_200,
+                300,
+                SpanKind::Probe {
+                    site: G,
+                    active_ns: 111
+                }
+            ),
+            (MAIN, 10_225, 186, SpanKind::Blocked),
+            (
+                WORKER,
+                19_000,
+                500,
+                SpanKind::Probe {
+                    site: G,
+                    active_ns: 497
+                }
+            ),
+        ]
+    );
+    let notes = analysis.notes.join("\n");
+    assert!(
+        notes.contains("Hardware counters were not used (no PMU"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("4 trace events were lost on 1 thread"),
+        "{notes}"
+    );
+    assert!(notes.contains("2 kernel records were lost"), "{notes}");
+    assert!(
+        notes.contains("1 kernel records could not be decoded"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn reports_are_written_as_views_of_the_analysis() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut all = chunks();
+    all.push(end());
+    write_trace(dir.path(), "trace-100.ppt", &encode(&all));
+    let mut analysis = analyse(dir.path(), &kernel(), &options()).expect("analysis");
+    analysis.target.name = "app".into();
+    analysis.exit.code = Some(0);
+
+    let out = dir.path().join("out");
+    let files = report::write_all(&analysis, &out).expect("reports");
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "report.json",
+            "report.md",
+            "active.folded",
+            "active.svg",
+            "cpu.folded",
+            "cpu.svg",
+            "timeline.json"
+        ]
+    );
+    for file in &files {
+        assert!(
+            std::fs::metadata(file).expect("report file").len() > 0,
+            "{} is empty",
+            file.display()
+        );
+    }
+
+    let read = |name: &str| std::fs::read_to_string(out.join(name)).expect("report file");
+    assert_eq!(
+        read("active.folded"),
+        "app::f 155\napp::f;app::g 111\napp::g 497\n"
+    );
+    assert_eq!(
+        read("cpu.folded"),
+        "main;app::f 2\nmain;app::f;app::g_[i] 1\n"
+    );
+    assert!(read("active.svg").contains("app::g"));
+
+    let json: serde_json::Value =
+        serde_json::from_str(&read("report.json")).expect("report.json parses");
+    assert_eq!(json["schema"], "parprof-report/1");
+    assert_eq!(json["target"]["name"], "app");
+    assert_eq!(json["exit"]["code"], 0);
+    assert_eq!(json["capabilities"]["context_switches"]["available"], true);
+    assert_eq!(
+        json["capabilities"]["hardware_counters"]["available"],
+        false
+    );
+    assert_eq!(json["trace"]["completeness"]["state"], "complete");
+    assert_eq!(json["lost_events"], 4);
+    let thread = &json["threads"][0];
+    for field in [
+        "tid",
+        "name",
+        "rayon_index",
+        "on_cpu_ns",
+        "switches_voluntary",
+        "switches_preempted",
+    ] {
+        assert!(thread.get(field).is_some(), "threads[].{field} missing");
+    }
+    let f = json["probes"]
+        .as_array()
+        .expect("probes")
+        .iter()
+        .find(|p| p["name"] == "app::f")
+        .expect("f");
+    assert_eq!(f["active_ns"], 266);
+    for field in [
+        "calls",
+        "elapsed_ns",
+        "self_active_ns",
+        "overhead_ns",
+        "switched_out_ns",
+        "median_active_ns",
+    ] {
+        assert!(f.get(field).is_some(), "probes[].{field} missing");
+    }
+    assert!(json["clock"]["alignment_error_ns"].is_number());
+
+    let timeline: serde_json::Value =
+        serde_json::from_str(&read("timeline.json")).expect("timeline.json parses");
+    let events = timeline["traceEvents"].as_array().expect("trace events");
+    let find = |name: &str| {
+        events
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} event"))
+    };
+    assert_eq!(find("app::f")["ph"], "X");
+    assert_eq!(find("app::f")["ts"], 9.9);
+    assert_eq!(find("app::f")["dur"], 0.65);
+    assert_eq!(find("preempted")["cat"], "switched_out.preempted");
+    assert_eq!(find("blocked")["cat"], "switched_out.blocked");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["name"] == "thread_name" && e["args"]["name"] == "rayon-0")
+    );
+
+    let markdown = read("report.md");
+    assert!(markdown.contains("| `app::g` | 2 |"), "{markdown}");
+    let summary = report::terminal::summary(&analysis);
+    assert!(
+        summary.contains("app::f") && summary.contains("−59.1%"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn cut_trace_keeps_what_was_written_and_counts_open_calls() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let whole = encode(&chunks());
+    // Cut inside the last chunk (the main thread's exits).
+    write_trace(dir.path(), "trace-100.ppt", &whole[..whole.len() - 10]);
+    let analysis = analyse(dir.path(), &kernel(), &options()).expect("analysis");
+    assert!(
+        matches!(analysis.trace.completeness, TraceCompleteness::Cut { tail_bytes, .. } if tail_bytes > 0)
+    );
+    assert_eq!(
+        analysis.clock.as_ref().map(|c| c.rate_used),
+        Some("startup_calibration")
+    );
+    assert_eq!(analysis.anomalies.open_at_end, 2);
+    let g = analysis
+        .probes
+        .iter()
+        .find(|p| p.name == "app::g")
+        .expect("probe g");
+    assert_eq!((g.calls, g.active_ns), (1, 497));
+    assert!(
+        analysis.notes.iter().any(|n| n.contains("without its end")),
+        "{:?}",
+        analysis.notes
+    );
+}
+
+#[test]
+fn corrupt_chunk_stops_the_analysis_there_without_failing_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut all = chunks();
+    all.push(end());
+    let mut bytes = encode(&all);
+    // Damage the last events chunk (before the End chunk of 48 bytes).
+    let at = bytes.len() - 48 - 10;
+    bytes[at] ^= 0xff;
+    write_trace(dir.path(), "trace-100.ppt", &bytes);
+    let analysis = analyse(dir.path(), &kernel(), &options()).expect("analysis");
+    match &analysis.trace.completeness {
+        TraceCompleteness::Corrupt { error } => assert!(error.contains("checksum"), "{error}"),
+        other => panic!("expected a corrupt trace, got {other:?}"),
+    }
+    // The worker's call came before the damage.
+    let g = analysis
+        .probes
+        .iter()
+        .find(|p| p.name == "app::g")
+        .expect("probe g");
+    assert_eq!((g.calls, g.active_ns), (1, 497));
+    assert_eq!(analysis.anomalies.open_at_end, 2);
+    assert!(
+        analysis.notes.iter().any(|n| n.contains("corrupt")),
+        "{:?}",
+        analysis.notes
+    );
+}
+
+#[test]
+fn without_a_trace_kernel_figures_remain() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let analysis = analyse(dir.path(), &kernel(), &options()).expect("analysis");
+    assert_eq!(analysis.trace.completeness, TraceCompleteness::Absent);
+    assert!(analysis.probes.is_empty() && analysis.clock.is_none());
+    assert!(
+        analysis
+            .notes
+            .iter()
+            .any(|n| n.contains("recorded no probes")),
+        "{:?}",
+        analysis.notes
+    );
+    let main = analysis
+        .threads
+        .iter()
+        .find(|t| t.tid == MAIN)
+        .expect("main thread from kernel records");
+    assert_eq!(main.name.as_deref(), Some("app"));
+    // Seen from 10,950 (first sample) to 11,450 (last sample), off the CPU 190 + 186 of that.
+    assert_eq!(main.on_cpu_ns, Some(500 - 376));
+
+    let out = dir.path().join("out");
+    report::write_all(&analysis, &out).expect("reports");
+    assert_eq!(
+        std::fs::read_to_string(out.join("active.folded")).expect("folded"),
+        ""
+    );
+    assert!(
+        std::fs::read_to_string(out.join("active.svg"))
+            .expect("svg")
+            .contains("No probe calls")
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("cpu.folded")).expect("folded"),
+        "main;app::f 2\nmain;app::f;app::g_[i] 1\n"
+    );
+}
+
+#[test]
+fn trace_of_another_process_is_used_when_the_childs_is_absent() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut all = chunks();
+    all.push(end());
+    write_trace(dir.path(), "trace-555.ppt", &encode(&all));
+    let analysis = analyse(dir.path(), &kernel(), &options()).expect("analysis");
+    assert_eq!(analysis.probes.len(), 2);
+    assert!(
+        analysis
+            .notes
+            .iter()
+            .any(|n| n.contains("trace-100.ppt is absent")),
+        "{:?}",
+        analysis.notes
+    );
+}

@@ -1,0 +1,209 @@
+//! report.html in a real browser: headless Chromium (the system's, driven by playwright-core
+//! from `tests/browser`) loads a report made from synthetic input, and the test checks what
+//! a person would see: no console errors, nothing fetched, every figure rendered with a size,
+//! and the sums of the selected items' counters with their errors.
+//!
+//! `.ci/install-browser` installs chromium and playwright-core. Without them the test is
+//! skipped with a message, except under `CI`, where it fails.
+
+use cargo_parprof::analysis::attribution::ShareKind;
+use cargo_parprof::analysis::utilization::{ON_CPU_UNIT, Period, Utilization};
+use cargo_parprof::report::html::{HtmlCounter, HtmlInput, HtmlItem, render};
+use cargo_parprof::report::plot::utilization_svg;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/browser")
+}
+
+fn chromium() -> PathBuf {
+    std::env::var_os("PARPROF_CHROMIUM")
+        .map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from)
+}
+
+/// What is missing to run the browser, if anything.
+fn missing_tools() -> Vec<String> {
+    let mut missing = Vec::new();
+    if !chromium().is_file() {
+        missing.push(format!("chromium ({})", chromium().display()));
+    }
+    if !Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        missing.push("node".into());
+    }
+    if !browser_dir()
+        .join("node_modules/playwright-core/package.json")
+        .is_file()
+    {
+        missing.push(format!(
+            "playwright-core in {}",
+            browser_dir().join("node_modules").display()
+        ));
+    }
+    missing
+}
+
+fn counter(name: &str, value: f64, error: f64, share: ShareKind) -> HtmlCounter {
+    HtmlCounter {
+        counter: name.into(),
+        value,
+        error,
+        share,
+    }
+}
+
+fn synthetic_input() -> HtmlInput {
+    let period_ns = 1_000_000;
+    let utilization = Utilization {
+        period_ns,
+        unit: ON_CPU_UNIT.into(),
+        origin_ns: 0,
+        cpus: vec![0, 1],
+        periods: (0..20)
+            .map(|i| Period {
+                t_ns: i * period_ns,
+                executed: if (5..15).contains(&i) { 1.8e6 } else { 0.9e6 },
+                available: 2e6,
+                per_cpu: Vec::new(),
+            })
+            .collect(),
+    };
+    let plot = utilization_svg(
+        &utilization,
+        &[("sum_rows".into(), 5 * period_ns, 15 * period_ns)],
+    )
+    .expect("plot");
+    // A real inferno flamegraph, with its scripts.
+    let mut flame = Vec::new();
+    inferno::flamegraph::from_lines(
+        &mut inferno::flamegraph::Options::default(),
+        [
+            "main;sum_rows;hot_kernel 700",
+            "main;sum_rows;</script> 10",
+            "main;setup 300",
+        ],
+        &mut flame,
+    )
+    .expect("flamegraph");
+
+    HtmlInput {
+        title: "parprof: demo <synthetic>".into(),
+        summary_lines: vec!["wall time 20 ms".into(), "2 CPUs used".into()],
+        diagnoses: vec![(
+            "load-imbalance".into(),
+            "region sum_rows: workers waited 40% of the region".into(),
+        )],
+        svgs: vec![
+            ("Parallelism over time".into(), plot),
+            (
+                "Active time".into(),
+                String::from_utf8(flame).expect("utf-8"),
+            ),
+        ],
+        items: vec![
+            HtmlItem {
+                kind: "task".into(),
+                name: "sum_rows task 1".into(),
+                counters: vec![
+                    counter("page-faults", 1500.0, 250.0, ShareKind::Equal),
+                    counter("task-clock", 2.5, 0.5, ShareKind::Equal),
+                ],
+            },
+            HtmlItem {
+                kind: "probe".into(),
+                name: "hot_kernel<f32>".into(),
+                counters: vec![counter("page-faults", 7.0, 1.0, ShareKind::Equal)],
+            },
+            HtmlItem {
+                kind: "region".into(),
+                name: "sum_rows".into(),
+                counters: vec![
+                    counter("page-faults", 300.0, 100.0, ShareKind::OnCpuWeighted),
+                    counter("task-clock", 4.0, 0.25, ShareKind::OnCpuWeighted),
+                ],
+            },
+        ],
+    }
+}
+
+#[test]
+fn report_html_renders_and_sums_the_selected_items() {
+    let missing = missing_tools();
+    if !missing.is_empty() {
+        let what = missing.join(", ");
+        if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+            panic!("the browser test needs {what}: run .ci/install-browser");
+        }
+        eprintln!(
+            "\n==================== SKIPPED ====================\n\
+             report_html_renders_and_sums_the_selected_items: missing {what}.\n\
+             Run .ci/install-browser to install them (under CI this test fails instead).\n\
+             =================================================\n"
+        );
+        return;
+    }
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let report = dir.path().join("report.html");
+    std::fs::write(&report, render(&synthetic_input())).expect("write report.html");
+
+    let output = Command::new("node")
+        .arg(browser_dir().join("check_report.mjs"))
+        .arg(&report)
+        .args(["0", "2"])
+        .env("PARPROF_CHROMIUM", chromium())
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "driver failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: serde_json::Value = serde_json::from_str(stdout.trim()).expect("driver JSON");
+
+    assert_eq!(seen["consoleErrors"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["requests"], serde_json::json!([]), "{seen}");
+
+    let figures = seen["figures"].as_array().expect("figures");
+    assert_eq!(figures.len(), 2, "{seen}");
+    assert_eq!(figures[0]["kind"], "svg");
+    assert_eq!(figures[1]["kind"], "iframe");
+    for f in figures {
+        assert!(
+            f["width"].as_f64() > Some(100.0) && f["height"].as_f64() > Some(100.0),
+            "figure not rendered: {f}"
+        );
+    }
+    let frames = seen["frames"].as_array().expect("frames");
+    assert_eq!(frames.len(), 1, "{seen}");
+    assert_eq!(frames[0]["root"], "svg");
+    assert!(frames[0]["width"].as_f64() > Some(100.0), "{seen}");
+
+    assert!(
+        seen["before"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Nothing selected")
+    );
+    let shown = seen["shown"].as_str().unwrap_or("");
+    assert!(
+        shown.contains("task sum_rows task 1") && shown.contains("region sum_rows"),
+        "{shown}"
+    );
+    // Items 0 and 2: values and errors are summed.
+    let totals = &seen["totals"];
+    assert_eq!(totals["page-faults"]["value"], "1,800", "{seen}");
+    assert_eq!(totals["page-faults"]["error"], "± 350");
+    assert_eq!(totals["task-clock"]["value"], "6.5");
+    assert_eq!(totals["task-clock"]["error"], "± 0.75");
+    // Shared in different ways: the page says so.
+    assert_eq!(
+        totals["page-faults"]["share"],
+        "on-CPU-weighted share where known, 1/n elsewhere"
+    );
+}

@@ -1,0 +1,41 @@
+//! Too fine granularity: a parallel sum cut into pieces of a few cheap items.
+//!
+//! The global pool has 2 workers (one per core of a 2-core machine; `rayon_too_fine [WORKERS]`
+//! to change it). They sum 1,000,000 items in leaves of at most 4 items (`with_max_len(4)`):
+//! about 250,000 tasks of a few nanoseconds each, so the workers spend more time taking
+//! tasks from their deques than running them. `cargo parprof --example rayon_too_fine`
+//! reports `too_fine_granularity`.
+//!
+//! Prints `tasks=<n>`: the leaves it counted itself (`fold` makes one accumulator per leaf),
+//! which are the region's tasks.
+
+use parprof_rt::parallel_region;
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static LEAVES: AtomicU64 = AtomicU64::new(0);
+
+fn mix(x: u32) -> u64 {
+    let h = u64::from(x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    h ^ (h >> 29)
+}
+
+fn main() {
+    let workers = std::env::args().nth(1).map_or(2, |a| a.parse().expect("a number of workers"));
+    rayon::ThreadPoolBuilder::new().num_threads(workers).build_global().expect("the global pool");
+    let sum = parallel_region!("too_fine", {
+        (0..1_000_000u32)
+            .into_par_iter()
+            .with_max_len(4)
+            .fold(
+                || {
+                    LEAVES.fetch_add(1, Ordering::Relaxed);
+                    0u64
+                },
+                |acc, x| acc.wrapping_add(mix(x)),
+            )
+            .reduce(|| 0, u64::wrapping_add)
+    });
+    println!("sum={sum:016x}");
+    println!("tasks={}", LEAVES.load(Ordering::Relaxed));
+}
