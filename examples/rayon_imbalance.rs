@@ -2,7 +2,7 @@
 //!
 //! The global pool has 2 workers, one per core of a 2-core machine (`rayon_imbalance
 //! [WORKERS]` to change it). A parallel iterator processes 41 items, one at a time
-//! (`with_max_len(1)`): the first takes 200 ms, the others 1 ms each. The worker that gets
+//! (`with_max_len(1)`): the first takes 400 ms, the others 1 ms each. The worker that gets
 //! the first item runs it for the whole region while the other finishes the 40 small ones in
 //! 40 ms and then has nothing left to do. `cargo parprof --example rayon_imbalance` reports
 //! `load_imbalance`; the fix is to split the huge item itself.
@@ -23,15 +23,23 @@ fn spin(d: Duration) -> u64 {
     let start = Instant::now();
     let mut x = 1u64;
     while start.elapsed() < d {
-        x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407));
+        x = black_box(
+            x.wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407),
+        );
     }
     x
 }
 
 fn main() {
-    let workers = std::env::args().nth(1).map_or(2, |a| a.parse().expect("a number of workers"));
-    rayon::ThreadPoolBuilder::new().num_threads(workers).build_global().expect("the global pool");
-    let mut sizes = vec![Duration::from_millis(200)];
+    let workers = std::env::args()
+        .nth(1)
+        .map_or(2, |a| a.parse().expect("a number of workers"));
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build_global()
+        .expect("the global pool");
+    let mut sizes = vec![Duration::from_millis(400)];
     sizes.extend(std::iter::repeat_n(Duration::from_millis(1), 40));
     let checksum = parallel_region!("imbalance", {
         sizes

@@ -1,9 +1,9 @@
 //! Excessive stealing: one thread spawns every task in a loop.
 //!
 //! The global pool has 4 workers on a 2-core machine (`rayon_spawn_loop [WORKERS]` to change
-//! it). The body of a `scope` prepares 20,000 work items one after the other (about 2 µs
-//! each) and spawns a 4 µs task for each: the spawning worker is busy in its loop while the
-//! other three take the tasks from its deque one by one, searching again after each.
+//! it). The body of a `scope` prepares 20,000 work items one after the other (3 µs each) and
+//! spawns a 3 µs task for each: the spawning worker is busy in its loop while the other three
+//! take the tasks from its deque one by one, searching again after each.
 //! `cargo parprof --example rayon_spawn_loop` reports `excessive_stealing`: far more tasks
 //! stolen than taken from a worker's own deque. The fix is to split the items recursively
 //! (`items.par_iter().for_each(..)`), so that every worker creates tasks for itself.
@@ -22,24 +22,32 @@ fn spin(d: Duration) -> u64 {
     let start = Instant::now();
     let mut x = 1u64;
     while start.elapsed() < d {
-        x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407));
+        x = black_box(
+            x.wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407),
+        );
     }
     x
 }
 
 fn main() {
-    let workers = std::env::args().nth(1).map_or(4, |a| a.parse().expect("a number of workers"));
-    rayon::ThreadPoolBuilder::new().num_threads(workers).build_global().expect("the global pool");
+    let workers = std::env::args()
+        .nth(1)
+        .map_or(4, |a| a.parse().expect("a number of workers"));
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build_global()
+        .expect("the global pool");
     let checksum = AtomicU64::new(0);
     parallel_region!("spawn_loop", {
         rayon::scope(|s| {
             TASKS.fetch_add(1, Ordering::Relaxed);
             for _ in 0..20_000 {
-                let item = spin(Duration::from_micros(2));
+                let item = spin(Duration::from_micros(3));
                 let checksum = &checksum;
                 s.spawn(move |_| {
                     TASKS.fetch_add(1, Ordering::Relaxed);
-                    checksum.fetch_xor(item ^ spin(Duration::from_micros(4)), Ordering::Relaxed);
+                    checksum.fetch_xor(item ^ spin(Duration::from_micros(3)), Ordering::Relaxed);
                 });
             }
         })

@@ -1,8 +1,9 @@
 //! A well-tuned parallel region: the baseline with no diagnosis.
 //!
 //! The global pool has 2 workers, one per core of a 2-core machine (`rayon_tuned [WORKERS]`
-//! to change it). A parallel iterator over 4,000 items of about 10 µs each is left to rayon's
-//! adaptive splitting: a few dozen large leaves, little time finding them, and a short tail.
+//! to change it). A parallel iterator over 4,000 items of about 10 µs each, in leaves of at
+//! most 32 items (`with_max_len(32)`): a few hundred leaves of a few hundred microseconds,
+//! enough to keep both workers busy to the end, few enough that finding them costs little.
 //! `cargo parprof --example rayon_tuned` reports no parallel-overhead diagnosis.
 //!
 //! Prints `tasks=<n>`: the leaves it counted itself (`fold` makes one accumulator per leaf),
@@ -19,23 +20,32 @@ static LEAVES: AtomicU64 = AtomicU64::new(0);
 fn work(seed: u64) -> u64 {
     let mut x = seed;
     for _ in 0..8_000 {
-        x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407));
+        x = black_box(
+            x.wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407),
+        );
     }
     x
 }
 
 fn main() {
-    let workers = std::env::args().nth(1).map_or(2, |a| a.parse().expect("a number of workers"));
-    rayon::ThreadPoolBuilder::new().num_threads(workers).build_global().expect("the global pool");
+    let workers = std::env::args()
+        .nth(1)
+        .map_or(2, |a| a.parse().expect("a number of workers"));
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build_global()
+        .expect("the global pool");
     let checksum = parallel_region!("tuned", {
-        (0..4_000u64)
+        (0..4_000u32)
             .into_par_iter()
+            .with_max_len(32)
             .fold(
                 || {
                     LEAVES.fetch_add(1, Ordering::Relaxed);
                     0u64
                 },
-                |acc, i| acc ^ work(i),
+                |acc, i| acc ^ work(u64::from(i)),
             )
             .reduce(|| 0, |a, b| a ^ b)
     });

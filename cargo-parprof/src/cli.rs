@@ -1,5 +1,9 @@
 //! The `cargo parprof` command line: parse, then build → run and collect → analyse → report.
 
+use crate::analysis::{self, AnalysisOptions, ExitStatus, TargetInfo};
+use crate::collect::CollectOptions;
+use crate::launch;
+use crate::report;
 use crate::target::{self, BuildOptions, TargetKind, TargetRequest};
 use anyhow::{Context, Result};
 use clap::{Args, Parser};
@@ -119,6 +123,44 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
     let exe = target::build(&target, &args.build_options(), &target_dir.join("parprof").join("build"))?;
     std::fs::create_dir_all(&output_dir)
         .with_context(|| format!("cannot create the output folder {}", output_dir.display()))?;
-    let _ = (exe, args.frequency);
-    todo!("run, collect, analyse, report")
+
+    let mut program_args = args.args.clone();
+    if target.kind == TargetKind::Bench {
+        // What `cargo bench` passes: criterion and divan run their measurements only then.
+        program_args.push("--bench".into());
+    }
+    // `cargo run` keeps the caller's directory; `cargo bench`/`cargo test` run in the package root.
+    let working_dir = matches!(target.kind, TargetKind::Bench | TargetKind::Test).then_some(target.package_root.as_path());
+    let collect_opts = CollectOptions { frequency_hz: args.frequency, ..CollectOptions::default() };
+    eprintln!("parprof: running {}", exe.display());
+    let outcome = launch::run_and_collect(
+        &exe,
+        &program_args,
+        &[(OsString::from("PARPROF_OUT"), output_dir.clone().into_os_string())],
+        working_dir,
+        &collect_opts,
+    )?;
+    eprintln!("parprof: the target {}", outcome.exit);
+
+    eprintln!("parprof: analysing");
+    let analysis_opts = AnalysisOptions { child_pid: Some(outcome.child_pid), ..AnalysisOptions::default() };
+    let mut analysis = analysis::analyse(&output_dir, &outcome.kernel, &analysis_opts)?;
+    analysis.target = TargetInfo {
+        name: target.name.clone(),
+        kind: target.kind.to_string(),
+        args: program_args.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+    };
+    analysis.exit = ExitStatus { code: outcome.exit.code, signal: outcome.exit.signal };
+    if outcome.interrupted {
+        analysis.notes.push("The run was interrupted (Ctrl-C): the figures cover the part that ran.".into());
+    }
+    report::write_all(&analysis, &output_dir)?;
+    println!("{}", report::terminal::summary(&analysis));
+    println!("parprof: report written to {}", output_dir.display());
+    let target_exit_code = match (outcome.exit.code, outcome.exit.signal) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        (None, None) => 1,
+    };
+    Ok(RunSummary { output_dir, target_exit_code })
 }

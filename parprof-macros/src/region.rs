@@ -47,8 +47,12 @@ const PAR_ITER_METHODS: &[&str] = &[
 /// Free functions of rayon that have an instrumented equivalent of the same name, and their
 /// number of arguments. `spawn` is rewritten only as `rayon::spawn`: a bare `spawn` is too
 /// often `std::thread::spawn`.
-const FORK_FUNCTIONS: &[(&str, usize, bool)] =
-    &[("join", 2, true), ("join_context", 2, true), ("scope", 1, true), ("spawn", 1, false)];
+const FORK_FUNCTIONS: &[(&str, usize, bool)] = &[
+    ("join", 2, true),
+    ("join_context", 2, true),
+    ("scope", 1, true),
+    ("spawn", 1, false),
+];
 
 struct Input {
     name: Option<LitStr>,
@@ -65,7 +69,9 @@ impl Parse for Input {
             None
         };
         if input.is_empty() {
-            return Err(input.error("expected the region's body: `parallel_region!(\"name\", { ... })`"));
+            return Err(
+                input.error("expected the region's body: `parallel_region!(\"name\", { ... })`")
+            );
         }
         let body: Expr = input.parse()?;
         if input.peek(Token![,]) {
@@ -185,7 +191,9 @@ fn rewrite_fork(expr: &Expr) -> Option<Expr> {
     let span = expr.span();
     match expr {
         Expr::Call(call) => {
-            let Expr::Path(path) = &*call.func else { return None };
+            let Expr::Path(path) = &*call.func else {
+                return None;
+            };
             if path.qself.is_some() {
                 return None;
             }
@@ -199,8 +207,9 @@ fn rewrite_fork(expr: &Expr) -> Option<Expr> {
             if prefix.iter().any(|s| !s.arguments.is_none()) {
                 return None;
             }
-            let (_, arity, bare_ok) =
-                FORK_FUNCTIONS.iter().find(|(name, ..)| last.ident == name)?;
+            let (_, arity, bare_ok) = FORK_FUNCTIONS
+                .iter()
+                .find(|(name, ..)| last.ident == name)?;
             if call.args.len() != *arity || !(is_rayon || (prefix.is_empty() && *bare_ok)) {
                 return None;
             }
@@ -211,7 +220,9 @@ fn rewrite_fork(expr: &Expr) -> Option<Expr> {
             let args = &call.args;
             Some(syn::parse_quote_spanned!(span=> ::parprof_rt::region::#last(#args)))
         }
-        Expr::MethodCall(m) if m.method == "install" && m.args.len() == 1 && m.turbofish.is_none() => {
+        Expr::MethodCall(m)
+            if m.method == "install" && m.args.len() == 1 && m.turbofish.is_none() =>
+        {
             let pool = &m.receiver;
             let op = &m.args[0];
             Some(syn::parse_quote_spanned!(span=> ::parprof_rt::region::install(&(#pool), #op)))
@@ -243,16 +254,29 @@ mod tests {
     fn parallel_iterators_are_wrapped_once_per_chain() {
         same(
             rewrite(quote!(v.par_iter().map(|x| x * 2).sum::<u64>())),
-            quote!(::parprof_rt::region::instrument(v.par_iter()).map(|x| x * 2).sum::<u64>()),
+            quote!(
+                ::parprof_rt::region::instrument(v.par_iter())
+                    .map(|x| x * 2)
+                    .sum::<u64>()
+            ),
         );
         same(
             rewrite(quote!((0..n).into_par_iter().with_min_len(4).for_each(f))),
-            quote!(::parprof_rt::region::instrument((0..n).into_par_iter()).with_min_len(4).for_each(f)),
+            quote!(
+                ::parprof_rt::region::instrument((0..n).into_par_iter())
+                    .with_min_len(4)
+                    .for_each(f)
+            ),
         );
         // A chain that makes a parallel iterator twice is wrapped at its innermost one only.
         same(
             rewrite(quote!(v.par_chunks(8).map(g).into_par_iter().count())),
-            quote!(::parprof_rt::region::instrument(v.par_chunks(8)).map(g).into_par_iter().count()),
+            quote!(
+                ::parprof_rt::region::instrument(v.par_chunks(8))
+                    .map(g)
+                    .into_par_iter()
+                    .count()
+            ),
         );
     }
 
@@ -260,17 +284,27 @@ mod tests {
     fn an_iterator_passed_as_an_argument_is_left_to_the_callee() {
         same(
             rewrite(quote!(a.par_iter().zip(b.par_iter()).for_each(h))),
-            quote!(::parprof_rt::region::instrument(a.par_iter()).zip(b.par_iter()).for_each(h)),
+            quote!(
+                ::parprof_rt::region::instrument(a.par_iter())
+                    .zip(b.par_iter())
+                    .for_each(h)
+            ),
         );
     }
 
     #[test]
     fn closures_are_entered_and_their_calls_rewritten() {
         same(
-            rewrite(quote!(rows.par_iter().map(|r| r.par_iter().sum::<f32>()).sum::<f32>())),
-            quote!(::parprof_rt::region::instrument(rows.par_iter())
-                .map(|r| ::parprof_rt::region::instrument(r.par_iter()).sum::<f32>())
-                .sum::<f32>()),
+            rewrite(quote!(
+                rows.par_iter()
+                    .map(|r| r.par_iter().sum::<f32>())
+                    .sum::<f32>()
+            )),
+            quote!(
+                ::parprof_rt::region::instrument(rows.par_iter())
+                    .map(|r| ::parprof_rt::region::instrument(r.par_iter()).sum::<f32>())
+                    .sum::<f32>()
+            ),
         );
     }
 
@@ -280,19 +314,31 @@ mod tests {
             rewrite(quote!(rayon::join(|| a(), || b()))),
             quote!(::parprof_rt::region::join(|| a(), || b())),
         );
-        same(rewrite(quote!(join(|| a(), || b()))), quote!(::parprof_rt::region::join(|| a(), || b())));
+        same(
+            rewrite(quote!(join(|| a(), || b()))),
+            quote!(::parprof_rt::region::join(|| a(), || b())),
+        );
         same(
             rewrite(quote!(::rayon::join_context(|c| a(c), |c| b(c)))),
             quote!(::parprof_rt::region::join_context(|c| a(c), |c| b(c))),
         );
         same(
-            rewrite(quote!(rayon::scope(|s| { s.spawn(|_| work()); }))),
-            quote!(::parprof_rt::region::scope(|s| { s.spawn(|_| work()); })),
+            rewrite(quote!(rayon::scope(|s| {
+                s.spawn(|_| work());
+            }))),
+            quote!(::parprof_rt::region::scope(|s| {
+                s.spawn(|_| work());
+            })),
         );
-        same(rewrite(quote!(rayon::spawn(move || work()))), quote!(::parprof_rt::region::spawn(move || work())));
+        same(
+            rewrite(quote!(rayon::spawn(move || work()))),
+            quote!(::parprof_rt::region::spawn(move || work())),
+        );
         same(
             rewrite(quote!(pool.install(|| v.par_iter().sum::<u64>()))),
-            quote!(::parprof_rt::region::install(&(pool), || ::parprof_rt::region::instrument(v.par_iter()).sum::<u64>())),
+            quote!(::parprof_rt::region::install(&(pool), || {
+                ::parprof_rt::region::instrument(v.par_iter()).sum::<u64>()
+            })),
         );
     }
 
@@ -326,12 +372,24 @@ mod tests {
     #[test]
     fn the_expansion_enters_a_named_or_anonymous_region() {
         let named = normalize(expand(quote!("sum_rows", { v.par_iter().sum::<u64>() })));
-        assert!(named.contains(r#"Site::region("sum_rows",::core::file!(),::core::line!())"#), "{named}");
-        assert!(named.contains("::parprof_rt::region::enter(&__PARPROF_REGION)"), "{named}");
-        assert!(named.contains("::parprof_rt::region::instrument(v.par_iter())"), "{named}");
+        assert!(
+            named.contains(r#"Site::region("sum_rows",::core::file!(),::core::line!())"#),
+            "{named}"
+        );
+        assert!(
+            named.contains("::parprof_rt::region::enter(&__PARPROF_REGION)"),
+            "{named}"
+        );
+        assert!(
+            named.contains("::parprof_rt::region::instrument(v.par_iter())"),
+            "{named}"
+        );
 
         let anonymous = normalize(expand(quote!({ 1 + 1 })));
-        assert!(anonymous.contains(r#"concat!(::core::file!(),":",::core::line!())"#), "{anonymous}");
+        assert!(
+            anonymous.contains(r#"concat!(::core::file!(),":",::core::line!())"#),
+            "{anonymous}"
+        );
         // A lone string is a body, not a name.
         assert!(normalize(expand(quote!("just a value"))).ends_with("\"justavalue\"}"));
     }

@@ -38,6 +38,9 @@ impl Site {
     #[cold]
     #[inline(never)]
     fn register(&self, type_name: Option<fn() -> &'static str>) -> u32 {
+        // The first probe of a program may come here before anything started the runtime,
+        // and the site record must reach the trace.
+        recorder::ensure_init();
         let name = match type_name {
             Some(type_name) => method_name(type_name(), self.name),
             None => self.name.to_owned(),

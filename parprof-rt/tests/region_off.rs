@@ -7,17 +7,30 @@ use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 fn regions_and_results() -> Vec<u64> {
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
     let v: Vec<u64> = (0..1000).collect();
     let spawned = AtomicU64::new(0);
     let mut out = Vec::new();
-    out.push(parallel_region!("sum", { v.par_iter().map(|x| x * 2).sum::<u64>() }));
+    out.push(parallel_region!("sum", {
+        v.par_iter().map(|x| x * 2).sum::<u64>()
+    }));
     out.push(parallel_region!({
-        let (a, b) = rayon::join(|| v.par_chunks(10).count() as u64, || u64::from(current_region()));
+        let (a, b) = rayon::join(
+            || v.par_chunks(10).count() as u64,
+            || u64::from(current_region()),
+        );
         a + b
     }));
     out.push(parallel_region!("pool", {
-        pool.install(|| v.par_iter().zip(v.par_iter()).map(|(a, b)| a * b).sum::<u64>())
+        pool.install(|| {
+            v.par_iter()
+                .zip(v.par_iter())
+                .map(|(a, b)| a * b)
+                .sum::<u64>()
+        })
     }));
     parallel_region!("scope", {
         rayon::scope(|s| {
@@ -45,6 +58,9 @@ fn wrappers_fall_through_to_rayon_when_recording_is_off() {
     unsafe { std::env::remove_var("PARPROF_OUT") };
     assert!(!parprof_rt::is_enabled());
     let expected_sum_of_squares: u64 = (0..1000u64).map(|x| x * x).sum();
-    assert_eq!(regions_and_results(), vec![999_000, 100, expected_sum_of_squares, 10, 334, 4]);
+    assert_eq!(
+        regions_and_results(),
+        vec![999_000, 100, expected_sum_of_squares, 10, 334, 4]
+    );
     assert_eq!(current_region(), 0);
 }

@@ -7,7 +7,9 @@
 
 use parprof_rt::parallel_region;
 use parprof_rt::region::current_region;
-use parprof_rt::trace::{Chunk, Completeness, Event, EventKind, NO_WORKER, TaskOrigin, ThreadRecord, TraceReader};
+use parprof_rt::trace::{
+    Chunk, Completeness, Event, EventKind, NO_WORKER, TaskOrigin, ThreadRecord, TraceReader,
+};
 use rayon::prelude::*;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -40,7 +42,8 @@ struct Trace {
 }
 
 fn read_trace(path: &std::path::Path) -> Trace {
-    let mut reader = TraceReader::new(std::fs::File::open(path).expect("trace file")).expect("header");
+    let mut reader =
+        TraceReader::new(std::fs::File::open(path).expect("trace file")).expect("header");
     let mut names = HashMap::new();
     let mut events: HashMap<u32, Vec<Event>> = HashMap::new();
     let mut trace = Trace::default();
@@ -62,7 +65,12 @@ fn read_trace(path: &std::path::Path) -> Trace {
         // Tasks nest properly on each thread, and end in the region they began in.
         let mut open: Vec<u32> = Vec::new();
         for e in events {
-            let name = || names.get(&e.id).cloned().unwrap_or_else(|| format!("site {}", e.id));
+            let name = || {
+                names
+                    .get(&e.id)
+                    .cloned()
+                    .unwrap_or_else(|| format!("site {}", e.id))
+            };
             match e.kind() {
                 EventKind::TaskBegin => {
                     open.push(e.id);
@@ -110,11 +118,16 @@ fn regions_record_their_tasks_with_origins() {
     // the variable once, in the next line), so nothing reads the environment concurrently.
     unsafe { std::env::set_var("PARPROF_OUT", dir.path()) };
     assert!(parprof_rt::is_enabled());
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
 
     // A join from outside the pool: both halves enter the pool by injection, and both run in
     // the region.
-    let (a, b) = parallel_region!("outside_join", { rayon::join(current_region, current_region) });
+    let (a, b) = parallel_region!("outside_join", {
+        rayon::join(current_region, current_region)
+    });
     assert_ne!(a, 0);
     assert_eq!(a, b);
     assert_eq!(current_region(), 0, "the region ends with its body");
@@ -151,45 +164,81 @@ fn regions_record_their_tasks_with_origins() {
             s.spawn(|_| {
                 let outer = current_region();
                 let inner = parallel_region!("nested", { current_region() });
-                nested.lock().unwrap().push((outer, inner, current_region()));
+                nested
+                    .lock()
+                    .unwrap()
+                    .push((outer, inner, current_region()));
             });
         })
     });
     assert_eq!(spawned.load(Ordering::Relaxed), 20);
     let (outer, inner, after) = nested.lock().unwrap()[0];
     assert_ne!(outer, inner);
-    assert_eq!(outer, after, "the task's region is current again after the nested one");
+    assert_eq!(
+        outer, after,
+        "the task's region is current again after the nested one"
+    );
 
     // A task that panics still ends.
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         parallel_region!("panics", {
-            pool.install(|| rayon::join(|| 1, || -> u32 { std::panic::resume_unwind(Box::new("expected")) }))
+            pool.install(|| {
+                rayon::join(
+                    || 1,
+                    || -> u32 { std::panic::resume_unwind(Box::new("expected")) },
+                )
+            })
         })
     }));
     assert!(caught.is_err());
 
     parprof_rt::shutdown();
-    let trace = read_trace(&dir.path().join(parprof_rt::trace_file_name(std::process::id())));
+    let trace = read_trace(
+        &dir.path()
+            .join(parprof_rt::trace_file_name(std::process::id())),
+    );
 
-    for name in ["outside_join", "iter", "pool_join", "scope", "nested", "panics"] {
-        assert_eq!(trace.regions.get(name), Some(&(1, 1)), "one begin and one end of {name}");
+    for name in [
+        "outside_join",
+        "iter",
+        "pool_join",
+        "scope",
+        "nested",
+        "panics",
+    ] {
+        assert_eq!(
+            trace.regions.get(name),
+            Some(&(1, 1)),
+            "one begin and one end of {name}"
+        );
     }
 
     // Created outside the pool: injected, with no creating worker, run by workers.
     let outside: Vec<_> = trace.tasks_of("outside_join").collect();
     assert_eq!(outside.len(), 2);
     for t in &outside {
-        assert_eq!((t.origin, t.creator), (TaskOrigin::Injected, NO_WORKER), "{t:?}");
+        assert_eq!(
+            (t.origin, t.creator),
+            (TaskOrigin::Injected, NO_WORKER),
+            "{t:?}"
+        );
         assert_ne!(trace.rayon_index(t.tid), NO_WORKER);
     }
-    assert_eq!(trace.resumes.get("outside_join"), None, "the main thread is not a worker");
+    assert_eq!(
+        trace.resumes.get("outside_join"),
+        None,
+        "the main thread is not a worker"
+    );
 
     // Leaves: at least one per 100 items; the split made outside the pool is injected, every
     // other leaf local or stolen from the worker that split it.
     let origins = trace.origins("iter");
     assert!(trace.tasks_of("iter").count() >= 100, "{origins:?}");
     assert_eq!(origins.get(&TaskOrigin::Inline), None, "{origins:?}");
-    assert!(origins.get(&TaskOrigin::Injected).is_some_and(|&n| n <= 2), "{origins:?}");
+    assert!(
+        origins.get(&TaskOrigin::Injected).is_some_and(|&n| n <= 2),
+        "{origins:?}"
+    );
     for t in trace.tasks_of("iter") {
         match t.origin {
             TaskOrigin::Local => assert_eq!(t.creator, trace.rayon_index(t.tid), "{t:?}"),
@@ -205,18 +254,31 @@ fn regions_record_their_tasks_with_origins() {
     // install is one injected task, and each join resumes its caller on a worker.
     let origins = trace.origins("pool_join");
     let joins = 232;
-    assert_eq!(origins.get(&TaskOrigin::Inline), Some(&joins), "{origins:?}");
-    let pushed = origins.get(&TaskOrigin::Local).unwrap_or(&0) + origins.get(&TaskOrigin::Stolen).unwrap_or(&0);
+    assert_eq!(
+        origins.get(&TaskOrigin::Inline),
+        Some(&joins),
+        "{origins:?}"
+    );
+    let pushed = origins.get(&TaskOrigin::Local).unwrap_or(&0)
+        + origins.get(&TaskOrigin::Stolen).unwrap_or(&0);
     assert_eq!(pushed, joins, "{origins:?}");
     assert_eq!(origins.get(&TaskOrigin::Injected), Some(&1), "{origins:?}");
     assert_eq!(trace.resumes.get("pool_join"), Some(&joins));
     // Every worker of the custom pool wrote its record, with one pool identity that is not the
     // global pool's, whether or not it ran a task.
-    let pool_tid = trace.tasks_of("pool_join").find(|t| t.origin == TaskOrigin::Injected).unwrap().tid;
+    let pool_tid = trace
+        .tasks_of("pool_join")
+        .find(|t| t.origin == TaskOrigin::Injected)
+        .unwrap()
+        .tid;
     let pool_id = trace.threads[&pool_tid].pool;
     assert_ne!(pool_id, 0);
-    let indexes: BTreeSet<u16> =
-        trace.threads.values().filter(|t| t.pool == pool_id).map(|t| t.rayon_index).collect();
+    let indexes: BTreeSet<u16> = trace
+        .threads
+        .values()
+        .filter(|t| t.pool == pool_id)
+        .map(|t| t.rayon_index)
+        .collect();
     assert_eq!(indexes, (0..3).collect());
 
     // The scope body (injected) and its 21 spawns; the nested region's own task count is 0.

@@ -284,7 +284,12 @@ mod tests {
     use crate::analysis::lifecycle::{SearchRounds, StateNs, TaskCounts, TaskNs, Transitions};
 
     /// A region of 4 workers for 1 s, with the given tasks, overheads and transitions.
-    fn region(tasks: TaskCounts, lq_gs_ns: u64, w_ns: u64, transitions: Transitions) -> RegionReport {
+    fn region(
+        tasks: TaskCounts,
+        lq_gs_ns: u64,
+        w_ns: u64,
+        transitions: Transitions,
+    ) -> RegionReport {
         let worker_ns = 4_000_000_000;
         RegionReport {
             site: 1,
@@ -293,8 +298,17 @@ mod tests {
             elapsed_ns: 1_000_000_000,
             workers: 4,
             tasks,
-            task_ns: TaskNs { min: 1_000, median: 10_000, max: 50_000_000 },
-            state_ns: StateNs { uc: worker_ns - lq_gs_ns - w_ns, lq: lq_gs_ns / 2, gs: lq_gs_ns / 2, w: w_ns },
+            task_ns: TaskNs {
+                min: 1_000,
+                median: 10_000,
+                max: 50_000_000,
+            },
+            state_ns: StateNs {
+                uc: worker_ns - lq_gs_ns - w_ns,
+                lq: lq_gs_ns / 2,
+                gs: lq_gs_ns / 2,
+                w: w_ns,
+            },
             transitions,
             active_overhead_ns: lq_gs_ns,
             inactive_overhead_ns: w_ns,
@@ -305,25 +319,71 @@ mod tests {
     }
 
     fn codes(r: &RegionReport) -> Vec<Code> {
-        diagnose(r, &Thresholds::default()).into_iter().map(|d| d.code).collect()
+        diagnose(r, &Thresholds::default())
+            .into_iter()
+            .map(|d| d.code)
+            .collect()
     }
 
-    const FEW: TaskCounts = TaskCounts { local: 1_000, stolen: 100, injected: 10, inline: 1_000 };
+    const FEW: TaskCounts = TaskCounts {
+        local: 1_000,
+        stolen: 100,
+        injected: 10,
+        inline: 1_000,
+    };
     /// 2 million local tasks per worker per second.
-    const MANY: TaskCounts = TaskCounts { local: 7_999_990, stolen: 10, injected: 10, inline: 0 };
-    const STOLEN: TaskCounts = TaskCounts { local: 100, stolen: 1_000, injected: 0, inline: 0 };
+    const MANY: TaskCounts = TaskCounts {
+        local: 7_999_990,
+        stolen: 10,
+        injected: 10,
+        inline: 0,
+    };
+    const STOLEN: TaskCounts = TaskCounts {
+        local: 100,
+        stolen: 1_000,
+        injected: 0,
+        inline: 0,
+    };
     const ACTIVE: u64 = 1_000_000_000; // 25 % of worker time
-    const QUIET: Transitions = Transitions { gs_gs: 330, gs_w: 10, ..ZERO };
-    const BUSY: Transitions = Transitions { gs_gs: 330_000, gs_w: 10_000, ..ZERO };
-    const ZERO: Transitions =
-        Transitions { uc_lq: 0, lq_uc: 0, uc_uc: 0, lq_gs: 0, gs_uc: 0, gs_gs: 0, gs_w: 0, w_gs: 0 };
+    const QUIET: Transitions = Transitions {
+        gs_gs: 330,
+        gs_w: 10,
+        ..ZERO
+    };
+    const BUSY: Transitions = Transitions {
+        gs_gs: 330_000,
+        gs_w: 10_000,
+        ..ZERO
+    };
+    const ZERO: Transitions = Transitions {
+        uc_lq: 0,
+        lq_uc: 0,
+        uc_uc: 0,
+        lq_gs: 0,
+        gs_uc: 0,
+        gs_gs: 0,
+        gs_w: 0,
+        w_gs: 0,
+    };
 
     #[test]
     fn each_cause_fires_on_its_pattern() {
-        assert_eq!(codes(&region(MANY, ACTIVE, 0, QUIET)), vec![Code::TooFineGranularity]);
-        assert_eq!(codes(&region(STOLEN, ACTIVE, 0, QUIET)), vec![Code::ExcessiveStealing]);
-        assert_eq!(codes(&region(FEW, 0, ACTIVE, BUSY)), vec![Code::InsufficientParallelSlack]);
-        assert_eq!(codes(&region(FEW, 0, ACTIVE, QUIET)), vec![Code::LoadImbalance]);
+        assert_eq!(
+            codes(&region(MANY, ACTIVE, 0, QUIET)),
+            vec![Code::TooFineGranularity]
+        );
+        assert_eq!(
+            codes(&region(STOLEN, ACTIVE, 0, QUIET)),
+            vec![Code::ExcessiveStealing]
+        );
+        assert_eq!(
+            codes(&region(FEW, 0, ACTIVE, BUSY)),
+            vec![Code::InsufficientParallelSlack]
+        );
+        assert_eq!(
+            codes(&region(FEW, 0, ACTIVE, QUIET)),
+            vec![Code::LoadImbalance]
+        );
     }
 
     #[test]
@@ -334,26 +394,46 @@ mod tests {
     #[test]
     fn causes_are_looked_for_only_above_their_overhead_threshold() {
         // Many tiny stolen tasks and busy searching, but little overhead of either kind.
-        let tiny_stolen = TaskCounts { local: 1_000_000, stolen: 8_000_000, injected: 0, inline: 0 };
+        let tiny_stolen = TaskCounts {
+            local: 1_000_000,
+            stolen: 8_000_000,
+            injected: 0,
+            inline: 0,
+        };
         assert!(codes(&region(tiny_stolen, 100_000_000, 100_000_000, BUSY)).is_empty());
         // Active overhead opens causes 1 and 2 only; inactive overhead 3 and 4 only.
         assert_eq!(codes(&region(FEW, ACTIVE, 0, BUSY)), Vec::<Code>::new());
-        assert_eq!(codes(&region(tiny_stolen, 0, ACTIVE, QUIET)), vec![Code::LoadImbalance]);
+        assert_eq!(
+            codes(&region(tiny_stolen, 0, ACTIVE, QUIET)),
+            vec![Code::LoadImbalance]
+        );
     }
 
     #[test]
     fn both_pairs_fire_in_the_specified_order() {
-        let tiny_stolen = TaskCounts { local: 1_000_000, stolen: 8_000_000, injected: 0, inline: 0 };
+        let tiny_stolen = TaskCounts {
+            local: 1_000_000,
+            stolen: 8_000_000,
+            injected: 0,
+            inline: 0,
+        };
         assert_eq!(
             codes(&region(tiny_stolen, ACTIVE, ACTIVE, BUSY)),
-            vec![Code::TooFineGranularity, Code::ExcessiveStealing, Code::InsufficientParallelSlack]
+            vec![
+                Code::TooFineGranularity,
+                Code::ExcessiveStealing,
+                Code::InsufficientParallelSlack
+            ]
         );
     }
 
     #[test]
     fn thresholds_are_configurable() {
         let r = region(FEW, ACTIVE, 0, QUIET);
-        let strict = Thresholds { tasks_per_worker_per_s: 100.0, ..Thresholds::default() };
+        let strict = Thresholds {
+            tasks_per_worker_per_s: 100.0,
+            ..Thresholds::default()
+        };
         let found: Vec<Code> = diagnose(&r, &strict).into_iter().map(|d| d.code).collect();
         assert_eq!(found, vec![Code::TooFineGranularity]);
     }
@@ -377,8 +457,21 @@ mod tests {
 
     #[test]
     fn an_idle_region_loses_at_most_all_of_its_time() {
-        let d = diagnose(&region(FEW, 0, 4_000_000_000, QUIET), &Thresholds::default()).remove(0);
+        let d = diagnose(
+            &region(FEW, 0, 4_000_000_000, QUIET),
+            &Thresholds::default(),
+        )
+        .remove(0);
         assert!(d.impact.speedup_if_fixed.is_finite());
-        assert!(diagnose(&RegionReport { workers: 0, ..region(FEW, 0, 0, QUIET) }, &Thresholds::default()).is_empty());
+        assert!(
+            diagnose(
+                &RegionReport {
+                    workers: 0,
+                    ..region(FEW, 0, 0, QUIET)
+                },
+                &Thresholds::default()
+            )
+            .is_empty()
+        );
     }
 }

@@ -28,7 +28,9 @@
 //! entered it). UC time and gaps short enough to be folded go to the region of the task they
 //! belong to and to the regions enclosing it; longer gaps are kept and cut at finish along
 //! every region's windows, so that a worker idle across many short runs of a region counts as
-//! waiting only while the region runs. Memory grows with threads, regions and at most
+//! waiting only while the region runs. The transitions of a search that follows a task count
+//! for the task's region up to the worker's first sleep, even when the run ends first: the
+//! search is what the region's work left the worker to do. Memory grows with threads, regions and at most
 //! [`MAX_STORED_GAPS`] gaps per thread, never with the number of tasks: when a thread's kept
 //! gaps reach the limit, the shorter half is folded into per-region sums, which need neither
 //! windows nor switch records (their W time is taken as GS).
@@ -241,7 +243,11 @@ struct Folded {
 
 impl Default for Folded {
     fn default() -> Self {
-        Folded { local: Sum::default(), steal: Sum::default(), resume: [Sum::default(); 65] }
+        Folded {
+            local: Sum::default(),
+            steal: Sum::default(),
+            resume: [Sum::default(); 65],
+        }
     }
 }
 
@@ -311,7 +317,13 @@ impl ThreadState {
 
     /// Ends the current UC interval or gap at `ts`; returns a closed gap, if any, for the
     /// caller to record.
-    fn close(&mut self, ts: u64, how: Close, region: u32, parents: &HashMap<u32, u32>) -> Option<Gap> {
+    fn close(
+        &mut self,
+        ts: u64,
+        how: Close,
+        region: u32,
+        parents: &HashMap<u32, u32>,
+    ) -> Option<Gap> {
         let since = std::mem::replace(&mut self.since, ts);
         let len = ts.saturating_sub(since);
         if self.in_uc {
@@ -329,7 +341,13 @@ impl ThreadState {
             Close::Resume => GapEnd::Resume,
             Close::Region | Close::TaskEnd => return None,
         };
-        Some(Gap { start: since, end: ts, after_task: self.gap_after_task, kind, region })
+        Some(Gap {
+            start: since,
+            end: ts,
+            after_task: self.gap_after_task,
+            kind,
+            region,
+        })
     }
 
     fn push(&mut self, frame: Frame) {
@@ -375,8 +393,10 @@ impl ThreadState {
         while self.stored.len() > MAX_STORED_GAPS / 2 {
             self.keep_min = self.keep_min.saturating_mul(2).max(1);
             let keep_min = self.keep_min;
-            let (kept, folded): (Vec<Gap>, Vec<Gap>) =
-                self.stored.drain(..).partition(|g| g.end - g.start >= keep_min);
+            let (kept, folded): (Vec<Gap>, Vec<Gap>) = self
+                .stored
+                .drain(..)
+                .partition(|g| g.end - g.start >= keep_min);
             self.stored = kept;
             for gap in folded {
                 self.fold(gap, parents);
@@ -459,7 +479,9 @@ impl LifecycleBuilder {
     }
 
     pub fn on_event(&mut self, tid: u32, event: &Event) {
-        let Some(kind) = EventKind::from_u8(event.kind) else { return };
+        let Some(kind) = EventKind::from_u8(event.kind) else {
+            return;
+        };
         let close = match kind {
             // Probes and the recorder's own waits happen inside whatever state the thread is in.
             EventKind::Enter | EventKind::Exit | EventKind::BufferStall => return,
@@ -498,16 +520,28 @@ impl LifecycleBuilder {
             parents.entry(region).or_insert(outer);
         }
         let parents = &*parents;
-        let gap = if first { None } else { t.close(ts, close, region, parents) };
+        let gap = if first {
+            None
+        } else {
+            t.close(ts, close, region, parents)
+        };
         if let Some(gap) = gap {
             if gap.kind == GapEnd::Local {
-                self.regions.entry(region).or_default().local_gaps.record(gap.end - gap.start);
+                self.regions
+                    .entry(region)
+                    .or_default()
+                    .local_gaps
+                    .record(gap.end - gap.start);
             }
             t.keep(gap, parents);
         }
         match close {
             Close::Begin(origin) => {
-                t.push(Frame { region, begin: ts, task: true });
+                t.push(Frame {
+                    region,
+                    begin: ts,
+                    task: true,
+                });
                 let acc = t.acc(region);
                 acc.tasks.count(origin);
                 acc.ran_region_code = true;
@@ -516,7 +550,11 @@ impl LifecycleBuilder {
             }
             Close::TaskEnd => {
                 if let Some(frame) = t.pop(true, region) {
-                    self.regions.entry(frame.region).or_default().durations.record(ts - frame.begin);
+                    self.regions
+                        .entry(frame.region)
+                        .or_default()
+                        .durations
+                        .record(ts - frame.begin);
                     t.for_chain(parents, frame.region, |a| a.transitions.uc_lq += 1);
                 }
                 t.in_uc = false;
@@ -525,14 +563,22 @@ impl LifecycleBuilder {
             Close::Resume => t.in_uc = true,
             Close::Region if kind == EventKind::RegionBegin => {
                 t.open_regions.push((region, ts));
-                t.push(Frame { region, begin: ts, task: false });
+                t.push(Frame {
+                    region,
+                    begin: ts,
+                    task: false,
+                });
                 t.acc(region).ran_region_code = true;
                 t.in_uc = true;
             }
             Close::Region => {
                 if let Some(at) = t.open_regions.iter().rposition(|(r, _)| *r == region) {
                     let (_, begin) = t.open_regions.remove(at);
-                    self.regions.entry(region).or_default().windows.push((begin, ts));
+                    self.regions
+                        .entry(region)
+                        .or_default()
+                        .windows
+                        .push((begin, ts));
                 }
                 t.pop(false, region);
                 // Back in the enclosing task or region's code, or in code we do not see.
@@ -544,7 +590,12 @@ impl LifecycleBuilder {
 
     /// The lifecycle of every region, longest first, with its diagnoses. `offcpu` holds the
     /// switched-out intervals on the trace's tick time line; `ns_per_tick` converts ticks.
-    pub fn finish(mut self, offcpu: &OffCpuIndex, ns_per_tick: f64, thresholds: &Thresholds) -> Vec<RegionReport> {
+    pub fn finish(
+        mut self,
+        offcpu: &OffCpuIndex,
+        ns_per_tick: f64,
+        thresholds: &Thresholds,
+    ) -> Vec<RegionReport> {
         if self.first_ts > self.last_ts {
             return Vec::new();
         }
@@ -552,15 +603,29 @@ impl LifecycleBuilder {
         // Runs still open at the end of the trace last until then.
         for t in self.threads.values_mut() {
             for (region, begin) in t.open_regions.drain(..) {
-                self.regions.entry(region).or_default().windows.push((begin, run_end));
+                self.regions
+                    .entry(region)
+                    .or_default()
+                    .windows
+                    .push((begin, run_end));
             }
         }
-        let windows: HashMap<u32, Vec<(u64, u64)>> =
-            self.regions.iter().map(|(&r, acc)| (r, merge(acc.windows.clone()))).collect();
+        let windows: HashMap<u32, Vec<(u64, u64)>> = self
+            .regions
+            .iter()
+            .map(|(&r, acc)| (r, merge(acc.windows.clone())))
+            .collect();
         let counted = offcpu.threads().next().is_some();
-        let ns_per_tick = if ns_per_tick.is_finite() && ns_per_tick > 0.0 { ns_per_tick } else { 1.0 };
-        let lq_est: HashMap<u32, u64> =
-            self.regions.iter().map(|(&r, acc)| (r, acc.local_gaps.median().map_or(0, |(m, _)| m))).collect();
+        let ns_per_tick = if ns_per_tick.is_finite() && ns_per_tick > 0.0 {
+            ns_per_tick
+        } else {
+            1.0
+        };
+        let lq_est: HashMap<u32, u64> = self
+            .regions
+            .iter()
+            .map(|(&r, acc)| (r, acc.local_gaps.median().map_or(0, |(m, _)| m)))
+            .collect();
         let shape = Shape {
             search_min: (SEARCH_MIN_NS / ns_per_tick) as u64,
             round_ticks: (ROUND_NS / ns_per_tick).max(1.0),
@@ -568,8 +633,12 @@ impl LifecycleBuilder {
         };
 
         let workers: Vec<u32> = {
-            let mut w: Vec<u32> =
-                self.records.values().filter(|r| r.rayon_index != NO_WORKER).map(|r| r.tid).collect();
+            let mut w: Vec<u32> = self
+                .records
+                .values()
+                .filter(|r| r.rayon_index != NO_WORKER)
+                .map(|r| r.tid)
+                .collect();
             w.sort_unstable_by_key(|tid| {
                 let r = &self.records[tid];
                 (r.pool, r.rayon_index, r.tid)
@@ -581,13 +650,31 @@ impl LifecycleBuilder {
             let mut gaps = std::mem::take(&mut t.stored);
             match t.first {
                 Some((first, kind)) => {
-                    gaps.push(Gap { start: run_start, end: first, after_task: false, kind, region: 0 });
+                    gaps.push(Gap {
+                        start: run_start,
+                        end: first,
+                        after_task: false,
+                        kind,
+                        region: 0,
+                    });
                     if !t.in_uc {
                         let after_task = t.gap_after_task;
-                        gaps.push(Gap { start: t.since, end: run_end, after_task, kind: GapEnd::Idle, region: 0 });
+                        gaps.push(Gap {
+                            start: t.since,
+                            end: run_end,
+                            after_task,
+                            kind: GapEnd::Idle,
+                            region: 0,
+                        });
                     }
                 }
-                None => gaps.push(Gap { start: run_start, end: run_end, after_task: false, kind: GapEnd::Idle, region: 0 }),
+                None => gaps.push(Gap {
+                    start: run_start,
+                    end: run_end,
+                    after_task: false,
+                    kind: GapEnd::Idle,
+                    region: 0,
+                }),
             }
             for gap in &gaps {
                 let off = offcpu.overlapping(tid, gap.start, gap.end);
@@ -613,7 +700,10 @@ impl LifecycleBuilder {
                 let pools: BTreeSet<u32> = workers
                     .iter()
                     .filter(|tid| {
-                        self.threads.get(tid).and_then(|t| t.accs.get(&region)).is_some_and(|a| a.ran_region_code)
+                        self.threads
+                            .get(tid)
+                            .and_then(|t| t.accs.get(&region))
+                            .is_some_and(|a| a.ran_region_code)
                     })
                     .map(|tid| self.records[tid].pool)
                     .collect();
@@ -622,14 +712,24 @@ impl LifecycleBuilder {
                     .filter(|tid| pools.contains(&self.records[tid].pool))
                     .map(|tid| {
                         let record = &self.records[tid];
-                        let acc = self.threads.get(tid).and_then(|t| t.accs.get(&region)).cloned().unwrap_or_default();
+                        let acc = self
+                            .threads
+                            .get(tid)
+                            .and_then(|t| t.accs.get(&region))
+                            .cloned()
+                            .unwrap_or_default();
                         WorkerLifecycle {
                             tid: *tid,
                             rayon_index: record.rayon_index,
                             pool: record.pool,
                             name: record.name.clone(),
                             tasks: acc.tasks,
-                            state_ns: StateNs { uc: ns(acc.uc), lq: ns(acc.lq), gs: ns(acc.gs), w: ns(acc.w) },
+                            state_ns: StateNs {
+                                uc: ns(acc.uc),
+                                lq: ns(acc.lq),
+                                gs: ns(acc.gs),
+                                w: ns(acc.w),
+                            },
                             transitions: acc.transitions,
                         }
                     })
@@ -646,7 +746,11 @@ impl LifecycleBuilder {
                 let d = &racc.durations;
                 let mut report = RegionReport {
                     site: region,
-                    name: self.names.get(&region).cloned().unwrap_or_else(|| format!("region #{region}")),
+                    name: self
+                        .names
+                        .get(&region)
+                        .cloned()
+                        .unwrap_or_else(|| format!("region #{region}")),
                     instances: racc.windows.len() as u64,
                     elapsed_ns: ns(windows[&region].iter().map(|(a, b)| b - a).sum()),
                     workers: per_worker.len(),
@@ -660,7 +764,11 @@ impl LifecycleBuilder {
                     transitions,
                     active_overhead_ns: state_ns.lq + state_ns.gs,
                     inactive_overhead_ns: state_ns.w,
-                    gs_gs_source: if counted { SearchRounds::Counted } else { SearchRounds::Estimated },
+                    gs_gs_source: if counted {
+                        SearchRounds::Counted
+                    } else {
+                        SearchRounds::Estimated
+                    },
                     per_worker,
                     diagnoses: Vec::new(),
                 };
@@ -668,7 +776,11 @@ impl LifecycleBuilder {
                 report
             })
             .collect();
-        reports.sort_by(|a, b| b.elapsed_ns.cmp(&a.elapsed_ns).then_with(|| a.name.cmp(&b.name)));
+        reports.sort_by(|a, b| {
+            b.elapsed_ns
+                .cmp(&a.elapsed_ns)
+                .then_with(|| a.name.cmp(&b.name))
+        });
         reports
     }
 }
@@ -719,37 +831,58 @@ impl Shape {
             }
             return;
         }
-        let lq_end = if gap.after_task { a + lq_est.min(b - a) } else { a };
+        let lq_end = if gap.after_task {
+            a + lq_est.min(b - a)
+        } else {
+            a
+        };
         acc.lq += overlap(a, lq_end, c0, c1);
-        if gap.after_task && inside(lq_end) {
+        // Time counts where it falls. The transitions of a search that follows a task of this
+        // region count for it up to the worker's first sleep, even past the end of the run:
+        // workers woken for work that is already gone are this region's cost.
+        let tail_end = if gap.after_task && window.0 <= a && a <= window.1 {
+            off.iter()
+                .find(|o| !o.preempted && o.start >= lq_end)
+                .map_or(b, |o| o.start)
+        } else {
+            c1
+        };
+        let (r0, r1) = (lq_end.max(c0), c1.max(tail_end));
+        if gap.after_task && c0 <= lq_end && lq_end <= r1 {
             acc.transitions.lq_gs += 1;
         }
-        // The search part inside the window.
+        // The search part: its time inside the window, its transitions within [r0, r1].
         let (s0, s1) = (lq_end.max(c0), c1);
-        let (mut w, mut sleeps, mut yields) = (0, 0, 0);
+        let (mut w, mut w_counted, mut sleeps, mut yields) = (0, 0, 0, 0);
         for o in off {
-            let starts_inside = s0 <= o.start && o.start < s1;
             if o.preempted {
-                yields += u64::from(starts_inside);
+                yields += u64::from(r0 <= o.start && o.start < r1);
                 continue;
             }
             w += overlap(o.start, o.end, s0, s1);
-            if starts_inside {
+            w_counted += overlap(o.start, o.end, r0, r1);
+            if r0 <= o.start && o.start <= r1 {
                 acc.transitions.gs_w += 1;
                 sleeps += 1;
             }
             // Woken up. The event that closes a gap shows the thread on a CPU by then; a gap
             // that lasts to the end of the run has no such event.
-            let wake = if gap.kind == GapEnd::Idle { o.end } else { o.end.min(b) };
-            if o.start < s1 && s0 < wake && wake <= s1 {
+            let wake = if gap.kind == GapEnd::Idle {
+                o.end
+            } else {
+                o.end.min(b)
+            };
+            if o.start < r1 && r0 < wake && wake <= r1 {
                 acc.transitions.w_gs += 1;
             }
         }
-        let gs = s1.saturating_sub(s0).saturating_sub(w);
         acc.w += w;
-        acc.gs += gs;
-        acc.transitions.gs_gs +=
-            if self.counted { yields.max(ROUNDS_BEFORE_SLEEP * sleeps) } else { (gs as f64 / self.round_ticks) as u64 };
+        acc.gs += s1.saturating_sub(s0).saturating_sub(w);
+        acc.transitions.gs_gs += if self.counted {
+            yields.max(ROUNDS_BEFORE_SLEEP * sleeps)
+        } else {
+            (r1.saturating_sub(r0).saturating_sub(w_counted) as f64 / self.round_ticks) as u64
+        };
         if gap.kind != GapEnd::Idle && inside(b) {
             acc.transitions.gs_uc += 1;
         }
@@ -796,7 +929,13 @@ mod tests {
     const MAIN: u32 = 100;
 
     fn ev(ts: u64, kind: EventKind, aux: u16, origin: TaskOrigin) -> Event {
-        Event { ts, id: R, aux, kind: kind as u8, flags: origin as u8 }
+        Event {
+            ts,
+            id: R,
+            aux,
+            kind: kind as u8,
+            flags: origin as u8,
+        }
     }
     fn begin(ts: u64, origin: TaskOrigin) -> Event {
         ev(ts, EventKind::TaskBegin, 0, origin)
@@ -822,9 +961,19 @@ mod tests {
             line: 1,
         });
         for i in 0..n {
-            b.on_thread(&ThreadRecord { tid: u32::from(i), rayon_index: i, pool: 0, name: format!("w{i}") });
+            b.on_thread(&ThreadRecord {
+                tid: u32::from(i),
+                rayon_index: i,
+                pool: 0,
+                name: format!("w{i}"),
+            });
         }
-        b.on_thread(&ThreadRecord { tid: MAIN, rayon_index: NO_WORKER, pool: 0, name: "main".into() });
+        b.on_thread(&ThreadRecord {
+            tid: MAIN,
+            rayon_index: NO_WORKER,
+            pool: 0,
+            name: "main".into(),
+        });
         b
     }
 
@@ -838,9 +987,23 @@ mod tests {
     fn offcpu(intervals: &[(u32, u64, u64, bool)]) -> OffCpuIndex {
         let mut records = Vec::new();
         for &(tid, start, end, preempted) in intervals {
-            let out = if preempted { SwitchKind::OutPreempted } else { SwitchKind::OutVoluntary };
-            records.push(SwitchRecord { time_ns: start, tid, cpu: 0, kind: out });
-            records.push(SwitchRecord { time_ns: end, tid, cpu: 0, kind: SwitchKind::In });
+            let out = if preempted {
+                SwitchKind::OutPreempted
+            } else {
+                SwitchKind::OutVoluntary
+            };
+            records.push(SwitchRecord {
+                time_ns: start,
+                tid,
+                cpu: 0,
+                kind: out,
+            });
+            records.push(SwitchRecord {
+                time_ns: end,
+                tid,
+                cpu: 0,
+                kind: SwitchKind::In,
+            });
         }
         records.sort_by_key(|r| r.time_ns);
         OffCpuIndex::from_switches(&records, |t| t, u64::MAX)
@@ -863,7 +1026,14 @@ mod tests {
     #[test]
     fn states_and_transitions_are_rebuilt_from_tasks_and_switches() {
         let mut b = builder(2);
-        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin), region(1000, EventKind::RegionEnd)]);
+        feed(
+            &mut b,
+            MAIN,
+            &[
+                region(0, EventKind::RegionBegin),
+                region(1000, EventKind::RegionEnd),
+            ],
+        );
         feed(
             &mut b,
             0,
@@ -885,21 +1055,76 @@ mod tests {
         let r = finish(b, &off);
 
         assert_eq!((r.instances, r.elapsed_ns, r.workers), (1, 1000, 2));
-        assert_eq!(r.tasks, TaskCounts { local: 1, stolen: 1, injected: 1, inline: 0 });
-        assert_eq!(r.task_ns, TaskNs { min: 90, median: 100, max: 100 });
+        assert_eq!(
+            r.tasks,
+            TaskCounts {
+                local: 1,
+                stolen: 1,
+                injected: 1,
+                inline: 0
+            }
+        );
+        assert_eq!(
+            r.task_ns,
+            TaskNs {
+                min: 90,
+                median: 100,
+                max: 100
+            }
+        );
         let w0 = &r.per_worker[0];
         // UC 100+90+100; LQ: the local gap, and 10 at the start of the two searches;
         // GS: 100 before the first task, 30 of the 90-tick search, 490 at the end; W 60.
-        assert_eq!(w0.state_ns, StateNs { uc: 290, lq: 30, gs: 620, w: 60 });
+        assert_eq!(
+            w0.state_ns,
+            StateNs {
+                uc: 290,
+                lq: 30,
+                gs: 620,
+                w: 60
+            }
+        );
         assert_eq!(
             w0.transitions,
-            Transitions { uc_lq: 3, lq_uc: 1, uc_uc: 0, lq_gs: 2, gs_uc: 2, gs_gs: 33, gs_w: 1, w_gs: 1 }
+            Transitions {
+                uc_lq: 3,
+                lq_uc: 1,
+                uc_uc: 0,
+                lq_gs: 2,
+                gs_uc: 2,
+                gs_gs: 33,
+                gs_w: 1,
+                w_gs: 1
+            }
         );
         let w1 = &r.per_worker[1];
-        assert_eq!(w1.state_ns, StateNs { uc: 0, lq: 0, gs: 100, w: 900 });
-        assert_eq!(w1.transitions, Transitions { gs_gs: 33, gs_w: 1, w_gs: 1, ..Transitions::default() });
-        assert_eq!(total(&r.state_ns), 2 * r.elapsed_ns, "every worker tick is in one state");
-        assert_eq!((r.active_overhead_ns, r.inactive_overhead_ns), (30 + 720, 960));
+        assert_eq!(
+            w1.state_ns,
+            StateNs {
+                uc: 0,
+                lq: 0,
+                gs: 100,
+                w: 900
+            }
+        );
+        assert_eq!(
+            w1.transitions,
+            Transitions {
+                gs_gs: 33,
+                gs_w: 1,
+                w_gs: 1,
+                ..Transitions::default()
+            }
+        );
+        assert_eq!(
+            total(&r.state_ns),
+            2 * r.elapsed_ns,
+            "every worker tick is in one state"
+        );
+        assert_eq!(
+            (r.active_overhead_ns, r.inactive_overhead_ns),
+            (30 + 720, 960)
+        );
         assert_eq!(r.gs_gs_source, SearchRounds::Counted);
     }
 
@@ -928,7 +1153,15 @@ mod tests {
         let r = finish(b, &OffCpuIndex::default());
         let w = &r.per_worker[0];
         // LQ: 2 + 5 (short gaps) + the LQ estimate (the local gap, 2) of the long wait.
-        assert_eq!(w.state_ns, StateNs { uc: 10 + 40 + 38 + 5 + 50 + 50, lq: 9, gs: 4998, w: 0 });
+        assert_eq!(
+            w.state_ns,
+            StateNs {
+                uc: 10 + 40 + 38 + 5 + 50 + 50,
+                lq: 9,
+                gs: 4998,
+                w: 0
+            }
+        );
         assert_eq!(
             w.transitions,
             Transitions {
@@ -967,7 +1200,12 @@ mod tests {
             &[
                 ev(10, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected),
                 end(60),
-                ev(10_010, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected),
+                ev(
+                    10_010,
+                    EventKind::TaskBegin,
+                    NO_WORKER,
+                    TaskOrigin::Injected,
+                ),
                 end(10_060),
             ],
         );
@@ -985,15 +1223,31 @@ mod tests {
     #[test]
     fn nested_regions_count_their_tasks_in_the_enclosing_region_too() {
         let mut b = builder(1);
-        let inner = |ts, kind| Event { ts, id: 2, aux: 0, kind: kind as u8, flags: TaskOrigin::Local as u8 };
-        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin), region(100, EventKind::RegionEnd)]);
+        let inner = |ts, kind| Event {
+            ts,
+            id: 2,
+            aux: 0,
+            kind: kind as u8,
+            flags: TaskOrigin::Local as u8,
+        };
+        feed(
+            &mut b,
+            MAIN,
+            &[
+                region(0, EventKind::RegionBegin),
+                region(100, EventKind::RegionEnd),
+            ],
+        );
         feed(
             &mut b,
             0,
             &[
                 ev(0, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected),
                 inner(10, EventKind::RegionBegin),
-                Event { flags: TaskOrigin::Inline as u8, ..inner(20, EventKind::TaskBegin) },
+                Event {
+                    flags: TaskOrigin::Inline as u8,
+                    ..inner(20, EventKind::TaskBegin)
+                },
                 inner(80, EventKind::TaskEnd),
                 inner(85, EventKind::TaskResume),
                 inner(90, EventKind::RegionEnd),
@@ -1004,7 +1258,15 @@ mod tests {
         let outer = reports.iter().find(|r| r.site == R).unwrap();
         let nested = reports.iter().find(|r| r.site == 2).unwrap();
         assert_eq!((outer.tasks.total(), nested.tasks.total()), (1, 1));
-        assert_eq!(outer.state_ns, StateNs { uc: 95, lq: 5, gs: 0, w: 0 });
+        assert_eq!(
+            outer.state_ns,
+            StateNs {
+                uc: 95,
+                lq: 5,
+                gs: 0,
+                w: 0
+            }
+        );
         assert_eq!(nested.state_ns.uc, 10 + 60 + 5);
         assert_eq!(nested.elapsed_ns, 80);
     }
@@ -1013,11 +1275,21 @@ mod tests {
     fn memory_stays_bounded_and_totals_hold_when_gaps_are_folded() {
         let mut b = builder(1);
         let tasks = MAX_STORED_GAPS as u64 * 3;
-        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin), region(tasks * 100 + 50, EventKind::RegionEnd)]);
+        feed(
+            &mut b,
+            MAIN,
+            &[
+                region(0, EventKind::RegionBegin),
+                region(tasks * 100 + 50, EventKind::RegionEnd),
+            ],
+        );
         for i in 0..tasks {
             // Gaps of varied length, every one a search.
             let t = i * 100;
-            b.on_event(0, &ev(t + 10 + i % 40, EventKind::TaskBegin, 1, TaskOrigin::Stolen));
+            b.on_event(
+                0,
+                &ev(t + 10 + i % 40, EventKind::TaskBegin, 1, TaskOrigin::Stolen),
+            );
             b.on_event(0, &end(t + 60));
         }
         assert!(b.threads[&0].stored.len() <= MAX_STORED_GAPS);
@@ -1036,8 +1308,20 @@ mod tests {
             &[
                 end(10),
                 resume(5),
-                Event { ts: 20, id: R, aux: 0, kind: EventKind::TaskBegin as u8, flags: 99 },
-                Event { ts: 30, id: R, aux: 0, kind: 200, flags: 0 },
+                Event {
+                    ts: 20,
+                    id: R,
+                    aux: 0,
+                    kind: EventKind::TaskBegin as u8,
+                    flags: 99,
+                },
+                Event {
+                    ts: 30,
+                    id: R,
+                    aux: 0,
+                    kind: 200,
+                    flags: 0,
+                },
                 region(40, EventKind::RegionEnd),
                 begin(50, TaskOrigin::Stolen),
             ],
@@ -1051,15 +1335,35 @@ mod tests {
 
     /// `workers` workers and one run of `elapsed` ticks, each worker doing `tasks` tasks of
     /// `work` ticks separated by gaps of `gap` ticks closed by tasks of origin `origin`.
-    fn uniform(workers: u16, tasks: u64, work: u64, gap: u64, origin: TaskOrigin) -> LifecycleBuilder {
+    fn uniform(
+        workers: u16,
+        tasks: u64,
+        work: u64,
+        gap: u64,
+        origin: TaskOrigin,
+    ) -> LifecycleBuilder {
         let mut b = builder(workers);
         let elapsed = tasks * (work + gap);
-        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin), region(elapsed, EventKind::RegionEnd)]);
+        feed(
+            &mut b,
+            MAIN,
+            &[
+                region(0, EventKind::RegionBegin),
+                region(elapsed, EventKind::RegionEnd),
+            ],
+        );
         for w in 0..workers {
             for i in 0..tasks {
                 let t = i * (work + gap);
-                let aux = if origin == TaskOrigin::Stolen { (w + 1) % workers } else { w };
-                b.on_event(u32::from(w), &ev(t + gap, EventKind::TaskBegin, aux, origin));
+                let aux = if origin == TaskOrigin::Stolen {
+                    (w + 1) % workers
+                } else {
+                    w
+                };
+                b.on_event(
+                    u32::from(w),
+                    &ev(t + gap, EventKind::TaskBegin, aux, origin),
+                );
                 b.on_event(u32::from(w), &end(t + gap + work));
             }
         }
@@ -1069,28 +1373,43 @@ mod tests {
     #[test]
     fn a_well_tuned_stream_has_no_diagnosis() {
         // 2 workers, 10 µs tasks from their own deques, 50 ns between them.
-        let r = finish(uniform(2, 1000, 10_000, 50, TaskOrigin::Local), &OffCpuIndex::default());
+        let r = finish(
+            uniform(2, 1000, 10_000, 50, TaskOrigin::Local),
+            &OffCpuIndex::default(),
+        );
         assert!(r.diagnoses.is_empty(), "{:?}", r.diagnoses);
     }
 
     #[test]
     fn tiny_local_tasks_are_too_fine() {
         // 300 ns tasks with 200 ns of local pops: 2 million tasks/s per worker, 40 % LQ.
-        let r = finish(uniform(2, 2000, 300, 200, TaskOrigin::Local), &OffCpuIndex::default());
+        let r = finish(
+            uniform(2, 2000, 300, 200, TaskOrigin::Local),
+            &OffCpuIndex::default(),
+        );
         assert_eq!(codes(&r), vec![Code::TooFineGranularity]);
     }
 
     #[test]
     fn stealing_everything_is_excessive_stealing() {
         // 20 µs tasks, each stolen after a 10 µs search.
-        let r = finish(uniform(4, 100, 20_000, 10_000, TaskOrigin::Stolen), &OffCpuIndex::default());
+        let r = finish(
+            uniform(4, 100, 20_000, 10_000, TaskOrigin::Stolen),
+            &OffCpuIndex::default(),
+        );
         assert_eq!(codes(&r), vec![Code::ExcessiveStealing]);
     }
 
     #[test]
     fn tiny_stolen_tasks_are_both_in_the_specified_order() {
-        let r = finish(uniform(4, 2000, 300, 1_000, TaskOrigin::Stolen), &OffCpuIndex::default());
-        assert_eq!(codes(&r), vec![Code::TooFineGranularity, Code::ExcessiveStealing]);
+        let r = finish(
+            uniform(4, 2000, 300, 1_000, TaskOrigin::Stolen),
+            &OffCpuIndex::default(),
+        );
+        assert_eq!(
+            codes(&r),
+            vec![Code::TooFineGranularity, Code::ExcessiveStealing]
+        );
     }
 
     /// Runs of 100 µs repeated 50 times; worker 0 runs the only task of each run, the other
@@ -1100,8 +1419,27 @@ mod tests {
         let mut off = Vec::new();
         for run in 0..50u64 {
             let t = run * 200_000;
-            feed(&mut b, MAIN, &[region(t, EventKind::RegionBegin), region(t + 100_000, EventKind::RegionEnd)]);
-            feed(&mut b, 0, &[ev(t + 1_000, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected), end(t + 99_000)]);
+            feed(
+                &mut b,
+                MAIN,
+                &[
+                    region(t, EventKind::RegionBegin),
+                    region(t + 100_000, EventKind::RegionEnd),
+                ],
+            );
+            feed(
+                &mut b,
+                0,
+                &[
+                    ev(
+                        t + 1_000,
+                        EventKind::TaskBegin,
+                        NO_WORKER,
+                        TaskOrigin::Injected,
+                    ),
+                    end(t + 99_000),
+                ],
+            );
         }
         // Workers 1..3 sleep except from 2 µs to 42 µs into each run.
         for w in 1..4 {
@@ -1120,18 +1458,44 @@ mod tests {
     fn workers_that_keep_waking_up_for_nothing_lack_parallel_slack() {
         let (b, off) = low_slack();
         let r = finish(b, &off);
-        assert_eq!(codes(&r), vec![Code::InsufficientParallelSlack], "{:?}", r.transitions);
+        assert_eq!(
+            codes(&r),
+            vec![Code::InsufficientParallelSlack],
+            "{:?}",
+            r.transitions
+        );
     }
 
     #[test]
     fn workers_idle_after_their_share_is_load_imbalance() {
         // One 10 ms run: worker 0 has a 9 ms task, workers 1..3 a 1 ms task, then they sleep.
         let mut b = builder(4);
-        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin), region(10_000_000, EventKind::RegionEnd)]);
-        feed(&mut b, 0, &[ev(100, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected), end(9_900_000)]);
+        feed(
+            &mut b,
+            MAIN,
+            &[
+                region(0, EventKind::RegionBegin),
+                region(10_000_000, EventKind::RegionEnd),
+            ],
+        );
+        feed(
+            &mut b,
+            0,
+            &[
+                ev(100, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected),
+                end(9_900_000),
+            ],
+        );
         let mut off = Vec::new();
         for w in 1..4u16 {
-            feed(&mut b, u32::from(w), &[ev(200, EventKind::TaskBegin, 0, TaskOrigin::Stolen), end(1_000_000)]);
+            feed(
+                &mut b,
+                u32::from(w),
+                &[
+                    ev(200, EventKind::TaskBegin, 0, TaskOrigin::Stolen),
+                    end(1_000_000),
+                ],
+            );
             off.push((u32::from(w), 1_050_000, 10_500_000, false));
         }
         let r = finish(b, &offcpu(&off));
@@ -1142,12 +1506,17 @@ mod tests {
 
     #[test]
     fn the_report_serialises_with_the_model_names() {
-        let r = finish(uniform(2, 10, 100, 10, TaskOrigin::Local), &OffCpuIndex::default());
+        let r = finish(
+            uniform(2, 10, 100, 10, TaskOrigin::Local),
+            &OffCpuIndex::default(),
+        );
         let json = serde_json::to_value(&r).unwrap();
         for key in ["UC", "LQ", "GS", "W"] {
             assert!(json["state_ns"].get(key).is_some(), "{key}");
         }
-        for key in ["UC->LQ", "LQ->UC", "UC->UC", "LQ->GS", "GS->UC", "GS->GS", "GS->W", "W->GS"] {
+        for key in [
+            "UC->LQ", "LQ->UC", "UC->UC", "LQ->GS", "GS->UC", "GS->GS", "GS->W", "W->GS",
+        ] {
             assert!(json["transitions"].get(key).is_some(), "{key}");
         }
         assert_eq!(json["gs_gs_source"], "estimated");

@@ -71,7 +71,11 @@ impl Tag {
         if region == 0 {
             return None;
         }
-        Some(Tag { region, creator: worker_index(), how })
+        Some(Tag {
+            region,
+            creator: worker_index(),
+            how,
+        })
     }
 
     /// The task's origin, found on the thread that runs it by comparing the creating worker
@@ -133,7 +137,11 @@ impl TaskGuard {
     fn begin(region: u32, creator: u16, origin: TaskOrigin) -> TaskGuard {
         let previous = CURRENT.with(|c| c.replace(region));
         let recorded = recorder::record(EventKind::TaskBegin, region, creator, origin as u8);
-        TaskGuard { region, previous, recorded }
+        TaskGuard {
+            region,
+            previous,
+            recorded,
+        }
     }
 }
 
@@ -228,7 +236,11 @@ mod tests {
     use super::*;
 
     fn tag(creator: u16, how: How) -> Tag {
-        Tag { region: 7, creator, how }
+        Tag {
+            region: 7,
+            creator,
+            how,
+        }
     }
 
     #[test]
@@ -240,7 +252,13 @@ mod tests {
         assert_eq!(tag(NO_WORKER, How::Pushed).origin(1), TaskOrigin::Injected);
         assert_eq!(tag(NO_WORKER, How::Inline).origin(1), TaskOrigin::Injected);
         // A task that never entered the pool runs on the thread that created it.
-        assert_eq!(tag(NO_WORKER, How::Inline).origin(NO_WORKER), TaskOrigin::Inline);
-        assert_eq!(tag(2, How::Acquired(TaskOrigin::Stolen)).origin(2), TaskOrigin::Stolen);
+        assert_eq!(
+            tag(NO_WORKER, How::Inline).origin(NO_WORKER),
+            TaskOrigin::Inline
+        );
+        assert_eq!(
+            tag(2, How::Acquired(TaskOrigin::Stolen)).origin(2),
+            TaskOrigin::Stolen
+        );
     }
 }

@@ -79,7 +79,10 @@ impl<I: IndexedParallelIterator> IndexedParallelIterator for Instrumented<I> {
         let Some(tag) = Tag::here(How::Inline) else {
             return self.inner.with_producer(callback);
         };
-        let result = self.inner.with_producer(TaskCallback { inner: callback, tag });
+        let result = self.inner.with_producer(TaskCallback {
+            inner: callback,
+            tag,
+        });
         tag.resume();
         result
     }
@@ -90,11 +93,30 @@ fn split(tag: Tag) -> (Tag, Tag) {
     let me = worker_index();
     if me == NO_WORKER {
         // Split outside the pool: rayon injects both halves, so both keep "created outside".
-        let outside = Tag { creator: NO_WORKER, ..tag };
-        return (Tag { how: How::Inline, ..outside }, Tag { how: How::Pushed, ..outside });
+        let outside = Tag {
+            creator: NO_WORKER,
+            ..tag
+        };
+        return (
+            Tag {
+                how: How::Inline,
+                ..outside
+            },
+            Tag {
+                how: How::Pushed,
+                ..outside
+            },
+        );
     }
-    let left = Tag { how: How::Acquired(tag.origin(me)), ..tag };
-    let right = Tag { creator: me, how: How::Pushed, ..tag };
+    let left = Tag {
+        how: How::Acquired(tag.origin(me)),
+        ..tag
+    };
+    let right = Tag {
+        creator: me,
+        how: How::Pushed,
+        ..tag
+    };
     (left, right)
 }
 
@@ -107,7 +129,10 @@ struct TaskConsumer<C> {
 
 impl<C> TaskConsumer<C> {
     fn new(inner: C, tag: Tag) -> Self {
-        TaskConsumer { inner, tag: Cell::new(tag) }
+        TaskConsumer {
+            inner,
+            tag: Cell::new(tag),
+        }
     }
 }
 
@@ -119,12 +144,19 @@ impl<T, C: Consumer<T>> Consumer<T> for TaskConsumer<C> {
     fn split_at(self, index: usize) -> (Self, Self, Self::Reducer) {
         let (left_tag, right_tag) = split(self.tag.get());
         let (left, right, reducer) = self.inner.split_at(index);
-        (TaskConsumer::new(left, left_tag), TaskConsumer::new(right, right_tag), reducer)
+        (
+            TaskConsumer::new(left, left_tag),
+            TaskConsumer::new(right, right_tag),
+            reducer,
+        )
     }
 
     fn into_folder(self) -> Self::Folder {
         let task = self.tag.get().begin();
-        TaskFolder { inner: self.inner.into_folder(), task }
+        TaskFolder {
+            inner: self.inner.into_folder(),
+            task,
+        }
     }
 
     fn full(&self) -> bool {
@@ -154,14 +186,20 @@ impl<T, F: Folder<T>> Folder<T> for TaskFolder<F> {
     type Result = F::Result;
 
     fn consume(self, item: T) -> Self {
-        TaskFolder { inner: self.inner.consume(item), task: self.task }
+        TaskFolder {
+            inner: self.inner.consume(item),
+            task: self.task,
+        }
     }
 
     fn consume_iter<It>(self, iter: It) -> Self
     where
         It: IntoIterator<Item = T>,
     {
-        TaskFolder { inner: self.inner.consume_iter(iter), task: self.task }
+        TaskFolder {
+            inner: self.inner.consume_iter(iter),
+            task: self.task,
+        }
     }
 
     fn complete(self) -> Self::Result {
@@ -186,7 +224,10 @@ impl<T, CB: ProducerCallback<T>> ProducerCallback<T> for TaskCallback<CB> {
     type Output = CB::Output;
 
     fn callback<P: Producer<Item = T>>(self, producer: P) -> Self::Output {
-        self.inner.callback(TaskProducer { inner: producer, tag: self.tag })
+        self.inner.callback(TaskProducer {
+            inner: producer,
+            tag: self.tag,
+        })
     }
 }
 
@@ -203,7 +244,10 @@ impl<P: Producer> Producer for TaskProducer<P> {
 
     fn into_iter(self) -> Self::IntoIter {
         let task = self.tag.begin();
-        TaskIter { inner: self.inner.into_iter(), task }
+        TaskIter {
+            inner: self.inner.into_iter(),
+            task,
+        }
     }
 
     fn min_len(&self) -> usize {
@@ -217,7 +261,16 @@ impl<P: Producer> Producer for TaskProducer<P> {
     fn split_at(self, index: usize) -> (Self, Self) {
         let (left_tag, right_tag) = split(self.tag);
         let (left, right) = self.inner.split_at(index);
-        (TaskProducer { inner: left, tag: left_tag }, TaskProducer { inner: right, tag: right_tag })
+        (
+            TaskProducer {
+                inner: left,
+                tag: left_tag,
+            },
+            TaskProducer {
+                inner: right,
+                tag: right_tag,
+            },
+        )
     }
 
     fn fold_with<F: Folder<Self::Item>>(self, folder: F) -> F {

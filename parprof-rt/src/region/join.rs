@@ -30,7 +30,10 @@ where
     let Some(first) = Tag::here(How::Inline) else {
         return rayon::join_context(oper_a, oper_b);
     };
-    let second = Tag { how: How::Pushed, ..first };
+    let second = Tag {
+        how: How::Pushed,
+        ..first
+    };
     let result = rayon::join_context(
         move |ctx| {
             let _task = first.begin();

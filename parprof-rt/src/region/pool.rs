@@ -20,7 +20,11 @@ where
     } else {
         // The caller is outside this pool (maybe a worker of another one): whatever its index,
         // the task enters the pool by injection.
-        Tag { creator: NO_WORKER, how: How::Acquired(TaskOrigin::Injected), ..here }
+        Tag {
+            creator: NO_WORKER,
+            how: How::Acquired(TaskOrigin::Injected),
+            ..here
+        }
     };
     let result = pool.install(move || {
         register_pool_workers();
