@@ -15,10 +15,15 @@ fn main() {
     }
     match mode.as_str() {
         "panic" => panic!("misbehave: deliberate panic"),
-        // SAFETY: none — a deliberate crash by signal, which is what this example is for.
-        "segv" => unsafe { libc::raise(libc::SIGSEGV); },
+        // SAFETY: none: a deliberate invalid write, to die of SIGSEGV as a buggy program would.
+        "segv" => unsafe { std::ptr::null_mut::<u8>().write_volatile(1) },
         "abort" => std::process::abort(),
-        "exit" => std::process::exit(std::env::args().nth(2).and_then(|c| c.parse().ok()).unwrap_or(3)),
+        "exit" => std::process::exit(
+            std::env::args()
+                .nth(2)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(3),
+        ),
         "hang" => loop {
             std::hint::black_box(some_work());
         },

@@ -6,15 +6,23 @@
 use parprof_rt::probe;
 use std::hint::black_box;
 
+/// A few nanoseconds of dependent arithmetic: about the cost of one probe pair.
+#[inline(always)]
+fn small_work(x: u64) -> u64 {
+    (0..8).fold(black_box(x), |h, i| {
+        (h ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17)
+    })
+}
+
 #[probe]
 #[inline(never)]
 fn tiny(x: u64) -> u64 {
-    black_box(x.rotate_left(7) ^ 0x9E37_79B9)
+    small_work(x)
 }
 
 #[inline(never)]
 fn tiny_unprobed(x: u64) -> u64 {
-    black_box(x.rotate_left(7) ^ 0x9E37_79B9)
+    small_work(x)
 }
 
 #[probe]
@@ -28,7 +36,9 @@ fn parent_with_plain_child(calls: u64) -> u64 {
 }
 
 fn main() {
-    let calls = std::env::args().nth(1).map_or(2_000_000, |a| a.parse().expect("CALLS is a number"));
+    let calls = std::env::args()
+        .nth(1)
+        .map_or(2_000_000, |a| a.parse().expect("CALLS is a number"));
     let mut acc = 0;
     // Interleaved rounds so that both parents see the same machine conditions.
     for _ in 0..5 {

@@ -11,21 +11,28 @@ use parprof_rt::probe;
 fn crunch(seed: u64) -> u64 {
     let mut x = seed;
     for _ in 0..2_000_000 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         x ^= x >> 33;
     }
     x
 }
 
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid timespec pointer; the clock exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<u64>().expect("numeric arguments"));
+    let mut args = std::env::args()
+        .skip(1)
+        .map(|a| a.parse::<u64>().expect("numeric arguments"));
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
     let threads = args.next().unwrap_or(3 * cores);
     let iterations = args.next().unwrap_or(40);
@@ -52,6 +59,9 @@ fn main() {
         acc ^= a;
         cpu += c;
     }
-    println!("threads={threads} calls={} checksum={acc:x}", threads * iterations);
+    println!(
+        "threads={threads} calls={} checksum={acc:x}",
+        threads * iterations
+    );
     println!("thread_cpu_ns={cpu}");
 }

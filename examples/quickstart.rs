@@ -6,7 +6,8 @@ use parprof_rt::probe;
 
 #[probe]
 fn checksum(data: &[u64]) -> u64 {
-    data.iter().fold(0u64, |acc, &x| acc.rotate_left(5) ^ mix(x))
+    data.iter()
+        .fold(0u64, |acc, &x| acc.rotate_left(5) ^ mix(x))
 }
 
 #[probe]
@@ -18,19 +19,31 @@ fn mix(x: u64) -> u64 {
 
 #[probe]
 fn fill(seed: u64, n: usize) -> Vec<u64> {
-    (0..n as u64).map(|i| i.wrapping_mul(seed) ^ 0x5555).collect()
+    (0..n as u64)
+        .map(|i| i.wrapping_mul(seed) ^ 0x5555)
+        .collect()
 }
 
 #[probe]
 fn work(seed: u64) -> u64 {
     let data = fill(seed, 20_000);
-    (0..20u64).map(|i| checksum(&data).wrapping_add(i)).fold(0, |a, b| a.wrapping_add(b))
+    (0..20u64)
+        .map(|i| checksum(&data).wrapping_add(i))
+        .fold(0, |a, b| a.wrapping_add(b))
 }
 
 fn main() {
     let threads: Vec<_> = (0..3u64)
-        .map(|t| std::thread::Builder::new().name(format!("worker-{t}")).spawn(move || work(t + 1)).unwrap())
+        .map(|t| {
+            std::thread::Builder::new()
+                .name(format!("worker-{t}"))
+                .spawn(move || work(t + 1))
+                .unwrap()
+        })
         .collect();
-    let total = threads.into_iter().map(|h| h.join().unwrap()).fold(0, |a, b| a ^ b);
+    let total = threads
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .fold(0, |a, b| a ^ b);
     println!("checksum {total:016x}");
 }

@@ -11,16 +11,33 @@ fn active_time_matches_thread_cpu_time_when_threads_are_oversubscribed() {
     assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
     let report = run.report();
     assert_eq!(report["schema"], "parprof-report/1");
-    assert_eq!(report["capabilities"]["context_switches"]["available"], true, "{report:#}");
+    assert_eq!(
+        report["capabilities"]["context_switches"]["available"], true,
+        "{report:#}"
+    );
     let probe = run.probe("oversubscribed::crunch");
     let cpu_ns = run.printed("thread_cpu_ns") as f64;
     let active = probe["active_ns"].as_f64().unwrap();
     let elapsed = probe["elapsed_ns"].as_f64().unwrap();
     let error = (active - cpu_ns).abs() / cpu_ns;
-    assert!(error < 0.05, "active {active} ns vs thread CPU time {cpu_ns} ns: {:.1}% apart", 100.0 * error);
-    assert!(elapsed > 1.3 * cpu_ns, "elapsed {elapsed} ns should be well above CPU time {cpu_ns} ns");
+    assert!(
+        error < 0.05,
+        "active {active} ns vs thread CPU time {cpu_ns} ns: {:.1}% apart",
+        100.0 * error
+    );
+    assert!(
+        elapsed > 1.3 * cpu_ns,
+        "elapsed {elapsed} ns should be well above CPU time {cpu_ns} ns"
+    );
     assert!(probe["switched_out_ns"].as_f64().unwrap() > 0.0);
-    for file in ["report.md", "active.svg", "active.folded", "cpu.svg", "cpu.folded", "timeline.json"] {
+    for file in [
+        "report.md",
+        "active.svg",
+        "active.folded",
+        "cpu.svg",
+        "cpu.folded",
+        "timeline.json",
+    ] {
         assert!(run.path(file).is_file(), "{file} missing");
     }
 }
@@ -33,7 +50,8 @@ fn nested_probe_overhead_is_removed_from_the_parent() {
     let without = run.probe("nested_probes::parent_with_plain_child");
     let reference = without["active_ns"].as_f64().unwrap();
     let corrected = with_probe["active_ns"].as_f64().unwrap();
-    let uncorrected = with_probe["elapsed_ns"].as_f64().unwrap() - with_probe["switched_out_ns"].as_f64().unwrap();
+    let uncorrected = with_probe["elapsed_ns"].as_f64().unwrap()
+        - with_probe["switched_out_ns"].as_f64().unwrap();
     let corrected_error = (corrected - reference).abs() / reference;
     let uncorrected_error = (uncorrected - reference).abs() / reference;
     eprintln!(
@@ -42,16 +60,28 @@ fn nested_probe_overhead_is_removed_from_the_parent() {
         100.0 * corrected_error,
         100.0 * uncorrected_error
     );
-    assert!(uncorrected_error > 0.5, "the child probes should cost much: {:.1}%", 100.0 * uncorrected_error);
-    assert!(corrected_error < 0.25, "corrected error {:.1}%", 100.0 * corrected_error);
-    assert!(corrected_error < uncorrected_error / 3.0);
+    assert!(
+        uncorrected_error > 0.5,
+        "the child probes should cost much: {:.1}%",
+        100.0 * uncorrected_error
+    );
+    assert!(
+        corrected_error < 0.15,
+        "corrected error {:.1}%",
+        100.0 * corrected_error
+    );
+    assert!(corrected_error < uncorrected_error / 5.0);
 }
 
 #[test]
 fn a_crashing_target_still_gets_a_report_and_its_signal() {
     let run = parprof(&["--example", "misbehave", "--", "segv"], &[]);
     assert!(!run.output.status.success());
-    assert!(run.stderr().contains("SIGSEGV"), "stderr:\n{}", run.stderr());
+    assert!(
+        run.stderr().contains("SIGSEGV"),
+        "stderr:\n{}",
+        run.stderr()
+    );
     let report = run.report();
     assert_eq!(report["exit"]["signal"], 11, "{report:#}");
     assert!(run.probe("misbehave::some_work")["calls"].as_u64().unwrap() >= 10);
@@ -72,7 +102,16 @@ fn a_target_killed_by_a_signal_gets_a_report_of_what_was_collected() {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut child = std::process::Command::new(cargo)
         .current_dir(common::repo_root())
-        .args(["run", "--quiet", "--package", "cargo-parprof", "--bin", "cargo-parprof", "--", "parprof"])
+        .args([
+            "run",
+            "--quiet",
+            "--package",
+            "cargo-parprof",
+            "--bin",
+            "cargo-parprof",
+            "--",
+            "parprof",
+        ])
         .arg("-o")
         .arg(dir.path())
         .args(["--example", "misbehave", "--", "hang"])
@@ -90,20 +129,33 @@ fn a_target_killed_by_a_signal_gets_a_report_of_what_was_collected() {
         if let Some(entry) = found {
             break entry.path();
         }
-        assert!(std::time::Instant::now() < deadline, "the target never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the target never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let pid: i32 = trace.file_stem().unwrap().to_string_lossy().trim_start_matches("trace-").parse().unwrap();
+    let pid: i32 = trace
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .trim_start_matches("trace-")
+        .parse()
+        .unwrap();
     // SAFETY: sending a signal to the target's pid, which is alive (it hangs by design).
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("SIGKILL"), "stderr:\n{stderr}");
     let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+            .unwrap();
     assert_eq!(report["exit"]["signal"], 9);
-    assert_eq!(report["trace"]["complete"], false, "a SIGKILLed trace is cut: {report:#}");
+    assert_eq!(
+        report["trace"]["completeness"]["state"], "cut",
+        "a SIGKILLed trace is cut: {report:#}"
+    );
 }
 
 #[test]
@@ -111,19 +163,40 @@ fn a_missing_target_lists_the_choices_and_suggests_a_name() {
     let run = parprof(&["--example", "quikstart"], &[]);
     assert_eq!(run.output.status.code(), Some(101));
     let stderr = run.stderr();
-    assert!(stderr.contains("no example target named `quikstart`"), "stderr:\n{stderr}");
-    assert!(stderr.contains("Did you mean `quickstart`?"), "stderr:\n{stderr}");
-    assert!(stderr.contains("nested_probes"), "the available examples are listed:\n{stderr}");
+    assert!(
+        stderr.contains("no example target named `quikstart`"),
+        "stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("Did you mean `quickstart`?"),
+        "stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("nested_probes"),
+        "the available examples are listed:\n{stderr}"
+    );
 }
 
 #[test]
 fn refused_perf_access_degrades_with_an_explanation() {
-    let run = parprof(&["--example", "quickstart"], &[("PARPROF_SIMULATE_PERF_REFUSED", "1")]);
+    let run = parprof(
+        &["--example", "quickstart"],
+        &[("PARPROF_SIMULATE_PERF_REFUSED", "1")],
+    );
     assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
     let report = run.report();
     let switches = &report["capabilities"]["context_switches"];
     assert_eq!(switches["available"], false);
-    assert!(switches["reason"].as_str().unwrap().contains("perf_event_paranoid"), "{report:#}");
-    assert!(run.stdout().contains("perf_event_paranoid") || run.stderr().contains("perf_event_paranoid"));
+    assert!(
+        switches["reason"]
+            .as_str()
+            .unwrap()
+            .contains("perf_event_paranoid"),
+        "{report:#}"
+    );
+    assert!(
+        run.stdout().contains("perf_event_paranoid")
+            || run.stderr().contains("perf_event_paranoid")
+    );
     assert!(run.probe("quickstart::work")["calls"].as_u64().unwrap() == 3);
 }

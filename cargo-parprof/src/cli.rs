@@ -22,16 +22,36 @@ pub enum CargoCli {
 #[command(version, about)]
 pub struct ParprofArgs {
     /// Profile the binary NAME
-    #[arg(long, value_name = "NAME", group = "target", help_heading = "Target Selection")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        group = "target",
+        help_heading = "Target Selection"
+    )]
     pub bin: Option<String>,
     /// Profile the example NAME
-    #[arg(long, value_name = "NAME", group = "target", help_heading = "Target Selection")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        group = "target",
+        help_heading = "Target Selection"
+    )]
     pub example: Option<String>,
     /// Profile the bench NAME (run with `--bench`, as `cargo bench` does)
-    #[arg(long, value_name = "NAME", group = "target", help_heading = "Target Selection")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        group = "target",
+        help_heading = "Target Selection"
+    )]
     pub bench: Option<String>,
     /// Profile the integration test NAME
-    #[arg(long, value_name = "NAME", group = "target", help_heading = "Target Selection")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        group = "target",
+        help_heading = "Target Selection"
+    )]
     pub test: Option<String>,
     /// Package containing the target
     #[arg(short, long, value_name = "SPEC", help_heading = "Package Selection")]
@@ -40,7 +60,12 @@ pub struct ParprofArgs {
     #[arg(long, value_name = "PATH", help_heading = "Manifest Options")]
     pub manifest_path: Option<PathBuf>,
     /// Space or comma separated list of features to activate
-    #[arg(short = 'F', long, value_name = "FEATURES", help_heading = "Feature Selection")]
+    #[arg(
+        short = 'F',
+        long,
+        value_name = "FEATURES",
+        help_heading = "Feature Selection"
+    )]
     pub features: Vec<String>,
     /// Activate all available features
     #[arg(long, help_heading = "Feature Selection")]
@@ -49,7 +74,11 @@ pub struct ParprofArgs {
     #[arg(long, help_heading = "Feature Selection")]
     pub no_default_features: bool,
     /// Build with the given profile (default: release, or bench for benches)
-    #[arg(long, value_name = "PROFILE-NAME", help_heading = "Compilation Options")]
+    #[arg(
+        long,
+        value_name = "PROFILE-NAME",
+        help_heading = "Compilation Options"
+    )]
     pub profile: Option<String>,
     /// Output folder (default: a new folder under target/parprof/)
     #[arg(short, long, value_name = "DIR")]
@@ -72,7 +101,10 @@ impl ParprofArgs {
         ]
         .into_iter()
         .find_map(|(kind, name)| name.clone().map(|n| (kind, n)));
-        TargetRequest { kind_and_name, package: self.package.clone() }
+        TargetRequest {
+            kind_and_name,
+            package: self.package.clone(),
+        }
     }
 
     fn build_options(&self) -> BuildOptions {
@@ -110,17 +142,28 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
     if let Some(path) = &args.manifest_path {
         metadata_cmd.manifest_path(path);
     }
-    let metadata = metadata_cmd.exec().context("`cargo metadata` failed: is this a cargo project?")?;
+    let metadata = metadata_cmd
+        .exec()
+        .context("`cargo metadata` failed: is this a cargo project?")?;
     let target = target::resolve(&metadata, &args.target_request())?;
     let target_dir = metadata.target_directory.clone().into_std_path_buf();
     let output_dir = match &args.output {
         Some(dir) => dir.clone(),
-        None => target_dir
-            .join("parprof")
-            .join(format!("{}-{}", target.name, chrono::Local::now().format("%Y%m%d-%H%M%S"))),
+        None => target_dir.join("parprof").join(format!(
+            "{}-{}",
+            target.name,
+            chrono::Local::now().format("%Y%m%d-%H%M%S")
+        )),
     };
-    eprintln!("parprof: building {} `{}` for profiling", target.kind, target.name);
-    let exe = target::build(&target, &args.build_options(), &target_dir.join("parprof").join("build"))?;
+    eprintln!(
+        "parprof: building {} `{}` for profiling",
+        target.kind, target.name
+    );
+    let exe = target::build(
+        &target,
+        &args.build_options(),
+        &target_dir.join("parprof").join("build"),
+    )?;
     std::fs::create_dir_all(&output_dir)
         .with_context(|| format!("cannot create the output folder {}", output_dir.display()))?;
 
@@ -130,29 +173,47 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
         program_args.push("--bench".into());
     }
     // `cargo run` keeps the caller's directory; `cargo bench`/`cargo test` run in the package root.
-    let working_dir = matches!(target.kind, TargetKind::Bench | TargetKind::Test).then_some(target.package_root.as_path());
-    let collect_opts = CollectOptions { frequency_hz: args.frequency, ..CollectOptions::default() };
+    let working_dir = matches!(target.kind, TargetKind::Bench | TargetKind::Test)
+        .then_some(target.package_root.as_path());
+    let collect_opts = CollectOptions {
+        frequency_hz: args.frequency,
+        ..CollectOptions::default()
+    };
     eprintln!("parprof: running {}", exe.display());
     let outcome = launch::run_and_collect(
         &exe,
         &program_args,
-        &[(OsString::from("PARPROF_OUT"), output_dir.clone().into_os_string())],
+        &[(
+            OsString::from("PARPROF_OUT"),
+            output_dir.clone().into_os_string(),
+        )],
         working_dir,
         &collect_opts,
     )?;
     eprintln!("parprof: the target {}", outcome.exit);
 
     eprintln!("parprof: analysing");
-    let analysis_opts = AnalysisOptions { child_pid: Some(outcome.child_pid), ..AnalysisOptions::default() };
+    let analysis_opts = AnalysisOptions {
+        child_pid: Some(outcome.child_pid),
+        ..AnalysisOptions::default()
+    };
     let mut analysis = analysis::analyse(&output_dir, &outcome.kernel, &analysis_opts)?;
     analysis.target = TargetInfo {
         name: target.name.clone(),
         kind: target.kind.to_string(),
-        args: program_args.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+        args: program_args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
     };
-    analysis.exit = ExitStatus { code: outcome.exit.code, signal: outcome.exit.signal };
+    analysis.exit = ExitStatus {
+        code: outcome.exit.code,
+        signal: outcome.exit.signal,
+    };
     if outcome.interrupted {
-        analysis.notes.push("The run was interrupted (Ctrl-C): the figures cover the part that ran.".into());
+        analysis
+            .notes
+            .push("The run was interrupted (Ctrl-C): the figures cover the part that ran.".into());
     }
     report::write_all(&analysis, &output_dir)?;
     println!("{}", report::terminal::summary(&analysis));
@@ -162,5 +223,8 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
         (None, Some(signal)) => 128 + signal,
         (None, None) => 1,
     };
-    Ok(RunSummary { output_dir, target_exit_code })
+    Ok(RunSummary {
+        output_dir,
+        target_exit_code,
+    })
 }

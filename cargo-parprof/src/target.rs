@@ -26,7 +26,10 @@ impl TargetKind {
         kinds.iter().any(|k| {
             matches!(
                 (self, k),
-                (Self::Bin, K::Bin) | (Self::Example, K::Example) | (Self::Bench, K::Bench) | (Self::Test, K::Test)
+                (Self::Bin, K::Bin)
+                    | (Self::Example, K::Example)
+                    | (Self::Bench, K::Bench)
+                    | (Self::Test, K::Test)
             )
         })
     }
@@ -51,7 +54,11 @@ impl TargetKind {
 
     /// The profile cargo would use to run this kind optimised.
     pub fn default_profile(self) -> &'static str {
-        if self == Self::Bench { "bench" } else { "release" }
+        if self == Self::Bench {
+            "bench"
+        } else {
+            "release"
+        }
     }
 }
 
@@ -82,10 +89,17 @@ pub fn resolve(metadata: &Metadata, request: &TargetRequest) -> Result<ResolvedT
     let members = metadata.workspace_packages();
     let candidates: Vec<&Package> = match &request.package {
         Some(name) => {
-            let found: Vec<&Package> = members.iter().copied().filter(|p| p.name.as_str() == name).collect();
+            let found: Vec<&Package> = members
+                .iter()
+                .copied()
+                .filter(|p| p.name.as_str() == name)
+                .collect();
             if found.is_empty() {
                 let names: Vec<&str> = members.iter().map(|p| p.name.as_str()).collect();
-                bail!("package `{name}` is not a member of the workspace{}", suggestion(name, &names));
+                bail!(
+                    "package `{name}` is not a member of the workspace{}",
+                    suggestion(name, &names)
+                );
             }
             found
         }
@@ -94,7 +108,10 @@ pub fn resolve(metadata: &Metadata, request: &TargetRequest) -> Result<ResolvedT
     match &request.kind_and_name {
         Some((kind, name)) => {
             let mut hits = candidates.iter().flat_map(|p| {
-                p.targets.iter().filter(|t| t.name == *name && kind.matches(&t.kind)).map(move |t| (*p, t))
+                p.targets
+                    .iter()
+                    .filter(|t| t.name == *name && kind.matches(&t.kind))
+                    .map(move |t| (*p, t))
             });
             let Some((package, _)) = hits.next() else {
                 let names: Vec<&str> = candidates
@@ -154,7 +171,10 @@ fn resolved(package: &Package, name: &str, kind: TargetKind) -> ResolvedTarget {
     let manifest_path = package.manifest_path.clone().into_std_path_buf();
     ResolvedTarget {
         package: package.name.to_string(),
-        package_root: manifest_path.parent().map(Path::to_path_buf).unwrap_or_default(),
+        package_root: manifest_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
         manifest_path,
         name: name.to_owned(),
         kind,
@@ -181,12 +201,21 @@ fn available(kind: TargetKind, names: &[&str]) -> String {
 
 fn all_targets(package: &Package) -> String {
     let mut lines = Vec::new();
-    for kind in [TargetKind::Bin, TargetKind::Example, TargetKind::Bench, TargetKind::Test] {
+    for kind in [
+        TargetKind::Bin,
+        TargetKind::Example,
+        TargetKind::Bench,
+        TargetKind::Test,
+    ] {
         for t in package.targets.iter().filter(|t| kind.matches(&t.kind)) {
             lines.push(format!("    cargo parprof {} {}", kind.flag(), t.name));
         }
     }
-    if lines.is_empty() { "    (the package has no runnable targets)".into() } else { lines.join("\n") }
+    if lines.is_empty() {
+        "    (the package has no runnable targets)".into()
+    } else {
+        lines.join("\n")
+    }
 }
 
 /// Build settings from the command line.
@@ -200,7 +229,10 @@ pub struct BuildOptions {
 
 /// Builds the target for profiling and returns its executable.
 pub fn build(target: &ResolvedTarget, opts: &BuildOptions, build_dir: &Path) -> Result<PathBuf> {
-    let profile = opts.profile.clone().unwrap_or_else(|| target.kind.default_profile().to_owned());
+    let profile = opts
+        .profile
+        .clone()
+        .unwrap_or_else(|| target.kind.default_profile().to_owned());
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.arg("build")
         .arg("--message-format=json-render-diagnostics")
@@ -229,7 +261,8 @@ pub fn build(target: &ResolvedTarget, opts: &BuildOptions, build_dir: &Path) -> 
     let stdout = child.stdout.take().context("cargo build has no stdout")?;
     let mut executable = None;
     for message in Message::parse_stream(std::io::BufReader::new(stdout)) {
-        if let Message::CompilerArtifact(artifact) = message.context("unreadable message from cargo")?
+        if let Message::CompilerArtifact(artifact) =
+            message.context("unreadable message from cargo")?
             && artifact.target.name == target.name
             && target.kind.matches(&artifact.target.kind)
             && let Some(exe) = artifact.executable
@@ -239,9 +272,18 @@ pub fn build(target: &ResolvedTarget, opts: &BuildOptions, build_dir: &Path) -> 
     }
     let status = child.wait().context("cargo build did not finish")?;
     if !status.success() {
-        bail!("building {} `{}` failed ({status})", target.kind, target.name);
+        bail!(
+            "building {} `{}` failed ({status})",
+            target.kind,
+            target.name
+        );
     }
-    executable.with_context(|| format!("cargo built {} `{}` but reported no executable", target.kind, target.name))
+    executable.with_context(|| {
+        format!(
+            "cargo built {} `{}` but reported no executable",
+            target.kind, target.name
+        )
+    })
 }
 
 /// Line tables (for symbols and inlined frames) and symbols kept, on top of the user's profile;
@@ -271,7 +313,8 @@ fn append_frame_pointer_flags(cmd: &mut Command) {
         flags.push(FLAG);
         cmd.env("RUSTFLAGS", flags);
     } else {
-        cmd.arg("--config").arg(format!("build.rustflags=[\"{FLAG}\"]"));
+        cmd.arg("--config")
+            .arg(format!("build.rustflags=[\"{FLAG}\"]"));
     }
 }
 

@@ -117,8 +117,16 @@ fn child(mode: &str) {
             let two = on_threads(2, probe_pair_ns);
             let two_bare = on_threads(2, bare_reads_ns);
             let goal = 1.3 * bare + 2.0;
-            println!("two bare clock reads ({:?}): {bare:.2} ns (2 threads: {:.2} / {:.2} ns)", clock::kind(), two_bare[0], two_bare[1]);
-            println!("enabled probe pair, 1 thread: {one:.2} ns   (goal ≤ {goal:.2} ns: {})", verdict(one <= goal));
+            println!(
+                "two bare clock reads ({:?}): {bare:.2} ns (2 threads: {:.2} / {:.2} ns)",
+                clock::kind(),
+                two_bare[0],
+                two_bare[1]
+            );
+            println!(
+                "enabled probe pair, 1 thread: {one:.2} ns   (goal ≤ {goal:.2} ns: {})",
+                verdict(one <= goal)
+            );
             println!(
                 "enabled probe pair, 2 threads: {:.2} / {:.2} ns   (goal ≤ {goal:.2} ns: {})",
                 two[0],

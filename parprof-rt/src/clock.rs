@@ -17,20 +17,31 @@ pub fn now() -> u64 {
 }
 
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 pub fn kind() -> ClockKind {
-    if KIND.load(Ordering::Relaxed) == ClockKind::Tsc as u8 { ClockKind::Tsc } else { ClockKind::Monotonic }
+    if KIND.load(Ordering::Relaxed) == ClockKind::Tsc as u8 {
+        ClockKind::Tsc
+    } else {
+        ClockKind::Monotonic
+    }
 }
 
 /// Chooses the clock once. `PARPROF_CLOCK=monotonic` forces the portable clock.
 pub fn select() -> ClockKind {
     let forced_monotonic = std::env::var("PARPROF_CLOCK").is_ok_and(|v| v == "monotonic");
-    let kind = if !forced_monotonic && tsc_is_invariant() { ClockKind::Tsc } else { ClockKind::Monotonic };
+    let kind = if !forced_monotonic && tsc_is_invariant() {
+        ClockKind::Tsc
+    } else {
+        ClockKind::Monotonic
+    };
     KIND.store(kind as u8, Ordering::Relaxed);
     kind
 }
@@ -58,14 +69,22 @@ fn tsc_is_invariant() -> bool {
 
 /// A sync point taken as the tightest of several (ticks, monotonic, ticks) brackets.
 pub fn sync_point() -> ClockSync {
-    let mut best = ClockSync { ticks: 0, monotonic_ns: 0, uncertainty_ticks: u32::MAX };
+    let mut best = ClockSync {
+        ticks: 0,
+        monotonic_ns: 0,
+        uncertainty_ticks: u32::MAX,
+    };
     for _ in 0..32 {
         let before = now();
         let mono = monotonic_ns();
         let after = now();
         let width = after.saturating_sub(before).min(u32::MAX as u64) as u32;
         if width < best.uncertainty_ticks {
-            best = ClockSync { ticks: before, monotonic_ns: mono, uncertainty_ticks: width };
+            best = ClockSync {
+                ticks: before,
+                monotonic_ns: mono,
+                uncertainty_ticks: width,
+            };
         }
     }
     best

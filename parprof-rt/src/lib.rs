@@ -5,8 +5,8 @@
 //! drained by a background writer into a [`trace`] file. Without `PARPROF_OUT` a probe costs
 //! one predictable branch; the `off` feature compiles probes out entirely.
 
-pub use parprof_macros::probe;
 pub use parprof_macros::parallel_region;
+pub use parprof_macros::probe;
 
 mod calibrate;
 pub mod clock;

@@ -16,11 +16,23 @@ pub struct Site {
 
 impl Site {
     pub const fn new(name: &'static str, file: &'static str, line: u32) -> Self {
-        Site { name, file, line, kind: SiteKind::Probe, id: AtomicU32::new(0) }
+        Site {
+            name,
+            file,
+            line,
+            kind: SiteKind::Probe,
+            id: AtomicU32::new(0),
+        }
     }
 
     pub const fn region(name: &'static str, file: &'static str, line: u32) -> Self {
-        Site { name, file, line, kind: SiteKind::Region, id: AtomicU32::new(0) }
+        Site {
+            name,
+            file,
+            line,
+            kind: SiteKind::Region,
+            id: AtomicU32::new(0),
+        }
     }
 
     pub fn name(&self) -> &'static str {
@@ -32,7 +44,11 @@ impl Site {
     #[inline(always)]
     pub fn id(&self, type_name: Option<fn() -> &'static str>) -> u32 {
         let id = self.id.load(Ordering::Relaxed);
-        if id != 0 { id } else { self.register(type_name) }
+        if id != 0 {
+            id
+        } else {
+            self.register(type_name)
+        }
     }
 
     #[cold]
@@ -98,7 +114,11 @@ pub fn enter_method(site: &'static Site, type_name: fn() -> &'static str) -> Gua
 #[inline(always)]
 fn enter_recording(site: &'static Site, type_name: Option<fn() -> &'static str>) -> Guard {
     let id = site.id(type_name);
-    if recorder::record(EventKind::Enter, id, 0, 0) { Guard { id } } else { Guard { id: 0 } }
+    if recorder::record(EventKind::Enter, id, 0, 0) {
+        Guard { id }
+    } else {
+        Guard { id: 0 }
+    }
 }
 
 #[cfg(test)]
@@ -107,7 +127,13 @@ mod tests {
 
     #[test]
     fn method_names_drop_generics_and_keep_the_type() {
-        assert_eq!(method_name("app::grid::Grid<f32>", "app::grid::step"), "app::grid::Grid::step");
-        assert_eq!(method_name("app::Solver", "app::solve"), "app::Solver::solve");
+        assert_eq!(
+            method_name("app::grid::Grid<f32>", "app::grid::step"),
+            "app::grid::Grid::step"
+        );
+        assert_eq!(
+            method_name("app::Solver", "app::solve"),
+            "app::Solver::solve"
+        );
     }
 }

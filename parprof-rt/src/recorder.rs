@@ -9,7 +9,9 @@
 use crate::calibrate;
 use crate::clock;
 use crate::ring::{Push, Ring};
-use crate::trace::{self, Chunk, ChunkEncoder, End, Event, EventKind, Header, SiteKind, SiteRecord, ThreadRecord};
+use crate::trace::{
+    self, Chunk, ChunkEncoder, End, Event, EventKind, Header, SiteKind, SiteRecord, ThreadRecord,
+};
 use std::cell::Cell;
 use std::fs::File;
 use std::io::Write;
@@ -91,7 +93,13 @@ pub fn record(kind: EventKind, id: u32, aux: u16, flags: u8) -> bool {
         // Attaching the thread allocates its ring; the cold path stamps the event afresh.
         return record_cold(kind, id, aux, flags);
     }
-    let event = Event { ts, id, aux, kind: kind as u8, flags };
+    let event = Event {
+        ts,
+        id,
+        aux,
+        kind: kind as u8,
+        flags,
+    };
     // SAFETY: a non-null RING points into an Arc held by THREAD_EXIT of this live thread.
     let ring = unsafe { &*ring };
     match ring.push(event) {
@@ -111,7 +119,10 @@ fn wait_for_room(ring: &Ring, event: Event) {
     let stalled_at = clock::now();
     let give_up = std::time::Instant::now() + Duration::from_secs(2);
     loop {
-        let writer_gone = RUNTIME.get().is_none_or(|rt| rt.stop.load(Ordering::Acquire)) || MODE.load(Ordering::Relaxed) != ON;
+        let writer_gone = RUNTIME
+            .get()
+            .is_none_or(|rt| rt.stop.load(Ordering::Acquire))
+            || MODE.load(Ordering::Relaxed) != ON;
         if writer_gone || std::time::Instant::now() > give_up {
             ring.count_lost();
             return;
@@ -123,7 +134,13 @@ fn wait_for_room(ring: &Ring, event: Event) {
         }
     }
     let waited = clock::now().saturating_sub(stalled_at).min(u32::MAX as u64) as u32;
-    let stall = Event { ts: stalled_at, id: waited, aux: 0, kind: EventKind::BufferStall as u8, flags: 0 };
+    let stall = Event {
+        ts: stalled_at,
+        id: waited,
+        aux: 0,
+        kind: EventKind::BufferStall as u8,
+        flags: 0,
+    };
     if ring.push(stall) == Push::Full {
         ring.count_lost();
     }
@@ -141,7 +158,9 @@ fn record_cold(kind: EventKind, id: u32, aux: u16, flags: u8) -> bool {
 
 /// Gives the calling thread a ring and a thread record. Returns false during thread teardown.
 fn attach_current_thread() -> bool {
-    let Some(rt) = RUNTIME.get() else { return false };
+    let Some(rt) = RUNTIME.get() else {
+        return false;
+    };
     if !RING.with(|r| r.get().is_null()) {
         return true;
     }
@@ -155,8 +174,14 @@ fn attach_current_thread() -> bool {
         return false;
     }
     RING.with(|r| r.set(Arc::as_ptr(&ring)));
-    rt.metadata.lock().unwrap_or_else(|e| e.into_inner()).push(Chunk::Thread(current_thread_record()));
-    rt.rings.lock().unwrap_or_else(|e| e.into_inner()).push(ring);
+    rt.metadata
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Chunk::Thread(current_thread_record()));
+    rt.rings
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(ring);
     true
 }
 
@@ -169,7 +194,8 @@ fn current_thread_record() -> ThreadRecord {
     let current = std::thread::current();
     ThreadRecord {
         tid: current_tid(),
-        rayon_index: rayon::current_thread_index().map_or(trace::NO_WORKER, |i| i.min(u16::MAX as usize - 1) as u16),
+        rayon_index: rayon::current_thread_index()
+            .map_or(trace::NO_WORKER, |i| i.min(u16::MAX as usize - 1) as u16),
         pool: 0,
         name: current.name().unwrap_or("").to_owned(),
     }
@@ -183,8 +209,14 @@ pub fn register_current_thread(pool: u32) {
         return;
     }
     if let Some(rt) = RUNTIME.get() {
-        let record = ThreadRecord { pool, ..current_thread_record() };
-        rt.metadata.lock().unwrap_or_else(|e| e.into_inner()).push(Chunk::Thread(record));
+        let record = ThreadRecord {
+            pool,
+            ..current_thread_record()
+        };
+        rt.metadata
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Chunk::Thread(record));
     }
 }
 
@@ -204,7 +236,13 @@ pub fn register_site(slot: &AtomicU32, kind: SiteKind, name: String, file: &str,
         rt.metadata
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(Chunk::Site(SiteRecord { id, kind, name, file: file.to_owned(), line }));
+            .push(Chunk::Site(SiteRecord {
+                id,
+                kind,
+                name,
+                file: file.to_owned(),
+                line,
+            }));
     }
     slot.store(id, Ordering::Release);
     id
@@ -245,8 +283,9 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     std::fs::create_dir_all(&dir)?;
     let pid = std::process::id();
     let path = dir.join(trace_file_name(pid));
-    let mut file = File::create(&path)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
+    let mut file = File::create(&path).map_err(|e| {
+        std::io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display()))
+    })?;
     let clock = clock::select();
     let start = clock::sync_point();
     let ticks_per_ns = clock::measure_ticks_per_ns(5_000_000);
@@ -289,6 +328,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     let _ = rt.writer.set(writer.thread().clone());
     // SAFETY: registering a plain extern "C" fn with no captured state.
     unsafe { libc::atexit(flush_at_exit) };
+    crash_flush::install();
     #[cfg(panic = "abort")]
     {
         let previous = std::panic::take_hook();
@@ -298,6 +338,102 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
         }));
     }
     Ok(())
+}
+
+/// A program that dies of a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) runs no
+/// exit handler, and its last few milliseconds of events would still sit in the rings. The
+/// handler lets the writer (a normal thread) make one more pass, bounded in time, then hands
+/// the signal to the handler that was there before (Rust's stack-overflow report) or to the
+/// default action.
+mod crash_flush {
+    use super::RUNTIME;
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const SIGNALS: [libc::c_int; 5] = [
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGABRT,
+    ];
+    static PREVIOUS: OnceLock<Vec<(libc::c_int, libc::sigaction)>> = OnceLock::new();
+    static FLUSHING: AtomicBool = AtomicBool::new(false);
+
+    pub fn install() {
+        let mut previous = Vec::new();
+        for sig in SIGNALS {
+            // SAFETY: plain sigaction calls with zeroed, then filled, structs.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_fatal_signal as *const () as usize;
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut action.sa_mask);
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, &action, &mut old) == 0 {
+                    previous.push((sig, old));
+                }
+            }
+        }
+        let _ = PREVIOUS.set(previous);
+    }
+
+    extern "C" fn on_fatal_signal(
+        sig: libc::c_int,
+        info: *mut libc::siginfo_t,
+        context: *mut libc::c_void,
+    ) {
+        if !FLUSHING.swap(true, Ordering::AcqRel)
+            && let Some(rt) = RUNTIME.get()
+        {
+            let target = rt.passes.load(Ordering::Acquire) + 2;
+            for _ in 0..200 {
+                if rt.passes.load(Ordering::Acquire) >= target {
+                    break;
+                }
+                if let Some(writer) = rt.writer.get() {
+                    writer.unpark();
+                }
+                let pause = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 1_000_000,
+                };
+                // SAFETY: nanosleep is async-signal-safe.
+                unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+            }
+        }
+        let previous = PREVIOUS
+            .get()
+            .and_then(|p| p.iter().find(|(s, _)| *s == sig))
+            .map(|(_, a)| *a);
+        // SAFETY: restores and re-raises, or calls the handler installed before ours with the
+        // arguments its flags ask for.
+        unsafe {
+            match previous {
+                Some(old)
+                    if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN =>
+                {
+                    libc::sigaction(sig, &old, std::ptr::null_mut());
+                    if old.sa_flags & libc::SA_SIGINFO != 0 {
+                        let handler: extern "C" fn(
+                            libc::c_int,
+                            *mut libc::siginfo_t,
+                            *mut libc::c_void,
+                        ) = std::mem::transmute(old.sa_sigaction);
+                        handler(sig, info, context);
+                    } else {
+                        let handler: extern "C" fn(libc::c_int) =
+                            std::mem::transmute(old.sa_sigaction);
+                        handler(sig);
+                    }
+                }
+                _ => {
+                    libc::signal(sig, libc::SIG_DFL);
+                    libc::raise(sig);
+                }
+            }
+        }
+    }
 }
 
 extern "C" fn flush_at_exit() {
@@ -336,7 +472,9 @@ pub fn flush() {
 }
 
 fn writer_loop() {
-    let rt = RUNTIME.get().expect("runtime initialised before the writer starts");
+    let rt = RUNTIME
+        .get()
+        .expect("runtime initialised before the writer starts");
     let mut enc = ChunkEncoder::new();
     loop {
         let stopping = rt.stop.load(Ordering::Acquire);
@@ -374,10 +512,16 @@ fn drain_once(rt: &Runtime, enc: &mut ChunkEncoder) {
         let lost = ring.take_lost();
         if lost > 0 {
             rt.events_lost.fetch_add(lost, Ordering::Relaxed);
-            enc.chunk(&Chunk::Lost { tid: ring.tid, count: lost });
+            enc.chunk(&Chunk::Lost {
+                tid: ring.tid,
+                count: lost,
+            });
         }
         if closed {
-            rt.rings.lock().unwrap_or_else(|e| e.into_inner()).retain(|r| !Arc::ptr_eq(r, ring));
+            rt.rings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|r| !Arc::ptr_eq(r, ring));
         }
     }
     write_out(rt, enc);

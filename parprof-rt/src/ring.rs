@@ -40,8 +40,18 @@ unsafe impl Send for Ring {}
 
 impl Ring {
     pub fn new(tid: u32) -> Self {
+        let slots: Box<[UnsafeCell<Event>]> = (0..CAPACITY)
+            .map(|_| UnsafeCell::new(Event::default()))
+            .collect();
+        // The allocation may be fresh zero pages: touch every page now, so that the page
+        // faults happen here and not inside the first probed intervals (nor in calibration).
+        const EVENTS_PER_PAGE: usize = 4096 / std::mem::size_of::<Event>();
+        for slot in slots.iter().step_by(EVENTS_PER_PAGE) {
+            // SAFETY: the ring is not shared yet; a volatile write keeps the store.
+            unsafe { slot.get().write_volatile(Event::default()) };
+        }
         Ring {
-            slots: (0..CAPACITY).map(|_| UnsafeCell::new(Event::default())).collect(),
+            slots,
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
             lost: AtomicU64::new(0),
@@ -60,7 +70,11 @@ impl Ring {
         // SAFETY: the slot is outside [tail, head), so the consumer does not read it.
         unsafe { *self.slots[head & MASK].get() = event };
         self.head.store(head + 1, Ordering::Release);
-        if (head + 1).is_multiple_of(WAKE_EVERY) { Push::StoredWakeWriter } else { Push::Stored }
+        if (head + 1).is_multiple_of(WAKE_EVERY) {
+            Push::StoredWakeWriter
+        } else {
+            Push::Stored
+        }
     }
 
     /// Counts an event that could not be stored.
@@ -79,7 +93,8 @@ impl Ring {
         let start = tail & MASK;
         let first_len = n.min(CAPACITY - start);
         // SAFETY: slots in [tail, head) are published and not written until tail moves past.
-        let slots: &[Event] = unsafe { std::slice::from_raw_parts(self.slots.as_ptr() as *const Event, CAPACITY) };
+        let slots: &[Event] =
+            unsafe { std::slice::from_raw_parts(self.slots.as_ptr() as *const Event, CAPACITY) };
         f(&slots[start..start + first_len], &slots[..n - first_len]);
         self.tail.store(head, Ordering::Release);
         n
@@ -87,7 +102,8 @@ impl Ring {
 
     /// Drops every pending event without writing it (used after calibration).
     pub fn discard(&self) {
-        self.tail.store(self.head.load(Ordering::Acquire), Ordering::Release);
+        self.tail
+            .store(self.head.load(Ordering::Acquire), Ordering::Release);
     }
 
     pub fn take_lost(&self) -> u64 {

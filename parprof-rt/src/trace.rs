@@ -29,7 +29,9 @@ pub const TRACE_FILE_NAME: &str = "trace.ppt";
 pub const NO_WORKER: u16 = u16::MAX;
 
 #[cfg(not(target_endian = "little"))]
-compile_error!("parprof writes events as little-endian memory images; big-endian targets are not supported");
+compile_error!(
+    "parprof writes events as little-endian memory images; big-endian targets are not supported"
+);
 
 /// Kinds of chunks. The numeric values are part of the format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,7 +155,9 @@ const _: () = assert!(std::mem::size_of::<Event>() == EVENT_SIZE);
 fn event_bytes(events: &[Event]) -> &[u8] {
     // SAFETY: Event is repr(C), 16 bytes with no padding (checked above), so every byte of the
     // slice is initialised; u8 has alignment 1.
-    unsafe { std::slice::from_raw_parts(events.as_ptr().cast::<u8>(), std::mem::size_of_val(events)) }
+    unsafe {
+        std::slice::from_raw_parts(events.as_ptr().cast::<u8>(), std::mem::size_of_val(events))
+    }
 }
 
 impl Event {
@@ -259,9 +263,15 @@ pub enum Chunk {
     Header(Header),
     Site(SiteRecord),
     Thread(ThreadRecord),
-    Events { tid: u32, events: Vec<Event> },
+    Events {
+        tid: u32,
+        events: Vec<Event>,
+    },
     /// Events a thread could not store (its buffer was full); counted, never silently dropped.
-    Lost { tid: u32, count: u64 },
+    Lost {
+        tid: u32,
+        count: u64,
+    },
     End(End),
 }
 
@@ -451,10 +461,16 @@ impl<R: Read> TraceReader<R> {
         }
         let version = u32::from_le_bytes(pre[8..12].try_into().expect("4 bytes"));
         if version > VERSION {
-            return Err(TraceError::FutureVersion { found: version, supported: VERSION });
+            return Err(TraceError::FutureVersion {
+                found: version,
+                supported: VERSION,
+            });
         }
         if version < VERSION {
-            return Err(TraceError::OldVersion { found: version, supported: VERSION });
+            return Err(TraceError::OldVersion {
+                found: version,
+                supported: VERSION,
+            });
         }
         let mut reader = TraceReader {
             input,
@@ -502,17 +518,24 @@ impl<R: Read> TraceReader<R> {
         let mut frame = [0u8; 8];
         let got = read_full(&mut self.input, &mut frame)?;
         if got < 8 {
-            self.completeness =
-                Some(Completeness::Cut { after_byte: start, tail_bytes: got as u64 });
+            self.completeness = Some(Completeness::Cut {
+                after_byte: start,
+                tail_bytes: got as u64,
+            });
             return Ok(None);
         }
         let kind_raw = u32::from_le_bytes(frame[0..4].try_into().expect("4 bytes"));
         let len = u32::from_le_bytes(frame[4..8].try_into().expect("4 bytes"));
-        let corrupt = |reason: String| TraceError::Corrupt { offset: start, reason };
+        let corrupt = |reason: String| TraceError::Corrupt {
+            offset: start,
+            reason,
+        };
         let kind = ChunkKind::from_u32(kind_raw)
             .ok_or_else(|| corrupt(format!("unknown chunk kind {kind_raw}")))?;
         if len > MAX_CHUNK_LEN {
-            return Err(corrupt(format!("chunk length {len} exceeds {MAX_CHUNK_LEN}")));
+            return Err(corrupt(format!(
+                "chunk length {len} exceeds {MAX_CHUNK_LEN}"
+            )));
         }
         self.payload.clear();
         self.payload.resize(len as usize + 4, 0);
@@ -580,23 +603,39 @@ impl<'a> Cursor<'a> {
         Ok(self.take(1)?[0])
     }
     fn u16(&mut self) -> Result<u16, &'static str> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
     }
     fn u32(&mut self) -> Result<u32, &'static str> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
     fn u64(&mut self) -> Result<u64, &'static str> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn str(&mut self) -> Result<String, &'static str> {
         let n = self.u16()? as usize;
-        std::str::from_utf8(self.take(n)?).map(str::to_owned).map_err(|_| "string is not UTF-8")
+        std::str::from_utf8(self.take(n)?)
+            .map(str::to_owned)
+            .map_err(|_| "string is not UTF-8")
     }
     fn sync(&mut self) -> Result<ClockSync, &'static str> {
-        Ok(ClockSync { ticks: self.u64()?, monotonic_ns: self.u64()?, uncertainty_ticks: self.u32()? })
+        Ok(ClockSync {
+            ticks: self.u64()?,
+            monotonic_ns: self.u64()?,
+            uncertainty_ticks: self.u32()?,
+        })
     }
     fn finish(&self) -> Result<(), &'static str> {
-        if self.b.is_empty() { Ok(()) } else { Err("trailing bytes after the chunk's fields") }
+        if self.b.is_empty() {
+            Ok(())
+        } else {
+            Err("trailing bytes after the chunk's fields")
+        }
     }
 }
 
@@ -619,11 +658,23 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
             let n = c.u16()?;
             let mut calibration = Vec::with_capacity(n as usize);
             for _ in 0..n {
-                let kind = EventKind::from_u8(c.u8()?).ok_or("unknown event kind in calibration")?;
-                calibration.push(Calibration { kind, cost_ticks: c.u32()? });
+                let kind =
+                    EventKind::from_u8(c.u8()?).ok_or("unknown event kind in calibration")?;
+                calibration.push(Calibration {
+                    kind,
+                    cost_ticks: c.u32()?,
+                });
             }
             let program = c.str()?;
-            Chunk::Header(Header { pid, clock, ticks_per_ns, start, bare_read_ticks, calibration, program })
+            Chunk::Header(Header {
+                pid,
+                clock,
+                ticks_per_ns,
+                start,
+                bare_read_ticks,
+                calibration,
+                program,
+            })
         }
         ChunkKind::Site => {
             let id = c.u32()?;
@@ -633,7 +684,13 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
                 _ => return Err("unknown site kind"),
             };
             let line = c.u32()?;
-            Chunk::Site(SiteRecord { id, kind, line, name: c.str()?, file: c.str()? })
+            Chunk::Site(SiteRecord {
+                id,
+                kind,
+                line,
+                name: c.str()?,
+                file: c.str()?,
+            })
         }
         ChunkKind::Thread => Chunk::Thread(ThreadRecord {
             tid: c.u32()?,
@@ -664,7 +721,10 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
             c.b = &[];
             Chunk::Events { tid, events }
         }
-        ChunkKind::Lost => Chunk::Lost { tid: c.u32()?, count: c.u64()? },
+        ChunkKind::Lost => Chunk::Lost {
+            tid: c.u32()?,
+            count: c.u64()?,
+        },
         ChunkKind::End => Chunk::End(End {
             end: c.sync()?,
             events_written: c.u64()?,
@@ -694,7 +754,11 @@ impl TickConverter {
             }
             _ => 1.0 / header.ticks_per_ns,
         };
-        TickConverter { base_ticks: start.ticks, base_ns: start.monotonic_ns, ns_per_tick }
+        TickConverter {
+            base_ticks: start.ticks,
+            base_ns: start.monotonic_ns,
+            ns_per_tick,
+        }
     }
 
     pub fn to_ns(&self, ticks: u64) -> u64 {

@@ -28,7 +28,12 @@ fn child_records_forever() {
 fn sigkilled_trace_reads_up_to_its_last_complete_chunk() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_records_forever", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "child_records_forever",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("PARPROF_KILL_TEST_CHILD", "1")
         .env("PARPROF_OUT", dir.path())
         .spawn()
@@ -37,7 +42,10 @@ fn sigkilled_trace_reads_up_to_its_last_complete_chunk() {
     // Wait until the writer has put events on disk, then kill without warning.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while std::fs::metadata(&trace).map_or(0, |m| m.len()) < 200_000 {
-        assert!(std::time::Instant::now() < deadline, "the child wrote no trace");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child wrote no trace"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     child.kill().unwrap();
@@ -46,11 +54,20 @@ fn sigkilled_trace_reads_up_to_its_last_complete_chunk() {
     let mut reader = TraceReader::new(std::fs::File::open(&trace).unwrap()).unwrap();
     assert!(reader.header().calibration.iter().all(|c| c.cost_ticks > 0));
     let mut enters = 0u64;
-    while let Some(chunk) = reader.next_chunk().expect("a killed trace is cut, not corrupt") {
+    while let Some(chunk) = reader
+        .next_chunk()
+        .expect("a killed trace is cut, not corrupt")
+    {
         if let Chunk::Events { events, .. } = chunk {
-            enters += events.iter().filter(|e| e.kind() == EventKind::Enter).count() as u64;
+            enters += events
+                .iter()
+                .filter(|e| e.kind() == EventKind::Enter)
+                .count() as u64;
         }
     }
     assert!(enters > 1000, "only {enters} entries were readable");
-    assert!(matches!(reader.completeness(), Some(Completeness::Cut { .. })));
+    assert!(matches!(
+        reader.completeness(),
+        Some(Completeness::Cut { .. })
+    ));
 }

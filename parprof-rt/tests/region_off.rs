@@ -43,7 +43,7 @@ fn regions_and_results() -> Vec<u64> {
     });
     out.push(spawned.load(Ordering::Relaxed));
     out.push(v.par_iter().instrument().filter(|&&x| x % 3 == 0).count() as u64);
-    // A value, a `return`-free early exit through `?`-like control flow, and nesting.
+    // Nested regions, and a `?` that leaves both.
     let nested: Option<u64> = (|| {
         let x = parallel_region!("outer", { parallel_region!("inner", { Some(3u64) })? });
         Some(x + 1)

@@ -8,31 +8,68 @@ fn header() -> Header {
         pid: 42,
         clock: ClockKind::Tsc,
         ticks_per_ns: 2.5,
-        start: ClockSync { ticks: 1000, monotonic_ns: 400, uncertainty_ticks: 30 },
+        start: ClockSync {
+            ticks: 1000,
+            monotonic_ns: 400,
+            uncertainty_ticks: 30,
+        },
         bare_read_ticks: 40,
-        calibration: EventKind::ALL.iter().map(|&kind| Calibration { kind, cost_ticks: 20 }).collect(),
+        calibration: EventKind::ALL
+            .iter()
+            .map(|&kind| Calibration {
+                kind,
+                cost_ticks: 20,
+            })
+            .collect(),
         program: "prog".into(),
     }
 }
 
 fn arb_event() -> impl Strategy<Value = Event> {
-    (any::<u32>(), any::<u16>(), proptest::sample::select(EventKind::ALL.to_vec()), 0u8..4)
-        .prop_map(|(id, aux, kind, flags)| Event { ts: 0, id, aux, kind: kind as u8, flags })
+    (
+        any::<u32>(),
+        any::<u16>(),
+        proptest::sample::select(EventKind::ALL.to_vec()),
+        0u8..4,
+    )
+        .prop_map(|(id, aux, kind, flags)| Event {
+            ts: 0,
+            id,
+            aux,
+            kind: kind as u8,
+            flags,
+        })
 }
 
 fn arb_chunk() -> impl Strategy<Value = Chunk> {
     prop_oneof![
-        (any::<u32>(), "[a-z:_]{0,40}", "[a-z/.]{0,20}", any::<u32>()).prop_map(|(id, name, file, line)| {
-            Chunk::Site(SiteRecord { id, kind: SiteKind::Probe, name, file, line })
-        }),
-        (any::<u32>(), any::<u16>(), any::<u32>(), "\\PC{0,16}")
-            .prop_map(|(tid, rayon_index, pool, name)| Chunk::Thread(ThreadRecord { tid, rayon_index, pool, name })),
-        (any::<u32>(), proptest::collection::vec(arb_event(), 0..50)).prop_map(|(tid, mut events)| {
-            for (i, e) in events.iter_mut().enumerate() {
-                e.ts = 5000 + 7 * i as u64;
+        (any::<u32>(), "[a-z:_]{0,40}", "[a-z/.]{0,20}", any::<u32>()).prop_map(
+            |(id, name, file, line)| {
+                Chunk::Site(SiteRecord {
+                    id,
+                    kind: SiteKind::Probe,
+                    name,
+                    file,
+                    line,
+                })
             }
-            Chunk::Events { tid, events }
-        }),
+        ),
+        (any::<u32>(), any::<u16>(), any::<u32>(), "\\PC{0,16}").prop_map(
+            |(tid, rayon_index, pool, name)| Chunk::Thread(ThreadRecord {
+                tid,
+                rayon_index,
+                pool,
+                name
+            })
+        ),
+        (any::<u32>(), proptest::collection::vec(arb_event(), 0..50)).prop_map(
+            |(tid, mut events)| {
+                for (i, e) in events.iter_mut().enumerate() {
+                    e.ts = 5000 + 7 * i as u64;
+                }
+                Chunk::Events { tid, events }
+            }
+        ),
         (any::<u32>(), any::<u64>()).prop_map(|(tid, count)| Chunk::Lost { tid, count }),
     ]
 }
@@ -69,8 +106,23 @@ fn read_all(bytes: &[u8]) -> Result<ReadOutcome, TraceError> {
 #[test]
 fn round_trip_of_a_complete_trace() {
     let chunks = vec![
-        Chunk::Site(SiteRecord { id: 1, kind: SiteKind::Region, name: "r".into(), file: "f.rs".into(), line: 3 }),
-        Chunk::Events { tid: 9, events: vec![Event { ts: 1, id: 1, aux: 2, kind: 5, flags: 2 }] },
+        Chunk::Site(SiteRecord {
+            id: 1,
+            kind: SiteKind::Region,
+            name: "r".into(),
+            file: "f.rs".into(),
+            line: 3,
+        }),
+        Chunk::Events {
+            tid: 9,
+            events: vec![Event {
+                ts: 1,
+                id: 1,
+                aux: 2,
+                kind: 5,
+                flags: 2,
+            }],
+        },
     ];
     let bytes = encode(&chunks, true);
     let reader = TraceReader::new(&bytes[..]).unwrap();
@@ -84,8 +136,14 @@ fn round_trip_of_a_complete_trace() {
 #[test]
 fn typed_errors_for_foreign_future_and_empty_input() {
     assert!(matches!(TraceReader::new(&b""[..]), Err(TraceError::Empty)));
-    assert!(matches!(TraceReader::new(&b"PPTR"[..]), Err(TraceError::Empty)));
-    assert!(matches!(TraceReader::new(&b"GIF89a-not-a-trace"[..]), Err(TraceError::NotATrace)));
+    assert!(matches!(
+        TraceReader::new(&b"PPTR"[..]),
+        Err(TraceError::Empty)
+    ));
+    assert!(matches!(
+        TraceReader::new(&b"GIF89a-not-a-trace"[..]),
+        Err(TraceError::NotATrace)
+    ));
     let mut future = encode(&[], true);
     future[8..12].copy_from_slice(&(VERSION + 1).to_le_bytes());
     assert!(matches!(
@@ -96,7 +154,10 @@ fn typed_errors_for_foreign_future_and_empty_input() {
 
 #[test]
 fn a_flipped_bit_is_a_checksum_error_at_the_chunk_offset() {
-    let chunks = vec![Chunk::Lost { tid: 1, count: 5 }, Chunk::Lost { tid: 2, count: 6 }];
+    let chunks = vec![
+        Chunk::Lost { tid: 1, count: 5 },
+        Chunk::Lost { tid: 2, count: 6 },
+    ];
     let clean = encode(&chunks, true);
     let second_chunk_at = encode(&chunks[..1], false).len();
     let mut bytes = clean.clone();

@@ -37,14 +37,24 @@ impl Run {
         self.stdout()
             .split_whitespace()
             .find_map(|w| w.strip_prefix(&prefix)?.parse().ok())
-            .unwrap_or_else(|| panic!("the example printed no `{key}=`; stdout:\n{}", self.stdout()))
+            .unwrap_or_else(|| {
+                panic!(
+                    "the example printed no `{key}=`; stdout:\n{}",
+                    self.stdout()
+                )
+            })
     }
 
     pub fn probe(&self, name: &str) -> Value {
         let report = self.report();
         report["probes"]
             .as_array()
-            .and_then(|probes| probes.iter().find(|p| p["name"].as_str() == Some(name)).cloned())
+            .and_then(|probes| {
+                probes
+                    .iter()
+                    .find(|p| p["name"].as_str() == Some(name))
+                    .cloned()
+            })
             .unwrap_or_else(|| panic!("no probe `{name}` in report.json: {report:#}"))
     }
 }
@@ -59,7 +69,16 @@ pub fn parprof(args: &[&str], env: &[(&str, &str)]) -> Run {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(repo_root())
-        .args(["run", "--quiet", "--package", "cargo-parprof", "--bin", "cargo-parprof", "--", "parprof"])
+        .args([
+            "run",
+            "--quiet",
+            "--package",
+            "cargo-parprof",
+            "--bin",
+            "cargo-parprof",
+            "--",
+            "parprof",
+        ])
         .arg("-o")
         .arg(dir.path())
         .args(args);

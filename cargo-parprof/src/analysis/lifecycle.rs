@@ -30,10 +30,12 @@
 //! every region's windows, so that a worker idle across many short runs of a region counts as
 //! waiting only while the region runs. The transitions of a search that follows a task count
 //! for the task's region up to the worker's first sleep, even when the run ends first: the
-//! search is what the region's work left the worker to do. Memory grows with threads, regions and at most
-//! [`MAX_STORED_GAPS`] gaps per thread, never with the number of tasks: when a thread's kept
-//! gaps reach the limit, the shorter half is folded into per-region sums, which need neither
-//! windows nor switch records (their W time is taken as GS).
+//! search is what the region's work left the worker to do.
+//!
+//! Memory grows with threads, regions and at most [`MAX_STORED_GAPS`] gaps per thread, never
+//! with the number of tasks: when a thread's kept gaps reach the limit, the shorter half is
+//! folded into per-region sums, which need neither windows nor switch records (their W time
+//! is taken as GS).
 
 use super::EventConsumer;
 use super::diagnoses::{self, Diagnosis, Thresholds};
@@ -427,10 +429,11 @@ struct RegionAcc {
 
 /// Streams a trace's events and rebuilds the lifecycle of every parallel region.
 ///
-/// Feed it every site record ([`Self::on_site`]), thread record ([`Self::on_thread`], the last
-/// one of a thread wins) and event ([`Self::on_event`], each thread's events in time order,
-/// threads interleaved in any way), then call [`Self::finish`] with the switched-out
-/// intervals on the same tick time line.
+/// Feed it every event ([`Self::on_event`], or through [`EventConsumer`]: each thread's events
+/// in time order, threads interleaved in any way), every site record ([`Self::on_site`]) and
+/// thread record ([`Self::on_thread`], the last one of a thread wins) — records may come at
+/// any time before the end, they are only read by [`Self::finish`] — then call `finish` with
+/// the switched-out intervals on the same tick time line.
 #[derive(Debug)]
 pub struct LifecycleBuilder {
     threads: HashMap<u32, ThreadState>,
@@ -1293,6 +1296,7 @@ mod tests {
             b.on_event(0, &end(t + 60));
         }
         assert!(b.threads[&0].stored.len() <= MAX_STORED_GAPS);
+        assert!(b.threads[&0].keep_min > 0, "the shorter gaps were folded");
         let r = finish(b, &OffCpuIndex::default());
         assert_eq!(total(&r.state_ns), r.elapsed_ns);
         assert_eq!(r.transitions.gs_uc, tasks);

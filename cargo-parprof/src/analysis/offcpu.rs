@@ -45,7 +45,11 @@ pub struct OffCpuIndex {
 impl OffCpuIndex {
     /// `to_ticks` maps kernel ns onto the trace's tick time line. Switch records must be
     /// sorted by time. A switch-out without a later switch-in lasts until `end_of_run`.
-    pub fn from_switches(switches: &[SwitchRecord], to_ticks: impl Fn(u64) -> u64, end_of_run: u64) -> Self {
+    pub fn from_switches(
+        switches: &[SwitchRecord],
+        to_ticks: impl Fn(u64) -> u64,
+        end_of_run: u64,
+    ) -> Self {
         let mut open: HashMap<u32, (u64, bool)> = HashMap::new();
         let mut per_thread: HashMap<u32, Vec<OffCpu>> = HashMap::new();
         for s in switches {
@@ -58,23 +62,36 @@ impl OffCpuIndex {
                     if let Some((start, preempted)) = open.remove(&s.tid)
                         && t > start
                     {
-                        per_thread.entry(s.tid).or_default().push(OffCpu { start, end: t, preempted });
+                        per_thread.entry(s.tid).or_default().push(OffCpu {
+                            start,
+                            end: t,
+                            preempted,
+                        });
                     }
                 }
             }
         }
         for (tid, (start, preempted)) in open {
             if end_of_run > start {
-                per_thread.entry(tid).or_default().push(OffCpu { start, end: end_of_run, preempted });
+                per_thread.entry(tid).or_default().push(OffCpu {
+                    start,
+                    end: end_of_run,
+                    preempted,
+                });
             }
         }
-        let threads = per_thread.into_iter().map(|(tid, v)| (tid, ThreadIntervals::new(v))).collect();
+        let threads = per_thread
+            .into_iter()
+            .map(|(tid, v)| (tid, ThreadIntervals::new(v)))
+            .collect();
         OffCpuIndex { threads }
     }
 
     /// Switched-out time of `tid` within `[a, b]`.
     pub fn within(&self, tid: u32, a: u64, b: u64) -> SwitchedOut {
-        self.threads.get(&tid).map_or_else(SwitchedOut::default, |t| t.within(a, b))
+        self.threads
+            .get(&tid)
+            .map_or_else(SwitchedOut::default, |t| t.within(a, b))
     }
 
     /// The intervals of `tid` that overlap `[a, b]`, in time order.
@@ -112,7 +129,10 @@ impl ThreadIntervals {
             add(&mut acc, i, i.end - i.start);
             prefix.push(acc);
         }
-        ThreadIntervals { intervals: clipped, prefix }
+        ThreadIntervals {
+            intervals: clipped,
+            prefix,
+        }
     }
 
     fn overlapping(&self, a: u64, b: u64) -> &[OffCpu] {
@@ -144,11 +164,19 @@ impl ThreadIntervals {
 }
 
 fn add(acc: &mut SwitchedOut, i: &OffCpu, len: u64) {
-    if i.preempted { acc.preempted += len } else { acc.voluntary += len }
+    if i.preempted {
+        acc.preempted += len
+    } else {
+        acc.voluntary += len
+    }
 }
 
 fn sub(acc: &mut SwitchedOut, i: &OffCpu, len: u64) {
-    if i.preempted { acc.preempted -= len } else { acc.voluntary -= len }
+    if i.preempted {
+        acc.preempted -= len
+    } else {
+        acc.voluntary -= len
+    }
 }
 
 #[cfg(test)]
@@ -156,7 +184,12 @@ mod tests {
     use super::*;
 
     fn rec(time_ns: u64, kind: SwitchKind) -> SwitchRecord {
-        SwitchRecord { time_ns, tid: 1, cpu: 0, kind }
+        SwitchRecord {
+            time_ns,
+            tid: 1,
+            cpu: 0,
+            kind,
+        }
     }
 
     #[test]
@@ -168,8 +201,20 @@ mod tests {
             rec(1411, SwitchKind::In),
         ];
         let idx = OffCpuIndex::from_switches(&switches, |t| t, 5000);
-        assert_eq!(idx.within(1, 900, 1550), SwitchedOut { preempted: 190, voluntary: 186 });
-        assert_eq!(idx.within(1, 1100, 1300), SwitchedOut { preempted: 90, voluntary: 75 });
+        assert_eq!(
+            idx.within(1, 900, 1550),
+            SwitchedOut {
+                preempted: 190,
+                voluntary: 186
+            }
+        );
+        assert_eq!(
+            idx.within(1, 1100, 1300),
+            SwitchedOut {
+                preempted: 90,
+                voluntary: 75
+            }
+        );
         assert_eq!(idx.within(1, 1190, 1225), SwitchedOut::default());
         assert_eq!(idx.within(2, 0, 5000), SwitchedOut::default());
         assert_eq!(idx.overlapping(1, 1200, 1300).len(), 1);

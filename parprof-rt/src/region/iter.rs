@@ -10,6 +10,8 @@
 //! worker's deque: it is local if that worker runs it, stolen otherwise. The left half runs in
 //! the job that was split, so it inherits the way that job was obtained; a leaf thus counts
 //! once as local, stolen, injected or inline, however many times its job was split further.
+//! A split made outside the pool (the first one, when the iterator is driven from a thread
+//! outside it) hands both halves to rayon's injector: both are injected.
 
 use super::context::{How, Tag, TaskGuard, worker_index};
 use crate::trace::NO_WORKER;
