@@ -99,22 +99,7 @@ fn a_target_killed_by_a_signal_gets_a_report_of_what_was_collected() {
     // `timeout` inside the target is not available, so the example kills itself via SIGKILL
     // after its probed work: `misbehave hang` under an outer kill from the test.
     let dir = tempfile::tempdir().unwrap();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut child = std::process::Command::new(cargo)
-        .current_dir(common::repo_root())
-        .args([
-            "run",
-            "--quiet",
-            "--package",
-            "cargo-parprof",
-            "--bin",
-            "cargo-parprof",
-            "--",
-            "parprof",
-        ])
-        .arg("-o")
-        .arg(dir.path())
-        .args(["--example", "misbehave", "--", "hang"])
+    let mut child = common::parprof_command(&["--example", "misbehave", "--", "hang"], dir.path())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();

@@ -221,6 +221,22 @@ pub struct Header {
     pub program: String,
 }
 
+impl Header {
+    /// A header for kernel time alone: `CLOCK_MONOTONIC`, one tick per ns, nothing calibrated
+    /// (for runs without a trace, and as the reader's value before the real header is read).
+    pub fn monotonic_without_calibration() -> Self {
+        Header {
+            pid: 0,
+            clock: ClockKind::Monotonic,
+            ticks_per_ns: 1.0,
+            start: ClockSync::default(),
+            bare_read_ticks: 0,
+            calibration: Vec::new(),
+            program: String::new(),
+        }
+    }
+}
+
 /// What a site id stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -475,15 +491,7 @@ impl<R: Read> TraceReader<R> {
         let mut reader = TraceReader {
             input,
             offset: 12,
-            header: Header {
-                pid: 0,
-                clock: ClockKind::Monotonic,
-                ticks_per_ns: 1.0,
-                start: ClockSync::default(),
-                bare_read_ticks: 0,
-                calibration: Vec::new(),
-                program: String::new(),
-            },
+            header: Header::monotonic_without_calibration(),
             completeness: None,
             payload: Vec::new(),
         };

@@ -63,9 +63,8 @@ pub fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `cargo parprof <args>` with its output folder in a fresh temporary directory.
-pub fn parprof(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let dir = tempfile::tempdir().expect("temporary directory");
+/// The real `cargo parprof <args> -o <out>`, run through `cargo run` from the repository.
+pub fn parprof_command(args: &[&str], out: &Path) -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(repo_root())
@@ -80,8 +79,15 @@ pub fn parprof(args: &[&str], env: &[(&str, &str)]) -> Run {
             "parprof",
         ])
         .arg("-o")
-        .arg(dir.path())
+        .arg(out)
         .args(args);
+    cmd
+}
+
+/// `cargo parprof <args>` with its output folder in a fresh temporary directory.
+pub fn parprof(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let mut cmd = parprof_command(args, dir.path());
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -29,8 +29,8 @@ use active_time::{ActiveTime, ActiveTimeResult};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use offcpu::OffCpuIndex;
 use parprof_rt::trace::{
-    Chunk, ClockKind, ClockSync, Completeness, End, Event, Header, SiteRecord, ThreadRecord,
-    TickConverter, TraceError, TraceReader,
+    Chunk, Completeness, End, Event, Header, SiteRecord, ThreadRecord, TickConverter, TraceError,
+    TraceReader,
 };
 use spans::{LongestSpans, TickSpan, TickSpanKind};
 use std::borrow::Cow;
@@ -143,7 +143,9 @@ pub fn analyse(
     // Without a trace, kernel nanoseconds serve as ticks.
     let header = opened
         .as_ref()
-        .map_or_else(kernel_time_header, |t| t.reader.header().clone());
+        .map_or_else(Header::monotonic_without_calibration, |t| {
+            t.reader.header().clone()
+        });
     let end = opened
         .as_ref()
         .and_then(|t| clock::usable_end(&header, t.end.as_ref()))
@@ -308,19 +310,6 @@ fn open_trace(path: &Path, notes: &mut Vec<String>) -> Result<Option<OpenTrace>,
         file_len,
         end,
     }))
-}
-
-/// A header for runs without a trace: one tick is one kernel nanosecond.
-fn kernel_time_header() -> Header {
-    Header {
-        pid: 0,
-        clock: ClockKind::Monotonic,
-        ticks_per_ns: 1.0,
-        start: ClockSync::default(),
-        bare_read_ticks: 0,
-        calibration: Vec::new(),
-        program: String::new(),
-    }
 }
 
 /// The collector promises time order; sort a copy if it was broken rather than mis-pair.
