@@ -96,8 +96,8 @@ fn a_panicking_target_reports_its_exit_code() {
 
 #[test]
 fn a_target_killed_by_a_signal_gets_a_report_of_what_was_collected() {
-    // `timeout` inside the target is not available, so the example kills itself via SIGKILL
-    // after its probed work: `misbehave hang` under an outer kill from the test.
+    // `misbehave hang` never ends: the test SIGKILLs the target (not the profiler) once its
+    // trace exists, as the out-of-memory killer or a user would.
     let dir = tempfile::tempdir().unwrap();
     let mut child = common::parprof_command(&["--example", "misbehave", "--", "hang"], dir.path())
         .stderr(std::process::Stdio::piped())
