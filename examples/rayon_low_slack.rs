@@ -44,11 +44,18 @@ fn main() {
         .num_threads(workers)
         .build_global()
         .expect("the global pool");
-    let step = Duration::from_micros(50);
+    let arg = |i: usize, default: u64| {
+        std::env::args()
+            .nth(i)
+            .map_or(default, |a| a.parse().expect("a number"))
+    };
+    let prep = Duration::from_micros(arg(2, 300));
+    let steps = arg(3, 1000);
+    let step = Duration::from_micros(arg(4, 50));
     let checksum = parallel_region!("steps", {
         let mut checksum = 0u64;
-        for _ in 0..1_000 {
-            checksum ^= spin(Duration::from_micros(300));
+        for _ in 0..steps {
+            checksum ^= spin(prep);
             let (a, b) = rayon::join(|| task(step), || task(step));
             checksum ^= a ^ b;
         }

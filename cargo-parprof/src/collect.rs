@@ -24,6 +24,7 @@ use std::time::Duration;
 use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
 
+use crate::counters::CounterOptions;
 use crate::kernel::{Capabilities, Capability, CpuSample, KernelRecords, SwitchKind, SwitchRecord};
 use crate::symbolize::{ExecEvent, ForkEvent, Mapping, SideBand};
 
@@ -44,6 +45,8 @@ pub struct CollectOptions {
     pub symbolize: bool,
     /// Behave as if the kernel refused `perf_event_open` (`EACCES`).
     pub simulate_perf_refused: bool,
+    /// The counters to read for attribution and utilization (`--counters`); `None` reads none.
+    pub counters: Option<CounterOptions>,
 }
 
 impl Default for CollectOptions {
@@ -53,6 +56,7 @@ impl Default for CollectOptions {
             ring_buffer_kib: 512,
             symbolize: true,
             simulate_perf_refused: std::env::var_os(SIMULATE_REFUSED_ENV).is_some_and(|v| v == "1"),
+            counters: Some(CounterOptions::default()),
         }
     }
 }

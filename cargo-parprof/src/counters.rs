@@ -21,9 +21,12 @@
 //! with `exclude_kernel` they stay at 0; they are derived from the switch records instead,
 //! which gives their exact value at every switch point.
 //!
-//! Multiplexing: when the PMU cannot count a group all the time, `time_running` is less than
-//! `time_enabled`; each delta between two reads is scaled by the ratio of their increments,
-//! and the totals of both times are reported per counter ([`Scaling`]).
+//! Multiplexing: a CPU's group is enabled while any thread of the program runs (anywhere)
+//! and running while one runs on that CPU with the group on the PMU, so over all CPUs the
+//! running times add up to the enabled time unless the PMU could not count the hardware
+//! groups all the time. Each delta between two read passes is then scaled by the ratio of
+//! the two times' increments, and both totals are reported per counter ([`Scaling`]).
+//! Software-only groups are never multiplexed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -230,6 +233,9 @@ pub struct CounterOptions {
     pub sample_period_ns: u64,
     /// Ring buffer per CPU for the samples and switch records, in KiB.
     pub ring_buffer_kib: usize,
+    /// Behave as if the kernel refused `perf_event_open` (`EACCES`), for tests of the
+    /// degraded mode (see [`crate::collect::SIMULATE_REFUSED_ENV`]).
+    pub simulate_refused: bool,
 }
 
 impl Default for CounterOptions {
@@ -239,6 +245,7 @@ impl Default for CounterOptions {
             read_interval_ns: 1_000_000,
             sample_period_ns: 1_000_000,
             ring_buffer_kib: 128,
+            simulate_refused: false,
         }
     }
 }
@@ -261,8 +268,10 @@ pub struct CounterSample {
     pub value: f64,
 }
 
-/// How much of the time a counter was enabled it actually counted, over all CPUs. Values are
-/// scaled up by `time_enabled / time_running` (per interval between reads) when they differ.
+/// How much of the time it should have counted a counter did count: `time_enabled_ns` is the
+/// CPU time of the program's threads while the counter was enabled, `time_running_ns` the
+/// time it counted, summed over the CPUs. Hardware counter values are scaled up by their
+/// ratio (per interval between reads) when the PMU multiplexed them (`scaled`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Scaling {
     pub time_enabled_ns: u64,
@@ -462,6 +471,14 @@ impl CounterCollector {
         let mut group_counters = Vec::new();
         let mut derived = Vec::new();
         for def in &opts.counters.counters {
+            if opts.simulate_refused {
+                let refused = io::Error::from_raw_os_error(libc::EACCES);
+                unavailable.push(UnavailableCounter {
+                    name: def.name.to_string(),
+                    reason: format!("{} (simulated)", refusal_reason(def, &refused)),
+                });
+                continue;
+            }
             match member_builder(def.kind, pid, None) {
                 None => derived.push(*def),
                 // Each counter alone first, so that one the machine lacks is named with its
@@ -1004,29 +1021,30 @@ struct RecordsMeta {
     read_interval_ns: u64,
 }
 
-/// Scales the deltas of one cumulative counter read with `time_enabled`/`time_running`.
+/// The cumulative value of one counter, its deltas scaled for multiplexing.
 #[derive(Clone, Copy, Default)]
 struct Scaler {
     last_raw: u64,
-    last_enabled: u64,
-    last_running: u64,
     scaled_total: f64,
 }
 
 impl Scaler {
-    /// The scaled cumulative value after a reading.
-    fn push(&mut self, raw: u64, enabled: u64, running: u64) -> f64 {
-        let d_raw = raw.saturating_sub(self.last_raw) as f64;
-        let d_enabled = enabled.saturating_sub(self.last_enabled);
-        let d_running = running.saturating_sub(self.last_running);
-        let factor = if d_running > 0 && d_enabled > d_running {
-            d_enabled as f64 / d_running as f64
-        } else {
-            1.0
-        };
-        self.scaled_total += d_raw * factor;
-        (self.last_raw, self.last_enabled, self.last_running) = (raw, enabled, running);
+    /// The scaled cumulative value after a reading whose delta is scaled by `factor`.
+    fn push(&mut self, raw: u64, factor: f64) -> f64 {
+        self.scaled_total += raw.saturating_sub(self.last_raw) as f64 * factor;
+        self.last_raw = raw;
         self.scaled_total
+    }
+}
+
+/// How much to scale a delta up: `should` is the time the counter should have counted,
+/// `counted` the time it did. Only hardware counters are multiplexed; software-only groups
+/// always count while the program runs on their CPU.
+fn multiplexing_factor(hardware: bool, should: u64, counted: u64) -> f64 {
+    if hardware && counted > 0 && should > counted {
+        should as f64 / counted as f64
+    } else {
+        1.0
     }
 }
 
@@ -1047,21 +1065,54 @@ fn build_records(
             scaling: Scaling::default(),
         })
         .collect();
+    let hardware = group_counters
+        .iter()
+        .any(|d| d.source() == CounterSource::Hardware);
+
+    // Each CPU's group is bound to the program's threads and to that CPU. The kernel counts
+    // its `time_enabled` while a thread of the program runs on any CPU, and its
+    // `time_running` while it runs on that CPU and the group is on the PMU, so a group's own
+    // ratio is not multiplexing. Over all CPUs, the running times of a pass add up to the
+    // enabled time of any one group (the program's CPU time) unless the PMU multiplexed the
+    // groups: the factor of a pass is their ratio, applied to every CPU's delta.
+    let mut last_times: Vec<(u64, u64)> = vec![(0, 0); gathered.groups.len()];
+    let mut factors = Vec::with_capacity(gathered.passes.len());
+    for pass in &gathered.passes {
+        let (mut should, mut counted) = (0u64, 0u64);
+        for (gi, read) in pass.reads.iter().enumerate() {
+            let (Some(read), Some(last)) = (read, last_times.get_mut(gi)) else {
+                continue;
+            };
+            should = should.max(read.time_enabled.saturating_sub(last.0));
+            counted += read.time_running.saturating_sub(last.1);
+            *last = (read.time_enabled, read.time_running);
+        }
+        factors.push(multiplexing_factor(hardware, should, counted));
+    }
+    let (total_should, total_counted) = last_times
+        .iter()
+        .fold((0, 0), |(s, c), &(e, r)| (s.max(e), c + r));
+    for s in &mut series {
+        s.scaling = Scaling {
+            time_enabled_ns: total_should,
+            time_running_ns: total_counted,
+            // Reads of the CPUs follow each other: allow for the time between them.
+            scaled: hardware && (total_counted as f64) < 0.999 * total_should as f64,
+        };
+    }
 
     // Per-CPU reads.
     for (gi, (cpu, ids)) in gathered.groups.iter().enumerate() {
         let mut scalers = vec![Scaler::default(); ids.len()];
-        let mut last_times = (0, 0);
-        for pass in &gathered.passes {
+        for (pass, &factor) in gathered.passes.iter().zip(&factors) {
             let Some(Some(read)) = pass.reads.get(gi) else {
                 continue;
             };
-            last_times = (read.time_enabled, read.time_running);
             for (mi, id) in ids.iter().enumerate() {
                 let (Some(raw), Some(s)) = (read.value_of(*id), series.get_mut(mi)) else {
                     continue;
                 };
-                let value = scalers[mi].push(raw, read.time_enabled, read.time_running);
+                let value = scalers[mi].push(raw, factor);
                 s.cpu_samples.push(CounterSample {
                     time_ns: pass.time_ns,
                     tid: 0,
@@ -1070,31 +1121,33 @@ fn build_records(
                 });
             }
         }
-        for s in &mut series {
-            s.scaling.time_enabled_ns += last_times.0;
-            s.scaling.time_running_ns += last_times.1;
-        }
     }
     for s in &mut series {
-        s.scaling.scaled = s.scaling.time_running_ns < s.scaling.time_enabled_ns;
         s.cpu_samples.sort_by_key(|c| (c.time_ns, c.cpu));
     }
 
     // Per-thread samples: the kernel gives a thread's count on the sample's CPU; its count
     // over all CPUs is the sum of its latest counts on each (they do not change while the
-    // thread runs elsewhere).
+    // thread runs elsewhere). Multiplexing is judged per thread as above: its running times
+    // on all CPUs against its enabled time.
     gathered.thread_reads.sort_by_key(|r| r.time_ns);
     let ids_of_cpu: HashMap<u32, &Vec<u64>> =
         gathered.groups.iter().map(|(c, ids)| (*c, ids)).collect();
-    let mut per_thread_cpu: HashMap<(u32, u32), Vec<Scaler>> = HashMap::new();
+    let mut per_thread_cpu: HashMap<(u32, u32), (Vec<Scaler>, u64)> = HashMap::new();
+    let mut thread_times: HashMap<u32, (u64, u64)> = HashMap::new();
     let mut thread_cpu_values: HashMap<u32, BTreeMap<u32, Vec<f64>>> = HashMap::new();
     for r in &gathered.thread_reads {
         let Some(ids) = ids_of_cpu.get(&r.cpu) else {
             continue;
         };
-        let scalers = per_thread_cpu
+        let (scalers, last_running) = per_thread_cpu
             .entry((r.tid, r.cpu))
-            .or_insert_with(|| vec![Scaler::default(); ids.len()]);
+            .or_insert_with(|| (vec![Scaler::default(); ids.len()], 0));
+        let times = thread_times.entry(r.tid).or_default();
+        times.0 = times.0.max(r.read.time_enabled);
+        times.1 += r.read.time_running.saturating_sub(*last_running);
+        *last_running = r.read.time_running;
+        let factor = multiplexing_factor(hardware, times.0, times.1);
         let values = thread_cpu_values
             .entry(r.tid)
             .or_default()
@@ -1102,7 +1155,7 @@ fn build_records(
             .or_insert_with(|| vec![0.0; ids.len()]);
         for (mi, id) in ids.iter().enumerate() {
             if let Some(raw) = r.read.value_of(*id) {
-                values[mi] = scalers[mi].push(raw, r.read.time_enabled, r.read.time_running);
+                values[mi] = scalers[mi].push(raw, factor);
             }
         }
         let totals = &thread_cpu_values[&r.tid];
@@ -1261,8 +1314,10 @@ mod tests {
         }
     }
 
-    /// The hardware path on synthetic reads: a multiplexed group (counting half of the time
-    /// between the first two reads) is scaled per interval, and the scaling is reported.
+    /// The hardware path on synthetic reads. Each CPU's group is enabled while the program
+    /// runs anywhere and runs while it runs on that CPU, so the running times of all CPUs add
+    /// up to the enabled time unless the PMU multiplexed them: here they counted half of the
+    /// first interval, and the deltas of that interval are doubled.
     #[test]
     fn multiplexed_hardware_counters_are_scaled_per_interval() {
         let counters = [def("instructions"), def("cache-misses")];
@@ -1273,17 +1328,21 @@ mod tests {
                 ReadPass {
                     time_ns: 1000,
                     reads: vec![
-                        Some(read(100, 50, &[(10, 7), (11, 1000), (12, 10)])),
-                        Some(read(100, 100, &[(21, 500), (22, 5)])),
+                        Some(read(100, 25, &[(10, 7), (11, 1000), (12, 10)])),
+                        Some(read(100, 25, &[(21, 500), (22, 5)])),
                     ],
                 },
                 ReadPass {
                     time_ns: 2000,
                     reads: vec![
-                        // Counted all of the second interval: no scaling there.
-                        Some(read(200, 150, &[(11, 1600), (12, 12)])),
-                        None,
+                        // 60 + 40 of the 100 ns the program ran: no multiplexing.
+                        Some(read(200, 85, &[(11, 1600), (12, 12)])),
+                        Some(read(200, 65, &[(21, 600), (22, 6)])),
                     ],
+                },
+                ReadPass {
+                    time_ns: 3000,
+                    reads: vec![Some(read(300, 185, &[(11, 1700), (12, 13)])), None],
                 },
             ],
             ..Gathered::default()
@@ -1291,7 +1350,6 @@ mod tests {
         let r = build_records(&counters, &[], Vec::new(), gathered, meta());
         let instr = r.counter("instructions").unwrap();
         assert_eq!(instr.source, CounterSource::Hardware);
-        // CPU 0: 1000 × 100/50 = 2000, then + 600 × 100/100; CPU 1: 500 unscaled.
         let values: Vec<(u64, u32, f64)> = instr
             .cpu_samples
             .iter()
@@ -1299,7 +1357,13 @@ mod tests {
             .collect();
         assert_eq!(
             values,
-            [(1000, 0, 2000.0), (1000, 1, 500.0), (2000, 0, 2600.0)]
+            [
+                (1000, 0, 2000.0),
+                (1000, 1, 1000.0),
+                (2000, 0, 2600.0),
+                (2000, 1, 1100.0),
+                (3000, 0, 2700.0)
+            ]
         );
         assert_eq!(
             instr.scaling,
@@ -1309,29 +1373,51 @@ mod tests {
                 scaled: true
             }
         );
+        let at = |time_ns, value| CounterPoint { time_ns, value };
         assert_eq!(
             instr.process_series(),
-            [
-                CounterPoint {
-                    time_ns: 1000,
-                    value: 2500.0
-                },
-                CounterPoint {
-                    time_ns: 2000,
-                    value: 3100.0
-                }
-            ]
+            [at(1000, 3000.0), at(2000, 3700.0), at(3000, 3800.0)]
         );
+        let work = |cpu, start_ns, end_ns, amount| CpuWork {
+            cpu,
+            start_ns,
+            end_ns,
+            amount,
+        };
         assert_eq!(
             instr.cpu_work(),
-            [CpuWork {
-                cpu: 0,
-                start_ns: 1000,
-                end_ns: 2000,
-                amount: 600.0
-            }]
+            [
+                work(0, 1000, 2000, 600.0),
+                work(1, 1000, 2000, 100.0),
+                work(0, 2000, 3000, 100.0)
+            ]
         );
-        assert_eq!(r.counter("cache-misses").unwrap().total(), 20.0 + 5.0 + 2.0);
+        assert_eq!(r.counter("cache-misses").unwrap().total(), 23.0 + 11.0);
+    }
+
+    /// Software counters are never multiplexed: a CPU's share of the program's time is not
+    /// scaled up, however small.
+    #[test]
+    fn software_counters_are_not_scaled() {
+        let gathered = Gathered {
+            groups: vec![(0, vec![11]), (1, vec![21])],
+            passes: vec![ReadPass {
+                time_ns: 1000,
+                reads: vec![
+                    Some(read(100, 90, &[(11, 30)])),
+                    Some(read(100, 10, &[(21, 4)])),
+                ],
+            }],
+            ..Gathered::default()
+        };
+        let r = build_records(&[def("page-faults")], &[], Vec::new(), gathered, meta());
+        let pf = r.counter("page-faults").unwrap();
+        assert_eq!(pf.total(), 34.0);
+        assert!(!pf.scaling.scaled);
+        assert_eq!(
+            (pf.scaling.time_enabled_ns, pf.scaling.time_running_ns),
+            (100, 100)
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use crate::collect::{CollectOptions, Collector};
+use crate::counters::{CounterCollector, CounterOptions, CounterRecords};
 use crate::kernel::KernelRecords;
 use crate::symbolize::symbolize_samples;
 
@@ -111,6 +112,8 @@ pub fn signal_name(sig: i32) -> Option<&'static str> {
 pub struct RunOutcome {
     pub exit: ExitStatus,
     pub kernel: KernelRecords,
+    /// The counters read for `--counters` (empty when none were asked for).
+    pub counters: CounterRecords,
     pub child_pid: u32,
     /// When the child was released to `exec`, on `CLOCK_MONOTONIC` ns (the records' clock).
     pub started_ns: u64,
@@ -189,6 +192,15 @@ pub fn run_and_collect(
         };
 
         let collector = Collector::attach(pid, opts);
+        let counters = opts.counters.as_ref().map(|c| {
+            CounterCollector::attach(
+                pid,
+                &CounterOptions {
+                    simulate_refused: opts.simulate_perf_refused,
+                    ..c.clone()
+                },
+            )
+        });
         let mut go_w = go_w;
         // If this fails the child sees end-of-file and gives up, so spawn reports it below.
         let _ = go_w.write_all(b"g");
@@ -199,6 +211,7 @@ pub fn run_and_collect(
             Ok(Ok(child)) => child,
             Ok(Err(e)) => {
                 drop(collector.finish());
+                drop(counters.map(CounterCollector::finish));
                 return Err(
                     anyhow::Error::new(e).context(format!("cannot start {}", exe.display()))
                 );
@@ -209,6 +222,7 @@ pub fn run_and_collect(
             .with_context(|| format!("waiting for {} (pid {pid})", exe.display()))?;
         let wall_ns = monotonic_ns().saturating_sub(started);
         let mut collected = collector.finish();
+        let counters = counters.map_or_else(CounterRecords::default, CounterCollector::finish);
         // From here on Ctrl-C is the user's to abort symbolisation and reporting.
         drop(sigint);
 
@@ -222,6 +236,7 @@ pub fn run_and_collect(
         Ok(RunOutcome {
             exit: status.into(),
             kernel: collected.kernel,
+            counters,
             child_pid: pid,
             started_ns: started,
             wall_ns,

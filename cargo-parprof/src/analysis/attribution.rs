@@ -124,19 +124,22 @@ pub fn interpolate(series: &[CounterPoint], t: u64) -> f64 {
     cursor.at(t)
 }
 
-/// Interpolates at non-decreasing times with a cursor that only moves forward.
-struct Interpolator<'a> {
+/// Interpolates at non-decreasing times with a cursor that only moves forward, so a sweep
+/// over a long series costs one pass.
+pub struct Interpolator<'a> {
     series: &'a [CounterPoint],
     /// Index of the first sample with `time_ns >= t` for the last `t` asked.
     next: usize,
 }
 
 impl<'a> Interpolator<'a> {
-    fn new(series: &'a [CounterPoint]) -> Self {
+    /// `series` must be sorted by time.
+    pub fn new(series: &'a [CounterPoint]) -> Self {
         Interpolator { series, next: 0 }
     }
 
-    fn at(&mut self, t: u64) -> f64 {
+    /// The counter at `t`, as [`interpolate`] gives it; `t` must not decrease between calls.
+    pub fn at(&mut self, t: u64) -> f64 {
         while self.next < self.series.len() && self.series[self.next].time_ns < t {
             self.next += 1;
         }

@@ -61,6 +61,18 @@ pub enum Code {
     LoadImbalance,
 }
 
+impl Code {
+    /// The code as `report.json` writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::TooFineGranularity => "too_fine_granularity",
+            Code::ExcessiveStealing => "excessive_stealing",
+            Code::InsufficientParallelSlack => "insufficient_parallel_slack",
+            Code::LoadImbalance => "load_imbalance",
+        }
+    }
+}
+
 /// The measured figures behind a diagnosis.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Evidence {
@@ -453,6 +465,14 @@ mod tests {
         assert!(d.advice.contains("with_min_len"), "{}", d.advice);
         let json = serde_json::to_value(&d).unwrap();
         assert_eq!(json["code"], "too_fine_granularity");
+        for code in [
+            Code::TooFineGranularity,
+            Code::ExcessiveStealing,
+            Code::InsufficientParallelSlack,
+            Code::LoadImbalance,
+        ] {
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+        }
     }
 
     #[test]

@@ -35,7 +35,10 @@
 //! Memory grows with threads, regions and at most [`MAX_STORED_GAPS`] gaps per thread, never
 //! with the number of tasks: when a thread's kept gaps reach the limit, the shorter half is
 //! folded into per-region sums, which need neither windows nor switch records (their W time
-//! is taken as GS).
+//! is taken as GS). The timeline's worker states come from the longest UC intervals and gaps,
+//! a bounded number of them (see [`state_spans`]).
+
+mod state_spans;
 
 use super::EventConsumer;
 use super::diagnoses::{self, Diagnosis, Thresholds};
@@ -43,7 +46,10 @@ use super::distribution::DurationDistribution;
 use super::offcpu::{OffCpu, OffCpuIndex};
 use parprof_rt::trace::{Event, EventKind, NO_WORKER, SiteRecord, TaskOrigin, ThreadRecord};
 use serde::Serialize;
-use std::collections::{BTreeSet, HashMap};
+use state_spans::{KeptStretch, Longest, Split, Stretch};
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+pub use state_spans::{LifecycleTimeline, TickRegionRun, TickStateSpan};
 
 /// Failed search rounds rayon's idle loop makes before a worker sleeps: 32 rounds that yield,
 /// then one "sleepy" round (rayon-core 1.x, `sleep/mod.rs`, `ROUNDS_UNTIL_SLEEPING`).
@@ -437,6 +443,9 @@ struct RegionAcc {
 #[derive(Debug)]
 pub struct LifecycleBuilder {
     threads: HashMap<u32, ThreadState>,
+    /// The longest UC intervals and gaps of every thread, for the timeline.
+    stretches: Longest<KeptStretch>,
+    max_timeline_spans: usize,
     records: HashMap<u32, ThreadRecord>,
     names: HashMap<u32, String>,
     regions: HashMap<u32, RegionAcc>,
@@ -446,10 +455,28 @@ pub struct LifecycleBuilder {
     last_ts: u64,
 }
 
-impl Default for LifecycleBuilder {
-    fn default() -> Self {
+impl EventConsumer for LifecycleBuilder {
+    fn on_event(&mut self, tid: u32, event: &Event) {
+        LifecycleBuilder::on_event(self, tid, event);
+    }
+}
+
+/// The lifecycle of every region, and its picture for the timeline.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lifecycle {
+    /// Longest first.
+    pub regions: Vec<RegionReport>,
+    pub timeline: LifecycleTimeline,
+}
+
+impl LifecycleBuilder {
+    /// A builder whose timeline keeps at most `max_timeline_spans` worker-state spans (the
+    /// longest) and as many region runs.
+    pub fn new(max_timeline_spans: usize) -> Self {
         LifecycleBuilder {
             threads: HashMap::new(),
+            stretches: Longest::new(max_timeline_spans),
+            max_timeline_spans,
             records: HashMap::new(),
             names: HashMap::new(),
             regions: HashMap::new(),
@@ -457,18 +484,6 @@ impl Default for LifecycleBuilder {
             first_ts: u64::MAX,
             last_ts: 0,
         }
-    }
-}
-
-impl EventConsumer for LifecycleBuilder {
-    fn on_event(&mut self, tid: u32, event: &Event) {
-        LifecycleBuilder::on_event(self, tid, event);
-    }
-}
-
-impl LifecycleBuilder {
-    pub fn new() -> Self {
-        Self::default()
     }
 
     /// A site record: region sites give their region its name.
@@ -523,12 +538,32 @@ impl LifecycleBuilder {
             parents.entry(region).or_insert(outer);
         }
         let parents = &*parents;
+        if !first
+            && t.in_uc
+            && let Some(running) = t.frames.last().map(|f| f.region)
+            && ts > t.since
+        {
+            self.stretches.offer(KeptStretch {
+                tid,
+                start: t.since,
+                end: ts,
+                stretch: Stretch::UserCode { region: running },
+            });
+        }
         let gap = if first {
             None
         } else {
             t.close(ts, close, region, parents)
         };
         if let Some(gap) = gap {
+            if gap.end > gap.start {
+                self.stretches.offer(KeptStretch {
+                    tid,
+                    start: gap.start,
+                    end: gap.end,
+                    stretch: Stretch::Gap(gap),
+                });
+            }
             if gap.kind == GapEnd::Local {
                 self.regions
                     .entry(region)
@@ -591,16 +626,20 @@ impl LifecycleBuilder {
         }
     }
 
-    /// The lifecycle of every region, longest first, with its diagnoses. `offcpu` holds the
-    /// switched-out intervals on the trace's tick time line; `ns_per_tick` converts ticks.
+    /// The lifecycle of every region, longest first, with its diagnoses, and the spans of
+    /// the timeline. `offcpu` holds the switched-out intervals on the trace's tick time line;
+    /// `ns_per_tick` converts ticks.
     pub fn finish(
         mut self,
         offcpu: &OffCpuIndex,
         ns_per_tick: f64,
         thresholds: &Thresholds,
-    ) -> Vec<RegionReport> {
+    ) -> Lifecycle {
         if self.first_ts > self.last_ts {
-            return Vec::new();
+            return Lifecycle {
+                regions: Vec::new(),
+                timeline: LifecycleTimeline::default(),
+            };
         }
         let (run_start, run_end) = (self.first_ts, self.last_ts);
         // Runs still open at the end of the trace last until then.
@@ -651,6 +690,7 @@ impl LifecycleBuilder {
         for &tid in &workers {
             let t = self.threads.entry(tid).or_default();
             let mut gaps = std::mem::take(&mut t.stored);
+            let streamed = gaps.len();
             match t.first {
                 Some((first, kind)) => {
                     gaps.push(Gap {
@@ -678,6 +718,15 @@ impl LifecycleBuilder {
                     kind: GapEnd::Idle,
                     region: 0,
                 }),
+            }
+            // The leading and trailing gaps were not offered while streaming.
+            for gap in gaps[streamed..].iter().filter(|g| g.end > g.start) {
+                self.stretches.offer(KeptStretch {
+                    tid,
+                    start: gap.start,
+                    end: gap.end,
+                    stretch: Stretch::Gap(*gap),
+                });
             }
             for gap in &gaps {
                 let off = offcpu.overlapping(tid, gap.start, gap.end);
@@ -784,7 +833,18 @@ impl LifecycleBuilder {
                 .cmp(&a.elapsed_ns)
                 .then_with(|| a.name.cmp(&b.name))
         });
-        reports
+        let split = Split {
+            workers: &workers.iter().copied().collect::<HashSet<u32>>(),
+            runs: &windows,
+            lq_estimate: &lq_est,
+            search_min: shape.search_min,
+            offcpu,
+            capacity: self.max_timeline_spans,
+        };
+        Lifecycle {
+            regions: reports,
+            timeline: split.timeline(self.stretches),
+        }
     }
 }
 
@@ -955,7 +1015,7 @@ mod tests {
 
     /// A builder with `n` workers (tids 0..n, pool 0) and the non-worker main thread.
     fn builder(n: u16) -> LifecycleBuilder {
-        let mut b = LifecycleBuilder::new();
+        let mut b = LifecycleBuilder::new(1_000);
         b.on_site(&SiteRecord {
             id: R,
             kind: parprof_rt::trace::SiteKind::Region,
@@ -1013,7 +1073,8 @@ mod tests {
     }
 
     fn finish(b: LifecycleBuilder, off: &OffCpuIndex) -> RegionReport {
-        let mut reports = b.finish(off, 1.0, &Thresholds::default());
+        let mut reports = b.finish(off, 1.0, &Thresholds::default())
+            .regions;
         assert_eq!(reports.len(), 1);
         reports.remove(0)
     }
@@ -1257,7 +1318,8 @@ mod tests {
                 end(100),
             ],
         );
-        let reports = b.finish(&OffCpuIndex::default(), 1.0, &Thresholds::default());
+        let reports = b.finish(&OffCpuIndex::default(), 1.0, &Thresholds::default())
+            .regions;
         let outer = reports.iter().find(|r| r.site == R).unwrap();
         let nested = reports.iter().find(|r| r.site == 2).unwrap();
         assert_eq!((outer.tasks.total(), nested.tasks.total()), (1, 1));
@@ -1333,7 +1395,8 @@ mod tests {
         for i in 0..(MAX_DEPTH as u64 + 10) {
             b.on_event(0, &begin(60 + i, TaskOrigin::Inline));
         }
-        let reports = b.finish(&OffCpuIndex::default(), f64::NAN, &Thresholds::default());
+        let reports = b.finish(&OffCpuIndex::default(), f64::NAN, &Thresholds::default())
+            .regions;
         assert_eq!(reports.len(), 1);
     }
 

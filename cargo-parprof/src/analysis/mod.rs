@@ -7,6 +7,7 @@
 //! switched-out intervals while it streams.
 
 mod active_time;
+pub mod attributed_counters;
 pub mod attribution;
 mod clock;
 mod cpu_stacks;
@@ -24,9 +25,13 @@ pub use cpu_stacks::INLINED_SUFFIX;
 pub use model::*;
 pub use trace_file::{TracePick, pick_trace};
 
+use crate::counters::CounterRecords;
 use crate::kernel::{KernelRecords, SwitchRecord};
+use attributed_counters::{AttributionContext, SpanCollector};
 use active_time::{ActiveTime, ActiveTimeResult};
+use diagnoses::Thresholds;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use lifecycle::{LifecycleBuilder, LifecycleTimeline};
 use offcpu::OffCpuIndex;
 use parprof_rt::trace::{
     Chunk, Completeness, End, Event, Header, SiteRecord, ThreadRecord, TickConverter, TraceError,
@@ -65,6 +70,10 @@ pub struct AnalysisOptions {
     /// Traces at least this large get a progress bar on stderr (never drawn when stderr is not
     /// a terminal).
     pub progress_min_bytes: u64,
+    /// Period of the utilization over time (method 4), in ns.
+    pub utilization_period_ns: u64,
+    /// Thresholds of the parallel-overhead diagnoses of regions.
+    pub thresholds: Thresholds,
 }
 
 impl Default for AnalysisOptions {
@@ -73,6 +82,8 @@ impl Default for AnalysisOptions {
             child_pid: None,
             max_timeline_spans: 200_000,
             progress_min_bytes: 64 << 20,
+            utilization_period_ns: utilization::DEFAULT_PERIOD_NS,
+            thresholds: Thresholds::default(),
         }
     }
 }
@@ -127,6 +138,17 @@ pub fn analyse(
     kernel: &KernelRecords,
     opts: &AnalysisOptions,
 ) -> Result<Analysis, AnalysisError> {
+    analyse_with_counters(trace, kernel, &CounterRecords::default(), opts)
+}
+
+/// [`analyse`], with the counters collected for `--counters` attributed to probes, tasks and
+/// regions.
+pub fn analyse_with_counters(
+    trace: &Path,
+    kernel: &KernelRecords,
+    counters: &CounterRecords,
+    opts: &AnalysisOptions,
+) -> Result<Analysis, AnalysisError> {
     let mut notes = Vec::new();
     let trace_path = locate_trace(trace, opts.child_pid, &mut notes)?;
     let mut opened = match &trace_path {
@@ -166,8 +188,19 @@ pub fn analyse(
 
     let mut active = ActiveTime::new(&off_cpu, &header.calibration, opts.max_timeline_spans);
     let mut activity = ThreadActivity::default();
+    let mut lifecycle = LifecycleBuilder::new(opts.max_timeline_spans);
+    let mut counter_spans = SpanCollector::new(!counters.counters.is_empty());
     let contents = match opened.as_mut() {
-        Some(trace) => read_chunks(trace, opts, &mut [&mut active, &mut activity]),
+        Some(trace) => read_chunks(
+            trace,
+            opts,
+            &mut [
+                &mut active,
+                &mut activity,
+                &mut lifecycle,
+                &mut counter_spans,
+            ],
+        ),
         None => TraceContents {
             sites: HashMap::new(),
             threads: HashMap::new(),
@@ -183,6 +216,13 @@ pub fn analyse(
         activity.saw(s.tid, to_ticks(s.time_ns));
     }
     let active = active.finish();
+    for site in contents.sites.values() {
+        lifecycle.on_site(site);
+    }
+    for thread in contents.threads.values() {
+        lifecycle.on_thread(thread);
+    }
+    let lifecycle = lifecycle.finish(&off_cpu, converter.ns_per_tick(), &opts.thresholds);
     let folded = cpu_stacks::fold(kernel);
 
     let origin_ns = [
@@ -215,7 +255,13 @@ pub fn analyse(
     let call_paths = call_path_summaries(&active, &contents.sites, ns);
     let outermost_calls = outermost_calls(&active, ns);
 
-    let timeline = timeline(active.spans, &off_cpu, &converter, origin_ns);
+    let timeline = timeline(
+        active.spans,
+        lifecycle.timeline,
+        &off_cpu,
+        &converter,
+        origin_ns,
+    );
     notes.extend(measurement_notes(&MeasurementFacts {
         kernel,
         completeness: &contents.completeness,
@@ -228,6 +274,46 @@ pub fn analyse(
         unsymbolised_samples: folded.unsymbolised,
         buffer_stalls: (active.buffer_stalls.count, ns(active.buffer_stalls.ticks)),
     }));
+    if lifecycle
+        .regions
+        .iter()
+        .any(|r| r.gs_gs_source == lifecycle::SearchRounds::Estimated)
+    {
+        notes.push(
+            "Without context-switch records, the failed search rounds (GS->GS) of rayon workers are estimated \
+             (GS time ÷ 1 µs per round) and sleeping (W) cannot be told from searching (GS)."
+                .to_owned(),
+        );
+    }
+
+    let on_cpu = |tid: u32, a: u64, b: u64| {
+        b.saturating_sub(a)
+            .saturating_sub(off_cpu.within(tid, a, b).total())
+    };
+    let to_ns = |ticks: u64| converter.to_ns(ticks);
+    let counters_analysis = counter_spans.finish(
+        &AttributionContext {
+            counters,
+            sites: &contents.sites,
+            to_ns: &to_ns,
+            to_ticks: &to_ticks,
+            on_cpu: switches_recorded.then_some(&on_cpu as &dyn Fn(u32, u64, u64) -> u64),
+            end_of_run,
+            origin_ns,
+        },
+        &mut notes,
+    );
+    let utilization = utilization::of_run(
+        &utilization::RunRecords {
+            switches: &switches,
+            switch_records: &kernel.capabilities.context_switches,
+            counters,
+            start_ns: origin_ns,
+            end_ns: converter.to_ns(end_of_run),
+            period_ns: opts.utilization_period_ns,
+        },
+        &mut notes,
+    );
 
     Ok(Analysis {
         target: TargetInfo::default(),
@@ -249,6 +335,9 @@ pub fn analyse(
         outermost_calls,
         cpu_samples: folded.samples,
         timeline,
+        regions: lifecycle.regions,
+        counters: counters_analysis,
+        utilization,
         lost_events,
         lost_kernel_records: kernel.lost_records,
         malformed_kernel_records: kernel.malformed_records,
@@ -485,9 +574,11 @@ fn outermost_calls(active: &ActiveTimeResult, ns: impl Fn(u64) -> u64) -> Probed
     }
 }
 
-/// The kept probe spans plus every switched-out interval of the program's threads.
+/// The kept probe spans plus every switched-out interval of the program's threads, and the
+/// lifecycle's worker states and region runs.
 fn timeline(
     mut spans: LongestSpans,
+    lifecycle: LifecycleTimeline,
     off_cpu: &OffCpuIndex,
     converter: &TickConverter,
     origin_ns: u64,
@@ -510,6 +601,7 @@ fn timeline(
         }
     }
     let ns = |ticks: u64| converter.span_ns(ticks).round() as u64;
+    let since_origin = |ticks: u64| converter.to_ns(ticks).saturating_sub(origin_ns);
     let max_spans = spans.capacity();
     let (left_out_probe_spans, left_out_switched_out_spans) =
         (spans.left_out_probe, spans.left_out_switched_out);
@@ -521,7 +613,7 @@ fn timeline(
             .into_iter()
             .map(|s| TimelineSpan {
                 tid: s.tid,
-                start_ns: converter.to_ns(s.start).saturating_sub(origin_ns),
+                start_ns: since_origin(s.start),
                 duration_ns: ns(s.end - s.start),
                 kind: match s.kind {
                     TickSpanKind::Probe { site, active_ticks } => SpanKind::Probe {
@@ -535,6 +627,27 @@ fn timeline(
             .collect(),
         left_out_probe_spans,
         left_out_switched_out_spans,
+        worker_states: lifecycle
+            .worker_states
+            .into_iter()
+            .map(|s| WorkerStateSpan {
+                tid: s.tid,
+                region: s.region,
+                state: s.state,
+                start_ns: since_origin(s.start),
+                duration_ns: ns(s.end - s.start),
+            })
+            .collect(),
+        region_runs: lifecycle
+            .region_runs
+            .into_iter()
+            .map(|r| RegionRun {
+                region: r.region,
+                start_ns: since_origin(r.start),
+                duration_ns: ns(r.end - r.start),
+            })
+            .collect(),
+        left_out_lifecycle_spans: lifecycle.left_out,
     }
 }
 
@@ -641,6 +754,12 @@ fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
         notes.push(format!(
             "The timeline keeps the {} longest spans: {} shorter probe spans and {} shorter switched-out spans were left out.",
             t.max_spans, t.left_out_probe_spans, t.left_out_switched_out_spans
+        ));
+    }
+    if t.left_out_lifecycle_spans > 0 {
+        notes.push(format!(
+            "The timeline keeps the {} longest rayon worker-state spans and region runs: {} shorter ones were left out.",
+            t.max_spans, t.left_out_lifecycle_spans
         ));
     }
     if facts.unsymbolised_samples > 0 {

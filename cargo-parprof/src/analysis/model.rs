@@ -27,6 +27,14 @@ pub struct Analysis {
     pub outermost_calls: ProbedTime,
     pub cpu_samples: CpuSamples,
     pub timeline: Timeline,
+    /// Parallel regions with their worker lifecycles and diagnoses, longest first.
+    pub regions: Vec<super::lifecycle::RegionReport>,
+    /// The counters collected (`--counters`) attributed to probes, task groups and regions;
+    /// `None` when none were asked for.
+    pub counters: Option<super::attributed_counters::CountersAnalysis>,
+    /// Work executed vs. slots available over time (method 4); `None` without context-switch
+    /// records.
+    pub utilization: Option<super::utilization::Utilization>,
     /// Trace events the runtime could not store (its buffers were full).
     pub lost_events: u64,
     /// Kernel records lost because a perf ring buffer was full.
@@ -230,6 +238,61 @@ pub struct Timeline {
     pub spans: Vec<TimelineSpan>,
     pub left_out_probe_spans: u64,
     pub left_out_switched_out_spans: u64,
+    /// The states of every rayon worker within parallel regions, sorted by thread, then start;
+    /// bounded by `max_spans` like `spans` (the longest are kept).
+    pub worker_states: Vec<WorkerStateSpan>,
+    /// The runs of every parallel region, sorted by region, then start; bounded likewise.
+    pub region_runs: Vec<RegionRun>,
+    /// Worker-state spans and region runs left out by the bound.
+    pub left_out_lifecycle_spans: u64,
+}
+
+/// The lifecycle state of a rayon worker (method 2 of the spec).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum WorkerState {
+    /// Running a task of a region (user code).
+    #[serde(rename = "UC")]
+    UserCode,
+    /// Looking for the next task in its own deque.
+    #[serde(rename = "LQ")]
+    LocalQueue,
+    /// Looking in other workers' deques and the injector.
+    #[serde(rename = "GS")]
+    GlobalSearch,
+    /// Asleep: no task found.
+    #[serde(rename = "W")]
+    Wait,
+}
+
+impl WorkerState {
+    /// The model's abbreviation: `UC`, `LQ`, `GS` or `W`.
+    pub fn abbreviation(self) -> &'static str {
+        match self {
+            WorkerState::UserCode => "UC",
+            WorkerState::LocalQueue => "LQ",
+            WorkerState::GlobalSearch => "GS",
+            WorkerState::Wait => "W",
+        }
+    }
+}
+
+/// A stretch of time one worker spent in one state within parallel region `region` (a region
+/// site, see `RegionReport::site`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkerStateSpan {
+    pub tid: u32,
+    pub region: u32,
+    pub state: WorkerState,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+}
+
+/// One run of a parallel region (its begin to its end; overlapping runs merged).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RegionRun {
+    pub region: u32,
+    pub start_ns: u64,
+    pub duration_ns: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -26,11 +26,17 @@
 //! that CPU over the run (work per switched-in ns; on a CPU with no work, the mean over all
 //! CPUs).
 
-use crate::kernel::{SwitchKind, SwitchRecord};
+use crate::counters::CounterRecords;
+use crate::kernel::{Capability, SwitchKind, SwitchRecord};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 pub const DEFAULT_PERIOD_NS: u64 = 1_000_000;
+/// Most periods in a report (about 100 s at 1 ms): a longer run gets periods that are a
+/// multiple of the one asked for, so that the report and the plot stay small.
+pub const MAX_PERIODS: u64 = 100_000;
+/// The work counter where the machine has it; on-CPU time otherwise.
+pub const WORK_COUNTER: &str = "instructions";
 
 /// An amount of work (a counter delta) done by the program on `cpu` within
 /// `[start_ns, end_ns]`, e.g. from two consecutive reads of a per-CPU counter.
@@ -192,6 +198,63 @@ fn overlap_ns(intervals: &[(u64, u64)], a: u64, b: u64) -> u64 {
         .take_while(|&&(s, _)| s < b)
         .map(|&(s, e)| e.min(b).saturating_sub(s.max(a)))
         .sum()
+}
+
+/// What the utilization of a whole run is computed from.
+pub struct RunRecords<'a> {
+    /// The program's switch records, sorted by time.
+    pub switches: &'a [SwitchRecord],
+    /// Whether the switch records were collected, and if not why.
+    pub switch_records: &'a Capability,
+    pub counters: &'a CounterRecords,
+    /// The run on `CLOCK_MONOTONIC` ns.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The period asked for.
+    pub period_ns: u64,
+}
+
+/// The utilization of a run: `instructions` as the work where it was collected, on-CPU time
+/// otherwise. `None` (with the reason in `notes`) without switch records, which tell when the
+/// program ran where.
+pub fn of_run(run: &RunRecords<'_>, notes: &mut Vec<String>) -> Option<Utilization> {
+    if !run.switch_records.available {
+        notes.push(format!(
+            "No utilization over time: it needs context-switch records ({}).",
+            run.switch_records
+                .reason
+                .as_deref()
+                .unwrap_or("not collected")
+        ));
+        return None;
+    }
+    if run.end_ns <= run.start_ns || run.switches.is_empty() {
+        return None;
+    }
+    let asked = run.period_ns.max(1);
+    let periods = (run.end_ns - run.start_ns).div_ceil(asked);
+    let period_ns = if periods > MAX_PERIODS {
+        let period_ns = asked.saturating_mul(periods.div_ceil(MAX_PERIODS));
+        notes.push(format!(
+            "Utilization over time uses periods of {:.3} ms instead of {:.3} ms: the run is longer than {MAX_PERIODS} periods.",
+            period_ns as f64 / 1e6,
+            asked as f64 / 1e6
+        ));
+        period_ns
+    } else {
+        asked
+    };
+    let deltas = run.counters.counter(WORK_COUNTER).map(|c| c.cpu_work());
+    Some(utilization(&UtilizationInput {
+        switches: run.switches,
+        start_ns: run.start_ns,
+        end_ns: run.end_ns,
+        period_ns,
+        work: deltas.as_deref().map(|deltas| WorkCounter {
+            name: WORK_COUNTER,
+            deltas,
+        }),
+    }))
 }
 
 pub fn utilization(input: &UtilizationInput<'_>) -> Utilization {

@@ -7,6 +7,9 @@
 //! are embedded as `data:` documents in sandboxed iframes: inlined, their scripts would look
 //! up elements by id and take the page's first `<svg>` for their own, and break each other.
 
+use super::regions::{diagnosed, impact_text};
+use super::{completeness_text, correction_sentence, exit_text};
+use crate::analysis::Analysis;
 use crate::analysis::attribution::ShareKind;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -98,6 +101,90 @@ pub fn render(input: &HtmlInput) -> String {
         json_for_script(&input.items)
     );
     html
+}
+
+/// The page of a run: `svgs` are the figures to embed, (caption, SVG document).
+pub fn input_of(analysis: &Analysis, svgs: Vec<(String, String)>) -> HtmlInput {
+    let target = &analysis.target;
+    let name = if target.name.is_empty() {
+        "the program"
+    } else {
+        target.name.as_str()
+    };
+    let mut summary_lines = vec![format!(
+        "{name}{}: {}, {} threads, {} probe events, {}",
+        if target.kind.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", target.kind)
+        },
+        exit_text(&analysis.exit),
+        analysis.threads.len(),
+        analysis.trace.events,
+        completeness_text(&analysis.trace.completeness)
+    )];
+    summary_lines.extend(correction_sentence(analysis));
+    if let Some(c) = &analysis.counters {
+        if !c.collected.is_empty() {
+            let totals: Vec<String> = c
+                .collected
+                .iter()
+                .map(|x| format!("{} {}", x.name, format_number(x.total)))
+                .collect();
+            summary_lines.push(format!(
+                "Counters over the run: {}. Probes and tasks get a {}; regions a {}.",
+                totals.join(", "),
+                c.work_share.describe(),
+                c.region_share.describe()
+            ));
+        }
+        for u in &c.unavailable {
+            summary_lines.push(format!("Not measured: {} ({}).", u.name, u.reason));
+        }
+    }
+    summary_lines.extend(analysis.notes.iter().map(|n| format!("Note: {n}")));
+
+    let diagnoses = diagnosed(&analysis.regions)
+        .map(|(region, d)| {
+            (
+                d.code.as_str().to_string(),
+                format!(
+                    "region {}: {}; impact: {}; advice: {}",
+                    region.name,
+                    d.evidence.summary,
+                    impact_text(region, d),
+                    d.advice
+                ),
+            )
+        })
+        .collect();
+
+    let items = analysis
+        .counters
+        .iter()
+        .flat_map(|c| &c.items)
+        .map(|item| HtmlItem {
+            kind: item.kind.label().to_string(),
+            name: item.name.clone(),
+            counters: item
+                .counters
+                .iter()
+                .map(|c| HtmlCounter {
+                    counter: c.counter.clone(),
+                    value: c.value,
+                    error: c.error,
+                    share: c.share,
+                })
+                .collect(),
+        })
+        .collect();
+    HtmlInput {
+        title: format!("parprof: {name}"),
+        summary_lines,
+        diagnoses,
+        svgs,
+        items,
+    }
 }
 
 fn items_section(html: &mut String, items: &[HtmlItem]) {

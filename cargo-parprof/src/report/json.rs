@@ -3,10 +3,16 @@
 //! A view of [`Analysis`] without the bulky parts that have files of their own (timeline spans
 //! in `timeline.json`, sample stacks in `cpu.folded`): only their counts are given here.
 
+use crate::analysis::attributed_counters::CountersAnalysis;
+use crate::analysis::diagnoses::Diagnosis;
+use crate::analysis::lifecycle::{
+    RegionReport, SearchRounds, StateNs, TaskNs, Transitions, WorkerLifecycle,
+};
 use crate::analysis::{
     Analysis, Anomalies, BufferStalls, CallPathSummary, ClockInfo, ExitStatus, ProbeSummary,
     ProbedTime, TargetInfo, ThreadSummary, TraceSummary,
 };
+use crate::analysis::utilization::Utilization;
 use crate::kernel::Capabilities;
 use serde::Serialize;
 use std::io::Write;
@@ -26,14 +32,65 @@ struct Report<'a> {
     probes: &'a [ProbeSummary],
     outermost_calls: &'a ProbedTime,
     call_paths: &'a [CallPathSummary],
+    regions: Vec<Region<'a>>,
     cpu_samples: CpuSampleCounts,
     timeline: TimelineCounts,
+    counters: &'a Option<CountersAnalysis>,
+    utilization: &'a Option<Utilization>,
     lost_events: u64,
     lost_kernel_records: u64,
     malformed_kernel_records: u64,
     buffer_stalls: &'a BufferStalls,
     anomalies: &'a Anomalies,
     notes: &'a [String],
+}
+
+/// A parallel region, with its task counts flat (`tasks`, `tasks_local`, …).
+#[derive(Serialize)]
+struct Region<'a> {
+    name: &'a str,
+    site: u32,
+    instances: u64,
+    elapsed_ns: u64,
+    workers: usize,
+    tasks: u64,
+    tasks_local: u64,
+    tasks_stolen: u64,
+    tasks_injected: u64,
+    tasks_inline: u64,
+    task_ns: &'a TaskNs,
+    state_ns: &'a StateNs,
+    transitions: &'a Transitions,
+    active_overhead_ns: u64,
+    inactive_overhead_ns: u64,
+    gs_gs_source: SearchRounds,
+    diagnoses: &'a [Diagnosis],
+    per_worker: &'a [WorkerLifecycle],
+}
+
+impl<'a> Region<'a> {
+    fn new(r: &'a RegionReport) -> Self {
+        Region {
+            name: &r.name,
+            site: r.site,
+            instances: r.instances,
+            elapsed_ns: r.elapsed_ns,
+            workers: r.workers,
+            tasks: r.tasks.total(),
+            tasks_local: r.tasks.local,
+            tasks_stolen: r.tasks.stolen,
+            tasks_injected: r.tasks.injected,
+            tasks_inline: r.tasks.inline,
+            task_ns: &r.task_ns,
+            state_ns: &r.state_ns,
+            transitions: &r.transitions,
+            active_overhead_ns: r.active_overhead_ns,
+            inactive_overhead_ns: r.inactive_overhead_ns,
+            gs_gs_source: r.gs_gs_source,
+            diagnoses: &r.diagnoses,
+            per_worker: &r.per_worker,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -48,6 +105,9 @@ struct TimelineCounts {
     spans: usize,
     left_out_probe_spans: u64,
     left_out_switched_out_spans: u64,
+    worker_state_spans: usize,
+    region_runs: usize,
+    left_out_lifecycle_spans: u64,
 }
 
 /// Writes `report.json` (pretty-printed, fields in a fixed order).
@@ -63,6 +123,7 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
         probes: &analysis.probes,
         outermost_calls: &analysis.outermost_calls,
         call_paths: &analysis.call_paths,
+        regions: analysis.regions.iter().map(Region::new).collect(),
         cpu_samples: CpuSampleCounts {
             period_ns: analysis.cpu_samples.period_ns,
             total: analysis.cpu_samples.total,
@@ -72,7 +133,12 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
             spans: analysis.timeline.spans.len(),
             left_out_probe_spans: analysis.timeline.left_out_probe_spans,
             left_out_switched_out_spans: analysis.timeline.left_out_switched_out_spans,
+            worker_state_spans: analysis.timeline.worker_states.len(),
+            region_runs: analysis.timeline.region_runs.len(),
+            left_out_lifecycle_spans: analysis.timeline.left_out_lifecycle_spans,
         },
+        counters: &analysis.counters,
+        utilization: &analysis.utilization,
         lost_events: analysis.lost_events,
         lost_kernel_records: analysis.lost_kernel_records,
         malformed_kernel_records: analysis.malformed_kernel_records,

@@ -1,5 +1,6 @@
 //! `report.md`: short enough for a pull-request comment.
 
+use super::regions::{codes, diagnosed, impact_text, state_percents, task_origins};
 use super::{
     completeness_text, correction_percent, correction_sentence, exit_text, human_duration,
 };
@@ -39,6 +40,7 @@ pub fn render(analysis: &Analysis) -> String {
         completeness_text(&analysis.trace.completeness),
         analysis.trace.events
     );
+    write_regions(analysis, &mut md);
 
     if analysis.probes.is_empty() {
         md.push_str("No probe calls were recorded.\n\n");
@@ -116,4 +118,56 @@ pub fn render(analysis: &Analysis) -> String {
     }
     md.push_str("Flamegraphs: `active.svg`, `cpu.svg` · timeline: `timeline.json` (Perfetto UI) · data: `report.json`\n");
     md
+}
+
+/// The diagnoses of parallel regions, then a table of the regions; nothing without regions.
+fn write_regions(analysis: &Analysis, md: &mut String) {
+    if analysis.regions.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "### Diagnoses\n");
+    let mut any = false;
+    for (region, d) in diagnosed(&analysis.regions) {
+        any = true;
+        let _ = writeln!(
+            md,
+            "- **`{}`** in region `{}`: {}\n  - **Impact:** {}.\n  - **Advice:** {}",
+            d.code.as_str(),
+            cell(&region.name),
+            d.evidence.summary.replace('\n', " "),
+            impact_text(region, d),
+            d.advice.replace('\n', " ")
+        );
+    }
+    if !any {
+        let _ = writeln!(
+            md,
+            "No parallel-overhead diagnosis in {} parallel region(s).",
+            analysis.regions.len()
+        );
+    }
+    let _ = writeln!(md, "\n### Parallel regions\n");
+    md.push_str(
+        "| region | runs | elapsed | workers | tasks | local / stolen / injected / inline | median task | UC | LQ | GS | W | diagnoses |\n",
+    );
+    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for r in &analysis.regions {
+        let [uc, lq, gs, w] = state_percents(r);
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {} | {} | {} | {} | {} | {uc} | {lq} | {gs} | {w} | {} |",
+            cell(&r.name),
+            r.instances,
+            human_duration(r.elapsed_ns),
+            r.workers,
+            r.tasks.total(),
+            task_origins(r),
+            human_duration(r.task_ns.median),
+            codes(r)
+        );
+    }
+    md.push_str(
+        "\nUC, LQ, GS, W: share of the workers' time running tasks, looking in their own deque, searching other \
+         deques, asleep.\n\n",
+    );
 }

@@ -5,6 +5,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod plot;
+mod regions;
 pub mod terminal;
 pub mod timeline;
 
@@ -20,7 +21,7 @@ pub fn write_all(analysis: &Analysis, out_dir: &Path) -> anyhow::Result<Vec<Path
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let active = flamegraph::active_folded(analysis);
     let cpu = flamegraph::cpu_folded(analysis);
-    Ok(vec![
+    let mut written = vec![
         write_file(out_dir, "report.json", |w| json::write(analysis, w))?,
         write_file(out_dir, "report.md", |w| {
             Ok(w.write_all(markdown::render(analysis).as_bytes())?)
@@ -38,7 +39,31 @@ pub fn write_all(analysis: &Analysis, out_dir: &Path) -> anyhow::Result<Vec<Path
             flamegraph::write_cpu_svg(analysis, &cpu, w)
         })?,
         write_file(out_dir, "timeline.json", |w| timeline::write(analysis, w))?,
-    ])
+    ];
+    if let Some(u) = &analysis.utilization {
+        let svg = plot::utilization_svg(u, &plot::region_spans(analysis, u))?;
+        written.push(write_file(out_dir, "utilization.svg", |w| {
+            Ok(w.write_all(svg.as_bytes())?)
+        })?);
+    }
+    // The page embeds the figures just written.
+    let figures = [
+        ("active.svg", "Active time per call path of probes (flamegraph)"),
+        ("cpu.svg", "CPU samples (flamegraph)"),
+        ("utilization.svg", "Parallelism over time: work executed vs. slots available"),
+    ];
+    let svgs = figures
+        .iter()
+        .filter_map(|(file, caption)| {
+            let svg = std::fs::read_to_string(out_dir.join(file)).ok()?;
+            Some((caption.to_string(), svg))
+        })
+        .collect();
+    let page = html::render(&html::input_of(analysis, svgs));
+    written.push(write_file(out_dir, "report.html", |w| {
+        Ok(w.write_all(page.as_bytes())?)
+    })?);
+    Ok(written)
 }
 
 fn write_file(

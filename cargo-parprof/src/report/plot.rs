@@ -3,8 +3,11 @@
 //! bytes: no fonts are measured (plotters' built-in text size estimate) and nothing random or
 //! time-dependent goes into the file.
 
+use crate::analysis::Analysis;
 use crate::analysis::utilization::{ON_CPU_UNIT, Utilization};
 use plotters::prelude::*;
+use std::cmp::Reverse;
+use std::collections::HashMap;
 
 const WIDTH: u32 = 960;
 const HEIGHT: u32 = 360;
@@ -15,6 +18,53 @@ const REGION: RGBColor = RGBColor(255, 170, 60);
 /// A parallel region to mark: its name and its span on `CLOCK_MONOTONIC` ns (the time line
 /// of [`Utilization::origin_ns`]).
 pub type RegionSpan = (String, u64, u64);
+
+/// Most region spans marked, the longest: a region run in a loop would otherwise cover the
+/// plot with labels.
+const MAX_MARKED_REGIONS: usize = 200;
+
+/// The runs of the parallel regions kept on the timeline, as spans to mark on the plot. Runs
+/// of one region less than a period apart are merged: they are one band at the plot's
+/// resolution.
+pub fn region_spans(analysis: &Analysis, u: &Utilization) -> Vec<RegionSpan> {
+    let names: HashMap<u32, &str> = analysis
+        .regions
+        .iter()
+        .map(|r| (r.site, r.name.as_str()))
+        .collect();
+    let origin = analysis.timeline.origin_monotonic_ns;
+    let mut runs: Vec<(u32, u64, u64)> = analysis
+        .timeline
+        .region_runs
+        .iter()
+        .map(|r| {
+            let start = origin.saturating_add(r.start_ns);
+            (r.region, start, start.saturating_add(r.duration_ns))
+        })
+        .collect();
+    runs.sort_unstable();
+    let mut merged: Vec<(u32, u64, u64)> = Vec::new();
+    for (region, start, end) in runs {
+        match merged.last_mut() {
+            Some(last) if last.0 == region && start <= last.2.saturating_add(u.period_ns) => {
+                last.2 = last.2.max(end);
+            }
+            _ => merged.push((region, start, end)),
+        }
+    }
+    merged.sort_by_key(|&(region, start, end)| (Reverse(end - start), start, region));
+    merged.truncate(MAX_MARKED_REGIONS);
+    merged.sort_by_key(|&(region, start, _)| (start, region));
+    merged
+        .into_iter()
+        .map(|(region, start, end)| {
+            let name = names
+                .get(&region)
+                .map_or_else(|| format!("region #{region}"), |n| (*n).to_string());
+            (name, start, end)
+        })
+        .collect()
+}
 
 /// The plot as an SVG document.
 pub fn utilization_svg(u: &Utilization, regions: &[RegionSpan]) -> anyhow::Result<String> {

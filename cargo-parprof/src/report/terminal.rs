@@ -1,5 +1,6 @@
 //! The summary printed at the end of a run.
 
+use super::regions::{codes, diagnosed, impact_text, state_percents, task_origins};
 use super::{
     completeness_text, correction_percent, correction_sentence, exit_text, human_duration,
 };
@@ -21,8 +22,9 @@ fn shorten(name: &str) -> String {
     }
 }
 
-/// The terminal summary: top probes by self active time, how much the correction changed
-/// them, and what could not be measured.
+/// The terminal summary: the diagnoses of parallel regions and a row per region, then top
+/// probes by self active time, how much the correction changed them, and what could not be
+/// measured.
 pub fn summary(analysis: &Analysis) -> String {
     let mut out = String::new();
     let name = if analysis.target.name.is_empty() {
@@ -39,6 +41,7 @@ pub fn summary(analysis: &Analysis) -> String {
         analysis.trace.events,
         completeness_text(&analysis.trace.completeness)
     );
+    write_regions(analysis, &mut out);
     if analysis.probes.is_empty() {
         out.push_str("No probe calls were recorded.\n");
     } else {
@@ -78,6 +81,66 @@ pub fn summary(analysis: &Analysis) -> String {
         }
     }
     out
+}
+
+/// The diagnoses, each with its region, evidence, impact and advice; then one row per region.
+/// Nothing when the program entered no parallel region.
+fn write_regions(analysis: &Analysis, out: &mut String) {
+    if analysis.regions.is_empty() {
+        return;
+    }
+    let mut diagnoses = diagnosed(&analysis.regions).peekable();
+    if diagnoses.peek().is_none() {
+        let _ = writeln!(
+            out,
+            "\nNo parallel-overhead diagnosis in {} parallel region(s).",
+            analysis.regions.len()
+        );
+    } else {
+        let _ = writeln!(out, "\nDiagnoses:");
+        for (i, (region, d)) in diagnoses.enumerate() {
+            let _ = writeln!(
+                out,
+                "  {}. region `{}`: {}\n     evidence: {}\n     impact:   {}\n     advice:   {}",
+                i + 1,
+                region.name,
+                d.code.as_str(),
+                d.evidence.summary,
+                impact_text(region, d),
+                d.advice
+            );
+        }
+    }
+    let _ = writeln!(out, "\nParallel regions (share of worker time per state):");
+    let _ = writeln!(
+        out,
+        "  {:>10}  {:>5}  {:>7}  {:>9}  {:>34}  {:>11}  {:>4}  {:>4}  {:>4}  {:>4}  region: diagnoses",
+        "elapsed",
+        "runs",
+        "workers",
+        "tasks",
+        "local / stolen / injected / inline",
+        "median task",
+        "UC",
+        "LQ",
+        "GS",
+        "W"
+    );
+    for r in &analysis.regions {
+        let [uc, lq, gs, w] = state_percents(r);
+        let _ = writeln!(
+            out,
+            "  {:>10}  {:>5}  {:>7}  {:>9}  {:>34}  {:>11}  {uc:>4}  {lq:>4}  {gs:>4}  {w:>4}  {}: {}",
+            human_duration(r.elapsed_ns),
+            r.instances,
+            r.workers,
+            r.tasks.total(),
+            task_origins(r),
+            human_duration(r.task_ns.median),
+            shorten(&r.name),
+            codes(r)
+        );
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,14 @@
 //! `probe`) and the times it was switched out: `preempted` (category
 //! `switched_out.preempted`, runnable but not running) and `blocked` (category
 //! `switched_out.blocked`, waiting). Times are µs since the analysis's timeline origin.
+//!
+//! Parallel regions get a process of their own, "parallel regions": one track per region with
+//! its runs (category `region`), and one track per rayon worker with its states within the
+//! regions — spans named `UC`, `LQ`, `GS` and `W` (category `lifecycle`, arg `region`).
+//!
+//! Counter tracks of the profiled process: each collected counter's increase per ms
+//! (`page-faults per ms`, …) and the utilization over time (`executed` and `available`, in CPUs
+//! or in the work counter's unit per period).
 
 use crate::analysis::{Analysis, SpanKind, TimelineSpan};
 use serde::Serialize;
@@ -30,6 +38,12 @@ struct ProbeArgs {
     active_us: f64,
     elapsed_us: f64,
 }
+
+/// The region tracks' process id is the traced pid with this bit set, and their track ids
+/// count up from it: Linux pids and tids stay below 2^22, so neither can be a real one. A
+/// process of their own keeps their spans from having to nest with the probe calls of the
+/// workers' own tracks.
+const REGION_TRACKS: u32 = 1 << 23;
 
 fn micros(ns: u64) -> f64 {
     ns as f64 / 1000.0
@@ -111,6 +125,9 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
             "spans_kept": analysis.timeline.spans.len(),
             "left_out_probe_spans": analysis.timeline.left_out_probe_spans,
             "left_out_switched_out_spans": analysis.timeline.left_out_switched_out_spans,
+            "worker_state_spans": analysis.timeline.worker_states.len(),
+            "region_runs": analysis.timeline.region_runs.len(),
+            "left_out_lifecycle_spans": analysis.timeline.left_out_lifecycle_spans,
         },
     }))?;
     // Open the object again to stream the events into it instead of building them all.
@@ -152,7 +169,138 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
             },
         )?;
     }
+    write_region_tracks(analysis, pid, out)?;
+    write_counter_tracks(analysis, pid, out)?;
     out.write_all(b"\n]}\n")?;
+    Ok(())
+}
+
+/// Counter tracks ("C" events) of the profiled process: each counter's increase per ms, and
+/// the utilization's work executed and slots available per period.
+fn write_counter_tracks(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> anyhow::Result<()> {
+    let mut counter = |name: &str, ts_ns: u64, args: Value| -> anyhow::Result<()> {
+        out.write_all(b",\n")?;
+        serde_json::to_writer(
+            &mut *out,
+            &json!({ "ph": "C", "name": name, "pid": pid, "ts": micros(ts_ns), "args": args }),
+        )?;
+        Ok(())
+    };
+    for track in analysis.counters.iter().flat_map(|c| &c.tracks) {
+        let name = format!("{} per ms", track.name);
+        for &(t_ns, per_ms) in &track.points {
+            counter(&name, t_ns, json!({ "value": per_ms }))?;
+        }
+    }
+    if let Some(u) = &analysis.utilization {
+        let on_cpu = u.unit == crate::analysis::utilization::ON_CPU_UNIT;
+        let name = if on_cpu {
+            "utilization (CPUs)".to_owned()
+        } else {
+            format!("utilization ({} per period)", u.unit)
+        };
+        // On-CPU time per period reads best as a number of CPUs.
+        let scale = if on_cpu {
+            1.0 / u.period_ns.max(1) as f64
+        } else {
+            1.0
+        };
+        let shift = u
+            .origin_ns
+            .saturating_sub(analysis.timeline.origin_monotonic_ns);
+        for p in &u.periods {
+            counter(
+                &name,
+                shift + p.t_ns,
+                json!({ "executed": p.executed * scale, "available": p.available * scale }),
+            )?;
+        }
+        if let Some(last) = u.periods.last() {
+            let end = shift + last.t_ns + u.period_ns;
+            counter(&name, end, json!({ "executed": 0.0, "available": 0.0 }))?;
+        }
+    }
+    Ok(())
+}
+
+/// The "parallel regions" process: a track of runs per region, a track of states per worker.
+/// Each track's spans are disjoint, so nothing needs to nest.
+fn write_region_tracks(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> anyhow::Result<()> {
+    let timeline = &analysis.timeline;
+    if analysis.regions.is_empty() {
+        return Ok(());
+    }
+    let region_pid = pid | REGION_TRACKS;
+    let mut regions: Vec<(u32, &str)> = analysis
+        .regions
+        .iter()
+        .map(|r| (r.site, r.name.as_str()))
+        .collect();
+    regions.sort_unstable();
+    let region_name = |site: u32| {
+        regions
+            .binary_search_by_key(&site, |(s, _)| *s)
+            .map_or_else(|_| format!("region #{site}"), |i| regions[i].1.to_owned())
+    };
+    let region_track = |site: u32| {
+        REGION_TRACKS + regions.binary_search_by_key(&site, |(s, _)| *s).unwrap_or(0) as u32
+    };
+    let mut workers: Vec<u32> = timeline.worker_states.iter().map(|s| s.tid).collect();
+    workers.dedup();
+    let worker_track = |tid: u32| {
+        REGION_TRACKS + (regions.len() + workers.binary_search(&tid).unwrap_or(0)) as u32
+    };
+
+    let mut metadata = vec![json!({
+        "ph": "M", "name": "process_name", "pid": region_pid, "tid": 0, "args": { "name": "parallel regions" }
+    })];
+    let tracks = regions
+        .iter()
+        .map(|&(site, name)| (region_track(site), format!("region {name}")))
+        .chain(workers.iter().map(|&tid| {
+            let thread = analysis.threads.iter().find(|t| t.tid == tid);
+            // Workers often keep the program's name: their rayon index says more.
+            let label = match (
+                thread.and_then(|t| t.rayon_index),
+                thread.and_then(|t| t.name.as_deref()),
+            ) {
+                (Some(index), _) => format!("rayon worker {index}"),
+                (None, Some(name)) => name.to_owned(),
+                (None, None) => format!("thread {tid}"),
+            };
+            (worker_track(tid), format!("{label} (tid {tid}): states"))
+        }));
+    for (index, (track, name)) in tracks.enumerate() {
+        metadata.push(json!({ "ph": "M", "name": "thread_name", "pid": region_pid, "tid": track, "args": { "name": name } }));
+        metadata.push(json!({
+            "ph": "M", "name": "thread_sort_index", "pid": region_pid, "tid": track, "args": { "sort_index": index }
+        }));
+    }
+    for event in &metadata {
+        out.write_all(b",\n")?;
+        serde_json::to_writer(&mut *out, event)?;
+    }
+    for run in &timeline.region_runs {
+        out.write_all(b",\n")?;
+        serde_json::to_writer(
+            &mut *out,
+            &json!({
+                "ph": "X", "name": region_name(run.region), "cat": "region", "pid": region_pid,
+                "tid": region_track(run.region), "ts": micros(run.start_ns), "dur": micros(run.duration_ns)
+            }),
+        )?;
+    }
+    for span in &timeline.worker_states {
+        out.write_all(b",\n")?;
+        serde_json::to_writer(
+            &mut *out,
+            &json!({
+                "ph": "X", "name": span.state.abbreviation(), "cat": "lifecycle", "pid": region_pid,
+                "tid": worker_track(span.tid), "ts": micros(span.start_ns), "dur": micros(span.duration_ns),
+                "args": { "region": region_name(span.region) }
+            }),
+        )?;
+    }
     Ok(())
 }
 
