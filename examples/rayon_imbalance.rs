@@ -2,10 +2,14 @@
 //!
 //! The global pool has 2 workers, one per core of a 2-core machine (`rayon_imbalance
 //! [WORKERS]` to change it). A parallel iterator processes 41 items, one at a time
-//! (`with_max_len(1)`): the first takes 400 ms, the others 1 ms each. The worker that gets
+//! (`with_max_len(1)`): the first takes 600 ms, the others 1 ms each. The worker that gets
 //! the first item runs it for the whole region while the other finishes the 40 small ones in
 //! 40 ms and then has nothing left to do. `cargo parprof --example rayon_imbalance` reports
 //! `load_imbalance`; the fix is to split the huge item itself.
+//!
+//! The huge item is that long so that the idle worker sleeps for most of the region even on a
+//! busy machine, where each of rayon's 32 yielding search rounds before sleeping waits for
+//! other programs and the search can last a hundred milliseconds.
 //!
 //! Prints `tasks=<n>`: the leaves it counted itself (`fold` makes one accumulator per leaf),
 //! which are the region's tasks.
@@ -39,7 +43,7 @@ fn main() {
         .num_threads(workers)
         .build_global()
         .expect("the global pool");
-    let mut sizes = vec![Duration::from_millis(400)];
+    let mut sizes = vec![Duration::from_millis(600)];
     sizes.extend(std::iter::repeat_n(Duration::from_millis(1), 40));
     let checksum = parallel_region!("imbalance", {
         sizes

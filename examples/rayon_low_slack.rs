@@ -1,12 +1,20 @@
 //! Insufficient parallel slack: far fewer tasks than workers, again and again.
 //!
-//! The global pool has 4 workers on a 2-core machine (`rayon_low_slack [WORKERS]` to change
-//! it). A region runs a loop of 1,000 steps: 300 µs of sequential preparation, then a join of
-//! two 50 µs tasks. Each join wakes sleeping workers that search, find nothing and go back to
-//! sleep; half of the pool never has anything to do.
-//! `cargo parprof --example rayon_low_slack` reports `insufficient_parallel_slack`. The fix is
-//! to give the pool more independent work at once (parallelise the loop over the steps, or cut
-//! each step finer), or to use a pool as small as the work.
+//! The global pool has 4 workers on a 2-core machine. A region handles 225 requests that
+//! arrive one every 2 ms (the main thread waits for each), each with a join of two 50 µs
+//! tasks. Each join wakes sleeping workers that search, find nothing and go back to sleep;
+//! half of the pool never has anything to do. `cargo parprof --example rayon_low_slack`
+//! reports `insufficient_parallel_slack`. The fix is to give the pool more independent work
+//! at once (batch the requests and handle a batch with one `par_iter`, or cut each request
+//! finer), or to use a pool as small as the work.
+//!
+//! `rayon_low_slack [WORKERS] [INTERVAL_US] [REQUESTS]` changes the figures. The interval is
+//! long enough for idle workers to fall asleep between requests (rayon's 32 yielding search
+//! rounds take well under a millisecond when a core is free) and short enough that they are
+//! woken hundreds of times a second. The main thread waits rather than computes, so that it
+//! leaves the cores to the workers. On a machine whose cores are all busy with other
+//! programs, each yield waits for them, the workers never get to sleep, and the pattern shows
+//! as searching instead (see the end-to-end test).
 //!
 //! Prints `tasks=<n>`: the halves of the joins it ran, the region's tasks.
 
@@ -30,33 +38,34 @@ fn spin(d: Duration) -> u64 {
     x
 }
 
-/// One half of a step's join.
+/// One half of a request's join.
 fn task(d: Duration) -> u64 {
     TASKS.fetch_add(1, Ordering::Relaxed);
     spin(d)
 }
 
+/// Command-line argument `index` as a number, `default` when absent.
+fn arg(index: usize, default: u64) -> u64 {
+    std::env::args()
+        .nth(index)
+        .map_or(default, |a| a.parse().expect("a whole number"))
+}
+
 fn main() {
-    let workers = std::env::args()
-        .nth(1)
-        .map_or(4, |a| a.parse().expect("a number of workers"));
+    let workers = arg(1, 4) as usize;
+    let interval = Duration::from_micros(arg(2, 2_000));
+    let requests = arg(3, 225);
     rayon::ThreadPoolBuilder::new()
         .num_threads(workers)
         .build_global()
         .expect("the global pool");
-    let arg = |i: usize, default: u64| {
-        std::env::args()
-            .nth(i)
-            .map_or(default, |a| a.parse().expect("a number"))
-    };
-    let prep = Duration::from_micros(arg(2, 300));
-    let steps = arg(3, 1000);
-    let step = Duration::from_micros(arg(4, 50));
-    let checksum = parallel_region!("steps", {
+    let half = Duration::from_micros(50);
+    let checksum = parallel_region!("requests", {
         let mut checksum = 0u64;
-        for _ in 0..steps {
-            checksum ^= spin(prep);
-            let (a, b) = rayon::join(|| task(step), || task(step));
+        for _ in 0..requests {
+            // Waiting for the next request.
+            std::thread::sleep(interval);
+            let (a, b) = rayon::join(|| task(half), || task(half));
             checksum ^= a ^ b;
         }
         checksum

@@ -7,11 +7,13 @@
 //! reports `too_fine_granularity`.
 //!
 //! Prints `tasks=<n>`: the leaves it counted itself (`fold` makes one accumulator per leaf),
-//! which are the region's tasks.
+//! which are the region's tasks; and `region_ns=<n>`: the region's wall time, which
+//! `benches/rayon_overhead.rs` compares with and without parprof.
 
 use parprof_rt::parallel_region;
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 static LEAVES: AtomicU64 = AtomicU64::new(0);
 
@@ -28,6 +30,7 @@ fn main() {
         .num_threads(workers)
         .build_global()
         .expect("the global pool");
+    let start = Instant::now();
     let sum = parallel_region!("too_fine", {
         (0..1_000_000u32)
             .into_par_iter()
@@ -41,6 +44,8 @@ fn main() {
             )
             .reduce(|| 0, u64::wrapping_add)
     });
+    let region_ns = start.elapsed().as_nanos();
     println!("sum={sum:016x}");
     println!("tasks={}", LEAVES.load(Ordering::Relaxed));
+    println!("region_ns={region_ns}");
 }

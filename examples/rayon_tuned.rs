@@ -1,18 +1,22 @@
 //! A well-tuned parallel region: the baseline with no diagnosis.
 //!
 //! The global pool has 2 workers, one per core of a 2-core machine (`rayon_tuned [WORKERS]`
-//! to change it). A parallel iterator over 4,000 items of about 10 µs each, in leaves of at
-//! most 32 items (`with_max_len(32)`): a few hundred leaves of a few hundred microseconds,
-//! enough to keep both workers busy to the end, few enough that finding them costs little.
+//! to change it). A parallel iterator over 40,000 items of about 10 µs each, in leaves of at
+//! most 32 items (`with_max_len(32)`): about two thousand leaves of a few hundred
+//! microseconds, enough to keep both workers busy to the end, few enough that finding them
+//! costs little. The region lasts a few hundred milliseconds, so that the start (waking the
+//! workers) and the end (the last leaf) stay a small part of it even on a busy machine.
 //! `cargo parprof --example rayon_tuned` reports no parallel-overhead diagnosis.
 //!
 //! Prints `tasks=<n>`: the leaves it counted itself (`fold` makes one accumulator per leaf),
-//! which are the region's tasks.
+//! which are the region's tasks; and `region_ns=<n>`: the region's wall time, which
+//! `benches/rayon_overhead.rs` compares with and without parprof.
 
 use parprof_rt::parallel_region;
 use rayon::prelude::*;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 static LEAVES: AtomicU64 = AtomicU64::new(0);
 
@@ -36,8 +40,9 @@ fn main() {
         .num_threads(workers)
         .build_global()
         .expect("the global pool");
+    let start = Instant::now();
     let checksum = parallel_region!("tuned", {
-        (0..4_000u32)
+        (0..40_000u32)
             .into_par_iter()
             .with_max_len(32)
             .fold(
@@ -49,6 +54,8 @@ fn main() {
             )
             .reduce(|| 0, |a, b| a ^ b)
     });
+    let region_ns = start.elapsed().as_nanos();
     println!("checksum={checksum:016x}");
     println!("tasks={}", LEAVES.load(Ordering::Relaxed));
+    println!("region_ns={region_ns}");
 }

@@ -99,7 +99,7 @@ fn a_target_killed_by_a_signal_gets_a_report_of_what_was_collected() {
     // `misbehave hang` never ends: the test SIGKILLs the target (not the profiler) once its
     // trace exists, as the out-of-memory killer or a user would.
     let dir = tempfile::tempdir().unwrap();
-    let mut child = common::parprof_command(&["--example", "misbehave", "--", "hang"], dir.path())
+    let child = common::parprof_command(&["--example", "misbehave", "--", "hang"], dir.path())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();

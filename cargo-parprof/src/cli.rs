@@ -171,7 +171,9 @@ fn parse_duration_ns(text: &str) -> Result<u64, String> {
         .map_err(|_| format!("`{number}` is not a number"))?;
     let ns = (value * scale).round();
     if !(1.0..=u64::MAX as f64).contains(&ns) {
-        return Err(format!("`{text}` is not a positive duration of at least 1 ns"));
+        return Err(format!(
+            "`{text}` is not a positive duration of at least 1 ns"
+        ));
     }
     Ok(ns as u64)
 }
@@ -269,7 +271,10 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
     // `cargo run` keeps the caller's directory; `cargo bench`/`cargo test` run in the package root.
     let working_dir = matches!(target.kind, TargetKind::Bench | TargetKind::Test)
         .then_some(target.package_root.as_path());
-    let counters = args.counters.clone().unwrap_or_else(CounterSet::default_set);
+    let counters = args
+        .counters
+        .clone()
+        .unwrap_or_else(CounterSet::default_set);
     let collect_opts = CollectOptions {
         frequency_hz: args.frequency,
         counters: (!counters.is_empty()).then(|| CounterOptions {
@@ -353,7 +358,11 @@ mod counter_flag_tests {
         assert_eq!(parse_duration_ns("1s"), Ok(1_000_000_000));
         assert_eq!(parse_duration_ns("250ns"), Ok(250));
         assert!(parse_duration_ns("2").unwrap_err().contains("no unit"));
-        assert!(parse_duration_ns("2h").unwrap_err().contains("unknown unit"));
+        assert!(
+            parse_duration_ns("2h")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
         assert!(parse_duration_ns("0ms").is_err());
         assert!(parse_duration_ns("ms").is_err());
     }
@@ -379,6 +388,9 @@ mod counter_flag_tests {
         assert_eq!(default.period, 1_000_000);
         assert!(parse_counters("none").unwrap().is_empty());
         let err = parse(["cargo", "parprof", "--counters", "instructons"]).unwrap_err();
-        assert!(err.to_string().contains("did you mean `instructions`"), "{err}");
+        assert!(
+            err.to_string().contains("did you mean `instructions`"),
+            "{err}"
+        );
     }
 }

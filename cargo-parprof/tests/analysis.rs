@@ -386,7 +386,9 @@ fn reports_are_written_as_views_of_the_analysis() {
             "active.svg",
             "cpu.folded",
             "cpu.svg",
-            "timeline.json"
+            "timeline.json",
+            "utilization.svg",
+            "report.html"
         ]
     );
     for file in &files {

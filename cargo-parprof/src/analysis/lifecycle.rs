@@ -985,6 +985,7 @@ impl Shape {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::model::WorkerState;
     use crate::kernel::{SwitchKind, SwitchRecord};
     use diagnoses::Code;
 
@@ -1073,8 +1074,7 @@ mod tests {
     }
 
     fn finish(b: LifecycleBuilder, off: &OffCpuIndex) -> RegionReport {
-        let mut reports = b.finish(off, 1.0, &Thresholds::default())
-            .regions;
+        let mut reports = b.finish(off, 1.0, &Thresholds::default()).regions;
         assert_eq!(reports.len(), 1);
         reports.remove(0)
     }
@@ -1087,9 +1087,13 @@ mod tests {
         s.uc + s.lq + s.gs + s.w
     }
 
-    #[test]
-    fn states_and_transitions_are_rebuilt_from_tasks_and_switches() {
+    /// One run of 1,000 ticks on two workers: worker 0 runs an injected, a local and a stolen
+    /// task, sleeping once while it searches; worker 1 never runs a task and sleeps most of
+    /// the run.
+    fn two_workers_one_run(max_timeline_spans: usize) -> (LifecycleBuilder, OffCpuIndex) {
         let mut b = builder(2);
+        b.max_timeline_spans = max_timeline_spans;
+        b.stretches = Longest::new(max_timeline_spans);
         feed(
             &mut b,
             MAIN,
@@ -1116,6 +1120,12 @@ mod tests {
         );
         // Worker 1 never runs a task and sleeps most of the run.
         let off = offcpu(&[(0, 320, 380, false), (1, 50, 950, false)]);
+        (b, off)
+    }
+
+    #[test]
+    fn states_and_transitions_are_rebuilt_from_tasks_and_switches() {
+        let (b, off) = two_workers_one_run(1_000);
         let r = finish(b, &off);
 
         assert_eq!((r.instances, r.elapsed_ns, r.workers), (1, 1000, 2));
@@ -1190,6 +1200,82 @@ mod tests {
             (30 + 720, 960)
         );
         assert_eq!(r.gs_gs_source, SearchRounds::Counted);
+    }
+
+    #[test]
+    fn the_timeline_shows_each_worker_in_the_states_that_are_counted() {
+        let (b, off) = two_workers_one_run(1_000);
+        let Lifecycle { regions, timeline } = b.finish(&off, 1.0, &Thresholds::default());
+        assert_eq!(timeline.left_out, 0);
+        assert_eq!(
+            timeline.region_runs,
+            [TickRegionRun {
+                region: R,
+                start: 0,
+                end: 1000
+            }]
+        );
+        for worker in &regions[0].per_worker {
+            let mut shown = StateNs::default();
+            let mut end_of_last = 0;
+            for s in timeline
+                .worker_states
+                .iter()
+                .filter(|s| s.tid == worker.tid)
+            {
+                assert_eq!(s.region, R);
+                assert_eq!(s.start, end_of_last, "spans tile the run: {timeline:?}");
+                end_of_last = s.end;
+                let len = s.end - s.start;
+                match s.state {
+                    WorkerState::UserCode => shown.uc += len,
+                    WorkerState::LocalQueue => shown.lq += len,
+                    WorkerState::GlobalSearch => shown.gs += len,
+                    WorkerState::Wait => shown.w += len,
+                }
+            }
+            assert_eq!(end_of_last, 1000);
+            assert_eq!(shown, worker.state_ns, "worker {}", worker.tid);
+        }
+        // Worker 0 sleeps within its search after the second task.
+        let w0: Vec<(WorkerState, u64, u64)> = timeline
+            .worker_states
+            .iter()
+            .filter(|s| s.tid == 0 && (300..400).contains(&s.start))
+            .map(|s| (s.state, s.start, s.end))
+            .collect();
+        assert_eq!(
+            w0,
+            [
+                (WorkerState::LocalQueue, 300, 310),
+                (WorkerState::GlobalSearch, 310, 320),
+                (WorkerState::Wait, 320, 380),
+                (WorkerState::GlobalSearch, 380, 400),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_timeline_keeps_the_longest_spans_and_counts_the_others() {
+        // Three places: the main thread's region body (which is not shown: the main thread is
+        // no worker), worker 1's idle run and worker 0's trailing search are the longest
+        // stretches; split, they give three spans of which the shortest two are as long.
+        let (b, off) = two_workers_one_run(3);
+        let timeline = b.finish(&off, 1.0, &Thresholds::default()).timeline;
+        let kept: Vec<(u32, WorkerState, u64, u64)> = timeline
+            .worker_states
+            .iter()
+            .map(|s| (s.tid, s.state, s.start, s.end))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (0, WorkerState::GlobalSearch, 510, 1000),
+                (1, WorkerState::GlobalSearch, 0, 50),
+                (1, WorkerState::Wait, 50, 950)
+            ]
+        );
+        assert!(timeline.left_out > 0);
     }
 
     #[test]
@@ -1318,7 +1404,8 @@ mod tests {
                 end(100),
             ],
         );
-        let reports = b.finish(&OffCpuIndex::default(), 1.0, &Thresholds::default())
+        let reports = b
+            .finish(&OffCpuIndex::default(), 1.0, &Thresholds::default())
             .regions;
         let outer = reports.iter().find(|r| r.site == R).unwrap();
         let nested = reports.iter().find(|r| r.site == 2).unwrap();
@@ -1395,7 +1482,8 @@ mod tests {
         for i in 0..(MAX_DEPTH as u64 + 10) {
             b.on_event(0, &begin(60 + i, TaskOrigin::Inline));
         }
-        let reports = b.finish(&OffCpuIndex::default(), f64::NAN, &Thresholds::default())
+        let reports = b
+            .finish(&OffCpuIndex::default(), f64::NAN, &Thresholds::default())
             .regions;
         assert_eq!(reports.len(), 1);
     }

@@ -27,8 +27,8 @@ pub use trace_file::{TracePick, pick_trace};
 
 use crate::counters::CounterRecords;
 use crate::kernel::{KernelRecords, SwitchRecord};
-use attributed_counters::{AttributionContext, SpanCollector};
 use active_time::{ActiveTime, ActiveTimeResult};
+use attributed_counters::{AttributionContext, SpanCollector};
 use diagnoses::Thresholds;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lifecycle::{LifecycleBuilder, LifecycleTimeline};
@@ -189,7 +189,13 @@ pub fn analyse_with_counters(
     let mut active = ActiveTime::new(&off_cpu, &header.calibration, opts.max_timeline_spans);
     let mut activity = ThreadActivity::default();
     let mut lifecycle = LifecycleBuilder::new(opts.max_timeline_spans);
-    let mut counter_spans = SpanCollector::new(!counters.counters.is_empty());
+    let mut counter_spans = SpanCollector::new(
+        !counters.counters.is_empty(),
+        trace_path
+            .as_deref()
+            .and_then(Path::parent)
+            .filter(|dir| !dir.as_os_str().is_empty()),
+    );
     let contents = match opened.as_mut() {
         Some(trace) => read_chunks(
             trace,
@@ -286,10 +292,6 @@ pub fn analyse_with_counters(
         );
     }
 
-    let on_cpu = |tid: u32, a: u64, b: u64| {
-        b.saturating_sub(a)
-            .saturating_sub(off_cpu.within(tid, a, b).total())
-    };
     let to_ns = |ticks: u64| converter.to_ns(ticks);
     let counters_analysis = counter_spans.finish(
         &AttributionContext {
@@ -297,7 +299,7 @@ pub fn analyse_with_counters(
             sites: &contents.sites,
             to_ns: &to_ns,
             to_ticks: &to_ticks,
-            on_cpu: switches_recorded.then_some(&on_cpu as &dyn Fn(u32, u64, u64) -> u64),
+            off_cpu: switches_recorded.then_some(&off_cpu),
             end_of_run,
             origin_ns,
         },

@@ -124,24 +124,22 @@ pub fn input_of(analysis: &Analysis, svgs: Vec<(String, String)>) -> HtmlInput {
         completeness_text(&analysis.trace.completeness)
     )];
     summary_lines.extend(correction_sentence(analysis));
-    if let Some(c) = &analysis.counters {
-        if !c.collected.is_empty() {
-            let totals: Vec<String> = c
-                .collected
-                .iter()
-                .map(|x| format!("{} {}", x.name, format_number(x.total)))
-                .collect();
-            summary_lines.push(format!(
-                "Counters over the run: {}. Probes and tasks get a {}; regions a {}.",
-                totals.join(", "),
-                c.work_share.describe(),
-                c.region_share.describe()
-            ));
-        }
-        for u in &c.unavailable {
-            summary_lines.push(format!("Not measured: {} ({}).", u.name, u.reason));
-        }
+    if let Some(c) = &analysis.counters
+        && !c.collected.is_empty()
+    {
+        let totals: Vec<String> = c
+            .collected
+            .iter()
+            .map(|x| format!("{} {}", x.name, format_number(x.total)))
+            .collect();
+        summary_lines.push(format!(
+            "Counters over the run: {}. Probes and tasks get a {}; regions a {}.",
+            totals.join(", "),
+            c.work_share.describe(),
+            c.region_share.describe()
+        ));
     }
+    // The notes name the counters that were not measured, with the reason.
     summary_lines.extend(analysis.notes.iter().map(|n| format!("Note: {n}")));
 
     let diagnoses = diagnosed(&analysis.regions)
@@ -254,6 +252,10 @@ fn embed_svg(html: &mut String, caption: &str, svg: &str) {
         .and_then(|h| h.trim_end_matches("px").parse::<f64>().ok())
         .filter(|h| *h > 0.0)
         .unwrap_or(480.0);
+    // inferno's flamegraphs resize themselves to their window once loaded; in a frame that
+    // is not laid out yet they read a width of 0 and set a negative one (a console error).
+    // At their own fixed width they need no resizing.
+    let svg = svg.replacen("var fluiddrawing = true;", "var fluiddrawing = false;", 1);
     let _ = writeln!(
         html,
         "<iframe class=\"svg-frame\" sandbox=\"allow-scripts\" title=\"{}\" style=\"height:{}px\" \
@@ -506,6 +508,16 @@ mod tests {
         )));
         assert!(html.contains("style=\"height:358px\""));
         assert!(!html.contains("<script>init()"));
+    }
+
+    #[test]
+    fn flamegraphs_keep_their_own_width_in_frames() {
+        let flame =
+            "<svg width=\"1200\" height=\"90\"><script>var fluiddrawing = true;</script></svg>";
+        let mut html = String::new();
+        embed_svg(&mut html, "flame", flame);
+        let fixed = flame.replace("true;", "false;");
+        assert!(html.contains(&base64(fixed.as_bytes())), "{html}");
     }
 
     #[test]

@@ -8,11 +8,11 @@ use crate::analysis::diagnoses::Diagnosis;
 use crate::analysis::lifecycle::{
     RegionReport, SearchRounds, StateNs, TaskNs, Transitions, WorkerLifecycle,
 };
+use crate::analysis::utilization::Utilization;
 use crate::analysis::{
     Analysis, Anomalies, BufferStalls, CallPathSummary, ClockInfo, ExitStatus, ProbeSummary,
     ProbedTime, TargetInfo, ThreadSummary, TraceSummary,
 };
-use crate::analysis::utilization::Utilization;
 use crate::kernel::Capabilities;
 use serde::Serialize;
 use std::io::Write;

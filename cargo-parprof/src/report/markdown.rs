@@ -5,6 +5,7 @@ use super::{
     completeness_text, correction_percent, correction_sentence, exit_text, human_duration,
 };
 use crate::analysis::Analysis;
+use crate::analysis::attributed_counters::{AttributedItem, ItemKind};
 use std::fmt::Write;
 
 /// Probes listed (by self active time).
@@ -109,6 +110,7 @@ pub fn render(analysis: &Analysis) -> String {
         md.push('\n');
     }
 
+    write_counters(analysis, &mut md);
     if !analysis.notes.is_empty() {
         let _ = writeln!(md, "### Not measured, or may be off\n");
         for note in &analysis.notes {
@@ -116,11 +118,61 @@ pub fn render(analysis: &Analysis) -> String {
         }
         md.push('\n');
     }
-    md.push_str("Flamegraphs: `active.svg`, `cpu.svg` · timeline: `timeline.json` (Perfetto UI) · data: `report.json`\n");
+    md.push_str("Flamegraphs: `active.svg`, `cpu.svg` · utilization: `utilization.svg` · timeline: `timeline.json` (Perfetto UI) · all of it: `report.html` · data: `report.json`\n");
     md
 }
 
 /// The diagnoses of parallel regions, then a table of the regions; nothing without regions.
+/// Items listed with their attributed counters (by their value of the first counter).
+const TOP_COUNTER_ITEMS: usize = 12;
+
+/// The counters attributed to probes, task groups and regions (method 3), largest first.
+fn write_counters(analysis: &Analysis, md: &mut String) {
+    let Some(c) = &analysis.counters else {
+        return;
+    };
+    if c.collected.is_empty() || c.items.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "### Counters attributed\n");
+    let _ = writeln!(
+        md,
+        "Value ± error bound (the part of the deltas shared with other work at the same time). \
+         Probes and tasks: {}; regions: {}.\n",
+        c.work_share.describe(),
+        c.region_share.describe()
+    );
+    md.push_str("| item |");
+    for counter in &c.collected {
+        let _ = write!(md, " {} |", cell(&counter.name));
+    }
+    md.push_str("\n|---|");
+    md.push_str(&"---:|".repeat(c.collected.len()));
+    md.push('\n');
+    let mut items: Vec<_> = c.items.iter().collect();
+    let first = |i: &AttributedItem| i.counters.first().map_or(0.0, |x| x.value);
+    items.sort_by(|a, b| first(b).total_cmp(&first(a)));
+    for item in items.iter().take(TOP_COUNTER_ITEMS) {
+        let _ = match item.kind {
+            // Named `tasks of <region>` already.
+            ItemKind::Tasks => write!(md, "| `{}` |", cell(&item.name)),
+            kind => write!(md, "| {} `{}` |", kind.label(), cell(&item.name)),
+        };
+        for x in &item.counters {
+            let _ = write!(md, " {:.0} ± {:.0} |", x.value, x.error);
+        }
+        md.push('\n');
+    }
+    if items.len() > TOP_COUNTER_ITEMS {
+        let _ = writeln!(
+            md,
+            "\n…and {} more in `report.json` and `report.html`.",
+            items.len() - TOP_COUNTER_ITEMS
+        );
+    }
+    md.push('\n');
+}
+
 fn write_regions(analysis: &Analysis, md: &mut String) {
     if analysis.regions.is_empty() {
         return;

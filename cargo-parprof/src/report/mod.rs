@@ -48,9 +48,15 @@ pub fn write_all(analysis: &Analysis, out_dir: &Path) -> anyhow::Result<Vec<Path
     }
     // The page embeds the figures just written.
     let figures = [
-        ("active.svg", "Active time per call path of probes (flamegraph)"),
+        (
+            "active.svg",
+            "Active time per call path of probes (flamegraph)",
+        ),
         ("cpu.svg", "CPU samples (flamegraph)"),
-        ("utilization.svg", "Parallelism over time: work executed vs. slots available"),
+        (
+            "utilization.svg",
+            "Parallelism over time: work executed vs. slots available",
+        ),
     ];
     let svgs = figures
         .iter()

@@ -243,7 +243,10 @@ fn write_region_tracks(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> an
             .map_or_else(|_| format!("region #{site}"), |i| regions[i].1.to_owned())
     };
     let region_track = |site: u32| {
-        REGION_TRACKS + regions.binary_search_by_key(&site, |(s, _)| *s).unwrap_or(0) as u32
+        REGION_TRACKS
+            + regions
+                .binary_search_by_key(&site, |(s, _)| *s)
+                .unwrap_or(0) as u32
     };
     let mut workers: Vec<u32> = timeline.worker_states.iter().map(|s| s.tid).collect();
     workers.dedup();

@@ -1,0 +1,250 @@
+//! What profiling a rayon region costs the program (`cargo bench --bench rayon_overhead`): the
+//! region's wall time under `cargo parprof` ÷ its wall time without parprof. Goal ≤ 1.05 for
+//! the well-tuned workload (`rayon_tuned`); for the too-fine one (`rayon_too_fine`, where
+//! instrumentation costs most: a task pair per few nanoseconds of work) the figure is reported
+//! and its diagnosis checked.
+//!
+//! Each example is built as `cargo parprof` builds it, and run three ways, in turns:
+//! - **uninstrumented**: built with `parprof-rt/off`, which compiles the region hooks out —
+//!   the baseline;
+//! - **not profiled**: the profiled binary run directly, without `PARPROF_OUT`: every hook is
+//!   one load and branch;
+//! - **profiled**: launched and collected as `cargo parprof` does (kernel records, trace),
+//!   then analysed, to check the diagnoses.
+//!
+//! Times are medians over the rounds (minimum in parentheses) of the region's wall time, which
+//! the example prints (`region_ns=`), and of the process's, from start to exit.
+
+use cargo_parprof::analysis::{self, AnalysisOptions};
+use cargo_parprof::collect::CollectOptions;
+use cargo_parprof::launch;
+use cargo_parprof::target::{self, BuildOptions, TargetKind, TargetRequest};
+use std::ffi::OsString;
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+const ROUNDS: usize = 9;
+const GOAL: f64 = 1.05;
+
+struct Workload {
+    example: &'static str,
+    /// The diagnosis codes every profiled run must report.
+    expected: &'static [&'static str],
+}
+
+const WORKLOADS: [Workload; 2] = [
+    Workload {
+        example: "rayon_tuned",
+        expected: &[],
+    },
+    Workload {
+        example: "rayon_too_fine",
+        expected: &["too_fine_granularity"],
+    },
+];
+
+/// One run's wall times, in s.
+struct Times {
+    region: f64,
+    process: f64,
+}
+
+/// Builds `example` with `features` and copies the executable to `dir`: the builds with and
+/// without `parprof-rt/off` leave it at the same path.
+fn build(example: &str, features: &[&str], dir: &Path) -> anyhow::Result<PathBuf> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let metadata = cargo_metadata::MetadataCommand::new()
+        .manifest_path(&manifest)
+        .no_deps()
+        .exec()?;
+    let request = TargetRequest {
+        kind_and_name: Some((TargetKind::Example, example.into())),
+        package: None,
+    };
+    let resolved = target::resolve(&metadata, &request)?;
+    let build_dir = metadata
+        .target_directory
+        .as_std_path()
+        .join("parprof")
+        .join("build");
+    let opts = BuildOptions {
+        features: features.iter().map(|f| (*f).to_owned()).collect(),
+        ..BuildOptions::default()
+    };
+    let built = target::build(&resolved, &opts, &build_dir)?;
+    let copy = dir.join(format!(
+        "{example}-{}",
+        features.join("-").replace('/', "_")
+    ));
+    std::fs::copy(&built, &copy)?;
+    Ok(copy)
+}
+
+/// The `region_ns=` the example printed, in s.
+fn printed_region(stdout: &str) -> anyhow::Result<f64> {
+    stdout
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("region_ns=")?.parse::<f64>().ok())
+        .map(|ns| ns / 1e9)
+        .ok_or_else(|| anyhow::anyhow!("the example printed no region_ns=: {stdout}"))
+}
+
+/// Runs `exe` directly, without parprof.
+fn run_plain(exe: &Path) -> anyhow::Result<Times> {
+    let start = Instant::now();
+    let output = Command::new(exe)
+        .env_remove("PARPROF_OUT")
+        .stderr(Stdio::inherit())
+        .output()?;
+    let process = start.elapsed().as_secs_f64();
+    anyhow::ensure!(output.status.success(), "{} failed", exe.display());
+    Ok(Times {
+        region: printed_region(&String::from_utf8_lossy(&output.stdout))?,
+        process,
+    })
+}
+
+/// Runs `exe` as `cargo parprof` does and analyses the run; returns the times and the
+/// diagnosis codes of its regions.
+fn run_profiled(exe: &Path) -> anyhow::Result<(Times, Vec<String>)> {
+    let out = tempfile::tempdir()?;
+    // The launcher hands the child the bench's own stdout: point that at a file for the run.
+    let mut captured = tempfile::tempfile()?;
+    std::io::stdout().flush()?;
+    // SAFETY: plain descriptor calls on descriptors this process owns (1, the temporary file
+    // and the copy of 1 made here); nothing else in the bench writes to stdout meanwhile.
+    let saved_stdout = unsafe { libc::dup(1) };
+    anyhow::ensure!(saved_stdout >= 0, "dup(1) failed");
+    // SAFETY: as above.
+    unsafe { libc::dup2(captured.as_raw_fd(), 1) };
+    let outcome = launch::run_and_collect(
+        exe,
+        &[],
+        &[(
+            OsString::from("PARPROF_OUT"),
+            out.path().as_os_str().to_owned(),
+        )],
+        None,
+        &CollectOptions::default(),
+    );
+    // SAFETY: as above; restores stdout whether the run succeeded or not.
+    unsafe {
+        libc::dup2(saved_stdout, 1);
+        libc::close(saved_stdout);
+    }
+    let outcome = outcome?;
+    anyhow::ensure!(outcome.exit.success(), "{} {}", exe.display(), outcome.exit);
+    let mut stdout = String::new();
+    captured.rewind()?;
+    captured.read_to_string(&mut stdout)?;
+    let opts = AnalysisOptions {
+        child_pid: Some(outcome.child_pid),
+        ..AnalysisOptions::default()
+    };
+    let analysis = analysis::analyse(out.path(), &outcome.kernel, &opts)?;
+    let codes = analysis
+        .regions
+        .iter()
+        .flat_map(|r| &r.diagnoses)
+        .map(|d| d.code.as_str().to_owned())
+        .collect();
+    Ok((
+        Times {
+            region: printed_region(&stdout)?,
+            process: outcome.wall_ns as f64 / 1e9,
+        },
+        codes,
+    ))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn minimum(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+/// "123.4 ms (120.1 ms)": median and minimum.
+fn millis(v: &[f64]) -> String {
+    format!(
+        "{:8.1} ms ({:.1} ms)",
+        median(v.to_vec()) * 1e3,
+        minimum(v) * 1e3
+    )
+}
+
+fn main() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut summary = vec![format!(
+        "rayon regions under parprof: {ROUNDS} rounds of each example (2 workers); wall time, median (minimum)"
+    )];
+    for w in &WORKLOADS {
+        let uninstrumented = build(w.example, &["parprof-rt/off"], dir.path())?;
+        let instrumented = build(w.example, &[], dir.path())?;
+        let (mut off, mut plain, mut profiled) = (Vec::new(), Vec::new(), Vec::new());
+        let mut right_diagnoses = 0;
+        let mut wrong = Vec::new();
+        for round in 0..ROUNDS {
+            // Rotate the order, so that a trend of the machine hits every variant alike.
+            for variant in (0..3).map(|i| (i + round) % 3) {
+                match variant {
+                    0 => off.push(run_plain(&uninstrumented)?),
+                    1 => plain.push(run_plain(&instrumented)?),
+                    _ => {
+                        let (times, codes) = run_profiled(&instrumented)?;
+                        if codes == w.expected {
+                            right_diagnoses += 1;
+                        } else {
+                            wrong.push(codes);
+                        }
+                        profiled.push(times);
+                    }
+                }
+            }
+        }
+        let regions = |v: &[Times]| v.iter().map(|t| t.region).collect::<Vec<f64>>();
+        let processes = |v: &[Times]| v.iter().map(|t| t.process).collect::<Vec<f64>>();
+        let ratio = median(regions(&profiled)) / median(regions(&off));
+        summary.push(format!("\nexample {}", w.example));
+        for (label, runs) in [
+            ("uninstrumented (parprof-rt/off)", &off),
+            ("instrumented, not profiled", &plain),
+            ("under parprof", &profiled),
+        ] {
+            summary.push(format!(
+                "  {label:32} region {}   process {}",
+                millis(&regions(runs)),
+                millis(&processes(runs))
+            ));
+        }
+        summary.push(format!(
+            "  region ratio under parprof / uninstrumented: {ratio:.3} (of the minima {:.3}); goal ≤ {GOAL}: {}",
+            minimum(&regions(&profiled)) / minimum(&regions(&off)),
+            if ratio <= GOAL { "met" } else { "NOT met" }
+        ));
+        summary.push(format!(
+            "  region ratio not profiled / uninstrumented:  {:.3}",
+            median(regions(&plain)) / median(regions(&off))
+        ));
+        summary.push(format!(
+            "  process ratio under parprof / uninstrumented: {:.3}",
+            median(processes(&profiled)) / median(processes(&off))
+        ));
+        summary.push(format!(
+            "  diagnoses {:?} in {right_diagnoses} of {ROUNDS} profiled runs{}",
+            w.expected,
+            if wrong.is_empty() {
+                String::new()
+            } else {
+                format!("; the others: {wrong:?}")
+            }
+        ));
+    }
+    println!("\n{}", summary.join("\n"));
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! What the terminal summary and `report.md` say about parallel regions: the diagnoses first,
+//! then one row per region.
+
+use super::human_duration;
+use crate::analysis::diagnoses::Diagnosis;
+use crate::analysis::lifecycle::RegionReport;
+
+/// Every diagnosis with its region, regions longest first, each region's in the spec's order.
+pub(crate) fn diagnosed(
+    regions: &[RegionReport],
+) -> impl Iterator<Item = (&RegionReport, &Diagnosis)> {
+    regions
+        .iter()
+        .flat_map(|r| r.diagnoses.iter().map(move |d| (r, d)))
+}
+
+/// "loses 39.2 ms of its 41.4 ms (95% of worker time): 18.7× faster if fixed".
+pub(crate) fn impact_text(region: &RegionReport, d: &Diagnosis) -> String {
+    format!(
+        "loses {} of its {} ({:.0}% of worker time): {:.2}× faster if fixed",
+        human_duration(d.impact.time_lost_ns),
+        human_duration(region.elapsed_ns),
+        d.impact.share_of_worker_time * 100.0,
+        d.impact.speedup_if_fixed
+    )
+}
+
+/// Shares of the region's worker time in UC, LQ, GS and W, as whole percents.
+pub(crate) fn state_percents(region: &RegionReport) -> [String; 4] {
+    let s = &region.state_ns;
+    let total = s.uc + s.lq + s.gs + s.w;
+    [s.uc, s.lq, s.gs, s.w].map(|ns| {
+        if total == 0 {
+            "–".to_owned()
+        } else {
+            format!("{:.0}%", ns as f64 / total as f64 * 100.0)
+        }
+    })
+}
+
+/// "262139 / 9 / 2 / 0": local / stolen / injected / inline.
+pub(crate) fn task_origins(region: &RegionReport) -> String {
+    let t = &region.tasks;
+    format!("{} / {} / {} / {}", t.local, t.stolen, t.injected, t.inline)
+}
+
+/// The region's diagnosis codes, comma-separated, or "none".
+pub(crate) fn codes(region: &RegionReport) -> String {
+    if region.diagnoses.is_empty() {
+        return "none".to_owned();
+    }
+    region
+        .diagnoses
+        .iter()
+        .map(|d| d.code.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
