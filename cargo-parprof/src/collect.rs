@@ -9,23 +9,27 @@
 //! start at the child's `exec` (`enable_on_exec`), so nothing of the profiler's own pre-exec
 //! code is recorded. A collector thread drains the ring buffers while the child runs.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use perf_event::events::{Hardware, Software};
-use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
+use perf_event::{Builder, Counter, SampleFlag, Sampler};
 
 use crate::counters::CounterOptions;
-use crate::kernel::{Capabilities, Capability, CpuSample, KernelRecords, SwitchKind, SwitchRecord};
+use crate::kernel::{Capabilities, Capability, CpuSample, KernelRecords, SwitchRecord};
+use crate::perf::{
+    CollectorThread, Cursor, PERF_CONTEXT_MAX, PERF_RECORD_COMM, PERF_RECORD_FORK,
+    PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MMAP,
+    PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, PERF_RECORD_SWITCH, SampleId, describe_errno,
+    drain_ring, fitting_ring_size, lost_count, online_cpus, open_per_cpu, padded_str, ring_events,
+    switch_record, task_builder,
+};
 use crate::symbolize::{ExecEvent, ForkEvent, Mapping, SideBand};
 
 /// Set to `1` in the profiler's environment to take the same path as a kernel that refuses
@@ -75,7 +79,7 @@ pub struct Collected {
 pub struct Collector {
     capabilities: Capabilities,
     period_ns: u64,
-    worker: Option<(Arc<AtomicBool>, JoinHandle<Parsed>)>,
+    worker: Option<CollectorThread<Parsed>>,
 }
 
 impl Collector {
@@ -113,13 +117,11 @@ impl Collector {
         let worker = if samplers.is_empty() {
             None
         } else {
-            let stop = Arc::new(AtomicBool::new(false));
-            let stop2 = Arc::clone(&stop);
-            let spawned = std::thread::Builder::new()
-                .name("parprof-collect".into())
-                .spawn(move || drain_until_stopped(samplers, &stop2));
+            let spawned = CollectorThread::spawn("parprof-collect", move |stop| {
+                drain_until_stopped(samplers, stop)
+            });
             match spawned {
-                Ok(handle) => Some((stop, handle)),
+                Ok(thread) => Some(thread),
                 Err(e) => {
                     let why = format!("could not start the collector thread: {e}");
                     capabilities.context_switches = Capability::no(why.clone());
@@ -141,24 +143,11 @@ impl Collector {
 
     /// Stops the collection after one last drain and returns the records sorted by time.
     /// Call it after the child has exited so that its last records are in the buffers.
-    pub fn finish(mut self) -> Collected {
-        let parsed = match self.worker.take() {
-            Some((stop, handle)) => {
-                stop.store(true, Ordering::Release);
-                // A panic in the collector loses the records, not the run.
-                handle.join().unwrap_or_default()
-            }
-            None => Parsed::default(),
-        };
-        parsed.into_collected(self.capabilities.clone(), self.period_ns)
-    }
-}
-
-impl Drop for Collector {
-    fn drop(&mut self) {
-        if let Some((stop, _)) = &self.worker {
-            stop.store(true, Ordering::Release);
-        }
+    pub fn finish(self) -> Collected {
+        let parsed = self
+            .worker
+            .map_or_else(Parsed::default, CollectorThread::finish);
+        parsed.into_collected(self.capabilities, self.period_ns)
     }
 }
 
@@ -180,12 +169,7 @@ impl Opener {
     }
 
     fn probe_hardware(&self) -> Capability {
-        let mut b = Builder::new(Hardware::INSTRUCTIONS);
-        b.observe_pid(self.pid as libc::pid_t)
-            .any_cpu()
-            .inherit(true)
-            .exclude_kernel(true);
-        match self.open(&b) {
+        match self.open(&task_builder(Hardware::INSTRUCTIONS, self.pid, None)) {
             Ok(_) => Capability::yes(),
             Err(e) => Capability::no(format!(
                 "hardware counters unavailable: perf_event_open(instructions) failed with {}; \
@@ -251,28 +235,11 @@ impl Opener {
         switches: bool,
         ring_bytes: usize,
     ) -> io::Result<Vec<Sampler>> {
-        let mut out = Vec::with_capacity(cpus.len());
-        for &cpu in cpus {
+        open_per_cpu(cpus, |cpu| {
             let b = recording_builder(self.pid, cpu, period_ns, switches, ring_bytes);
-            let counter = match self.open(&b) {
-                Ok(c) => c,
-                // A CPU that went offline since we listed them.
-                Err(e) if e.raw_os_error() == Some(libc::ENODEV) && !out.is_empty() => continue,
-                Err(e) => return Err(e),
-            };
-            out.push(map_ring(counter, ring_bytes)?);
-        }
-        if out.is_empty() {
-            return Err(io::Error::from_raw_os_error(libc::ENODEV));
-        }
-        Ok(out)
+            map_ring(self.open(&b)?, ring_bytes)
+        })
     }
-}
-
-/// `PERF_SAMPLE_*` of the sample records and, via `sample_id_all`, of the trailer of every
-/// other record; the parser below relies on exactly these.
-fn sample_flags() -> SampleFlag {
-    SampleFlag::IP | SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU | SampleFlag::CALLCHAIN
 }
 
 fn recording_builder(
@@ -283,116 +250,41 @@ fn recording_builder(
     ring_bytes: usize,
 ) -> Builder<'static> {
     let mut b = match period_ns {
-        Some(_) => Builder::new(Software::CPU_CLOCK),
-        None => Builder::new(Software::DUMMY),
+        Some(_) => task_builder(Software::CPU_CLOCK, pid, Some(cpu)),
+        None => task_builder(Software::DUMMY, pid, Some(cpu)),
     };
-    b.observe_pid(pid as libc::pid_t)
-        .one_cpu(cpu)
-        .inherit(true)
-        .exclude_kernel(true)
-        .exclude_hv(true)
-        .exclude_callchain_kernel(true)
-        .enable_on_exec(true)
-        .clockid(Clock::MONOTONIC)
-        .sample_id_all(true)
-        .sample(sample_flags())
-        .context_switch(switches)
+    // The samples' fields, in the order the parser below reads them: IP, then the
+    // TID|TIME|CPU block, then CALLCHAIN.
+    ring_events(
+        &mut b,
+        SampleFlag::IP | SampleFlag::CALLCHAIN,
+        switches,
+        ring_bytes,
+    );
+    b.exclude_callchain_kernel(true)
         .mmap(true)
         .mmap2(true)
         .comm(true)
         .comm_exec(true)
-        .task(true)
-        // Wake the collector well before the buffer fills; it also polls on a timeout.
-        .wakeup_watermark((ring_bytes / 4).max(4096));
+        .task(true);
     if let Some(p) = period_ns {
         b.sample_period(p);
     }
     b
 }
 
-/// Maps the ring buffer, halving its size while the locked-memory budget refuses it
-/// (`perf_event_mlock_kb`, `RLIMIT_MEMLOCK`), e.g. when several runs share the budget.
+/// Maps the ring buffer, as large as the locked-memory budget allows.
 fn map_ring(counter: Counter, ring_bytes: usize) -> io::Result<Sampler> {
     const MIN_RING: usize = 16 * 1024;
-    let mut size = ring_bytes.max(MIN_RING);
-    loop {
-        // `Counter::sampled` consumes the counter even when the mapping fails, so probe first.
-        match try_mmap_size(&counter, size) {
-            Ok(()) => return counter.sampled(size),
-            Err(e)
-                if size > MIN_RING
-                    && matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOMEM)) =>
-            {
-                size /= 2;
-            }
-            // Without an errno this is not mistaken for a refusal of perf_event_open itself.
-            Err(e) => {
-                return Err(io::Error::other(format!(
-                    "mapping the perf ring buffer failed ({}); raise \
-                     `kernel.perf_event_mlock_kb` or `ulimit -l`",
-                    describe_errno(&e)
-                )));
-            }
-        }
+    match fitting_ring_size(&counter, ring_bytes, MIN_RING) {
+        Ok(size) => counter.sampled(size),
+        // Without an errno this is not mistaken for a refusal of perf_event_open itself.
+        Err(e) => Err(io::Error::other(format!(
+            "mapping the perf ring buffer failed ({}); raise \
+             `kernel.perf_event_mlock_kb` or `ulimit -l`",
+            describe_errno(&e)
+        ))),
     }
-}
-
-/// Whether a ring buffer of `size` bytes (plus the header page) can be mapped for `counter`.
-fn try_mmap_size(counter: &Counter, size: usize) -> io::Result<()> {
-    let page = page_size();
-    let len = page + size.next_power_of_two().max(page);
-    // SAFETY: a fresh shared mapping of the perf fd, unmapped right away; nothing reads it.
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            counter.as_raw_fd(),
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `ptr` and `len` are exactly the mapping created above.
-    unsafe { libc::munmap(ptr, len) };
-    Ok(())
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 { p as usize } else { 4096 }
-}
-
-/// The online CPUs from `/sys/devices/system/cpu/online` ("0-3,6"), else `0..n`.
-fn online_cpus() -> Vec<usize> {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|s| parse_cpu_list(s.trim()))
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| {
-            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-            (0..n).collect()
-        })
-}
-
-fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
-    let mut out = Vec::new();
-    for part in s.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-                if b < a || b - a > 1 << 16 {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().ok()?),
-        }
-    }
-    Some(out)
 }
 
 fn is_refusal(e: &io::Error) -> bool {
@@ -453,28 +345,6 @@ fn failed_both(why: &str) -> Refused {
     )
 }
 
-fn describe_errno(e: &io::Error) -> String {
-    let name = match e.raw_os_error() {
-        Some(libc::EACCES) => "EACCES",
-        Some(libc::EPERM) => "EPERM",
-        Some(libc::ENOENT) => "ENOENT",
-        Some(libc::ENOSYS) => "ENOSYS",
-        Some(libc::EOPNOTSUPP) => "EOPNOTSUPP",
-        Some(libc::EINVAL) => "EINVAL",
-        Some(libc::E2BIG) => "E2BIG",
-        Some(libc::ENODEV) => "ENODEV",
-        Some(libc::EBUSY) => "EBUSY",
-        Some(libc::ESRCH) => "ESRCH",
-        Some(libc::EMFILE) => "EMFILE",
-        Some(libc::ENOMEM) => "ENOMEM",
-        _ => return e.to_string(),
-    };
-    let text = e.to_string();
-    // io::Error's text ends in "(os error N)", which the name makes redundant.
-    let text = text.split(" (os error").next().unwrap_or(&text);
-    format!("{name}: {text}")
-}
-
 fn drain_until_stopped(mut samplers: Vec<Sampler>, stop: &AtomicBool) -> Parsed {
     let mut parsed = Parsed::default();
     let mut hung_up = vec![false; samplers.len()];
@@ -483,7 +353,10 @@ fn drain_until_stopped(mut samplers: Vec<Sampler>, stop: &AtomicBool) -> Parsed 
         // certainly in this last drain.
         let stopping = stop.load(Ordering::Acquire);
         for s in &mut samplers {
-            drain(s, &mut parsed);
+            let malformed = drain_ring(s, |ty, misc, body| {
+                parse_record(ty, misc, body, &mut parsed)
+            });
+            parsed.malformed += malformed;
         }
         if stopping {
             return parsed;
@@ -518,33 +391,6 @@ fn drain_until_stopped(mut samplers: Vec<Sampler>, stop: &AtomicBool) -> Parsed 
     }
 }
 
-fn drain(sampler: &mut Sampler, parsed: &mut Parsed) {
-    while let Some(record) = sampler.next_record() {
-        let ty = record.ty();
-        let misc = record.misc();
-        let body: Cow<[u8]> = record.to_contiguous();
-        if parse_record(ty, misc, &body, parsed).is_none() {
-            parsed.malformed += 1;
-        }
-    }
-}
-
-const PERF_RECORD_MMAP: u32 = 1;
-const PERF_RECORD_LOST: u32 = 2;
-const PERF_RECORD_COMM: u32 = 3;
-const PERF_RECORD_FORK: u32 = 7;
-const PERF_RECORD_SAMPLE: u32 = 9;
-const PERF_RECORD_MMAP2: u32 = 10;
-const PERF_RECORD_LOST_SAMPLES: u32 = 13;
-const PERF_RECORD_SWITCH: u32 = 14;
-
-const PERF_RECORD_MISC_SWITCH_OUT: u16 = 0x2000;
-const PERF_RECORD_MISC_SWITCH_OUT_PREEMPT: u16 = 0x4000;
-const PERF_RECORD_MISC_COMM_EXEC: u16 = 0x2000;
-/// Call-chain entries at or above this are context markers (`PERF_CONTEXT_USER`, …).
-const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
-/// The `sample_id_all` trailer for TID|TIME|CPU: pid, tid, time, cpu, reserved.
-const TRAILER_LEN: usize = 24;
 /// Bounds what one corrupt `nr` can make us allocate.
 const MAX_CALLCHAIN: u64 = 4096;
 
@@ -567,70 +413,15 @@ struct Parsed {
     malformed: u64,
 }
 
-struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Cursor { buf, pos: 0 }
-    }
-    fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
-        let end = self.pos.checked_add(n)?;
-        let b = self.buf.get(self.pos..end)?;
-        self.pos = end;
-        Some(b)
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.bytes(4)
-            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn u64(&mut self) -> Option<u64> {
-        let b = self.bytes(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Some(u64::from_ne_bytes(a))
-    }
-}
-
-struct Trailer {
-    tid: u32,
-    time_ns: u64,
-    cpu: u32,
-}
-
-/// The `sample_id_all` trailer at the end of a non-sample record.
-fn trailer(body: &[u8]) -> Option<Trailer> {
-    let start = body.len().checked_sub(TRAILER_LEN)?;
-    let mut c = Cursor::new(&body[start..]);
-    let _pid = c.u32()?;
-    Some(Trailer {
-        tid: c.u32()?,
-        time_ns: c.u64()?,
-        cpu: c.u32()?,
-    })
-}
-
-/// A NUL-padded string between `from` and the trailer.
-fn padded_str(body: &[u8], from: usize) -> Option<&[u8]> {
-    let end = body.len().checked_sub(TRAILER_LEN)?;
-    let raw = body.get(from..end)?;
-    Some(raw.split(|&b| b == 0).next().unwrap_or(raw))
-}
-
 /// Decodes one record into `out`; `None` if it is malformed.
 fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()> {
     let mut c = Cursor::new(body);
     match ty {
         PERF_RECORD_SAMPLE => {
             let ip = c.u64()?;
-            let (pid, tid) = (c.u32()?, c.u32()?);
-            let time_ns = c.u64()?;
-            let cpu = c.u32()?;
-            let _res = c.u32()?;
+            let id = SampleId::read(&mut c)?;
             let nr = c.u64()?;
-            if nr > MAX_CALLCHAIN || (nr as usize) * 8 > body.len() - c.pos {
+            if nr > MAX_CALLCHAIN || (nr as usize) * 8 > c.remaining() {
                 return None;
             }
             let mut callchain = Vec::with_capacity(nr as usize);
@@ -645,30 +436,15 @@ fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()>
             }
             out.samples.push((
                 CpuSample {
-                    time_ns,
-                    tid,
-                    cpu,
+                    time_ns: id.time_ns,
+                    tid: id.tid,
+                    cpu: id.cpu,
                     callchain,
                 },
-                pid,
+                id.pid,
             ));
         }
-        PERF_RECORD_SWITCH => {
-            let t = trailer(body)?;
-            let kind = if misc & PERF_RECORD_MISC_SWITCH_OUT == 0 {
-                SwitchKind::In
-            } else if misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0 {
-                SwitchKind::OutPreempted
-            } else {
-                SwitchKind::OutVoluntary
-            };
-            out.switches.push(SwitchRecord {
-                time_ns: t.time_ns,
-                tid: t.tid,
-                cpu: t.cpu,
-                kind,
-            });
-        }
+        PERF_RECORD_SWITCH => out.switches.push(switch_record(misc, body)?),
         PERF_RECORD_MMAP | PERF_RECORD_MMAP2 => {
             let (pid, _tid) = (c.u32()?, c.u32()?);
             let (start, len, pgoff) = (c.u64()?, c.u64()?, c.u64()?);
@@ -676,8 +452,8 @@ fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()>
                 // maj, min, ino, ino_generation (or build id), prot, flags.
                 c.bytes(24 + 8)?;
             }
-            let name = padded_str(body, c.pos)?;
-            let t = trailer(body)?;
+            let name = padded_str(body, c.pos())?;
+            let t = SampleId::trailer(body)?;
             out.maps.push(Mapping {
                 time_ns: t.time_ns,
                 pid,
@@ -689,8 +465,8 @@ fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()>
         }
         PERF_RECORD_COMM => {
             let (pid, tid) = (c.u32()?, c.u32()?);
-            let name = padded_str(body, c.pos)?;
-            let t = trailer(body)?;
+            let name = padded_str(body, c.pos())?;
+            let t = SampleId::trailer(body)?;
             out.comms.push(Comm {
                 time_ns: t.time_ns,
                 tid,
@@ -714,12 +490,8 @@ fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()>
                 ptid,
             });
         }
-        PERF_RECORD_LOST => {
-            let _id = c.u64()?;
-            out.lost = out.lost.saturating_add(c.u64()?);
-        }
-        PERF_RECORD_LOST_SAMPLES => {
-            out.lost = out.lost.saturating_add(c.u64()?);
+        PERF_RECORD_LOST | PERF_RECORD_LOST_SAMPLES => {
+            out.lost = out.lost.saturating_add(lost_count(ty, body)?);
         }
         // EXIT, THROTTLE and anything newer carry nothing we use.
         _ => {}
@@ -793,6 +565,7 @@ fn thread_names(comms: &[Comm], forks: &[ForkEvent]) -> Vec<(u32, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::SwitchKind;
 
     fn trailer_bytes(pid: u32, tid: u32, time: u64, cpu: u32) -> Vec<u8> {
         let mut v = Vec::new();
@@ -891,12 +664,5 @@ mod tests {
                 (12, "main".into())
             ]
         );
-    }
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
-        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
-        assert_eq!(parse_cpu_list("x"), None);
     }
 }

@@ -32,18 +32,21 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use perf_event::events::{Event, Hardware, Software};
-use perf_event::{Builder, Clock, Counter, ReadFormat, SampleFlag, Sampler};
+use perf_event::{Builder, Counter, ReadFormat, SampleFlag, Sampler};
 use serde::Serialize;
 
 use crate::analysis::attribution::CounterPoint;
 use crate::analysis::utilization::CpuWork;
 use crate::kernel::{Capability, SwitchKind, SwitchRecord};
+use crate::perf::{
+    CollectorThread, Cursor, PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_SAMPLE,
+    PERF_RECORD_SWITCH, SampleId, describe_errno, drain_ring, fitting_ring_size, lost_count,
+    monotonic_ns, online_cpus, open_per_cpu, ring_events, switch_record, task_builder,
+};
 
 /// Where a counter's values come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -391,7 +394,7 @@ pub struct CounterCollector {
     thread_samples: Capability,
     switch_records: Capability,
     read_interval_ns: u64,
-    worker: Option<(Arc<AtomicBool>, JoinHandle<Gathered>)>,
+    worker: Option<CollectorThread<Gathered>>,
 }
 
 /// One CPU's group: the leader (mapped when possible) and the members' fds, kept open.
@@ -432,25 +435,9 @@ fn read_format() -> ReadFormat {
         | ReadFormat::TOTAL_TIME_RUNNING
 }
 
-/// Fields of the sample records, and through `sample_id_all` of the switch records'
-/// trailer; the parser below relies on exactly these.
-fn sample_flags(read: bool) -> SampleFlag {
-    let base = SampleFlag::TID | SampleFlag::TIME | SampleFlag::CPU;
-    if read { base | SampleFlag::READ } else { base }
-}
-
 fn base_builder<'a, E: Event>(event: E, pid: u32, cpu: Option<usize>) -> Builder<'a> {
-    let mut b = Builder::new(event);
-    b.observe_pid(pid as libc::pid_t)
-        .inherit(true)
-        .exclude_kernel(true)
-        .exclude_hv(true)
-        .clockid(Clock::MONOTONIC)
-        .read_format(read_format());
-    match cpu {
-        Some(c) => b.one_cpu(c),
-        None => b.any_cpu(),
-    };
+    let mut b = task_builder(event, pid, cpu);
+    b.read_format(read_format());
     b
 }
 
@@ -509,15 +496,13 @@ impl CounterCollector {
         if groups.is_empty() {
             return collector;
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = Arc::clone(&stop);
         let interval = Duration::from_nanos(collector.read_interval_ns);
         let n_members = collector.group_counters.len();
-        let spawned = std::thread::Builder::new()
-            .name("parprof-counters".into())
-            .spawn(move || gather_until_stopped(groups, n_members, interval, &stop2));
+        let spawned = CollectorThread::spawn("parprof-counters", move |stop| {
+            gather_until_stopped(groups, n_members, interval, stop)
+        });
         match spawned {
-            Ok(handle) => collector.worker = Some((stop, handle)),
+            Ok(thread) => collector.worker = Some(thread),
             Err(e) => {
                 let reason = format!("could not start the counter collector thread: {e}");
                 collector.unavailable_all(&reason);
@@ -543,15 +528,15 @@ impl CounterCollector {
     /// kernel refuses `inherit` with `PERF_SAMPLE_READ` (before Linux 6.12), without the ring
     /// buffer (samples and switch records) if it cannot be mapped.
     fn open_groups(&mut self, pid: u32, opts: &CounterOptions) -> Vec<CpuGroup> {
+        const MIN_RING: usize = 8 * 1024;
         let cpus = online_cpus();
         let ring_bytes = opts.ring_buffer_kib.max(8) * 1024;
         let mut with_read = true;
-        let mut opened: Vec<OpenGroup> = Vec::with_capacity(cpus.len());
-        for &cpu in &cpus {
+        // Only the first CPU's refusal says the kernel lacks the feature.
+        let mut first = true;
+        let opened = open_per_cpu(&cpus, |cpu| {
             let group = match self.open_group(pid, cpu, opts, with_read) {
-                Err(e)
-                    if with_read && e.raw_os_error() == Some(libc::EINVAL) && opened.is_empty() =>
-                {
+                Err(e) if with_read && e.raw_os_error() == Some(libc::EINVAL) && first => {
                     self.thread_samples = Capability::no(format!(
                         "per-thread counter samples unavailable: the kernel refused inherit \
                          with PERF_SAMPLE_READ ({}), which needs Linux 6.12 or later; only the \
@@ -563,25 +548,25 @@ impl CounterCollector {
                 }
                 other => other,
             };
-            match group {
-                Ok(g) => opened.push(g),
-                // A CPU that went offline since we listed them.
-                Err(e) if e.raw_os_error() == Some(libc::ENODEV) && !opened.is_empty() => {}
-                Err(e) => {
-                    let reason = format!(
-                        "perf_event_open of the counter group failed: {}",
-                        describe_errno(&e)
-                    );
-                    self.unavailable_all(&reason);
-                    return Vec::new();
-                }
+            first = false;
+            group
+        });
+        let opened: Vec<OpenGroup> = match opened {
+            Ok(opened) => opened,
+            Err(e) => {
+                let reason = format!(
+                    "perf_event_open of the counter group failed: {}",
+                    describe_errno(&e)
+                );
+                self.unavailable_all(&reason);
+                return Vec::new();
             }
-        }
+        };
         // Map every ring or none: samples and switch records of some CPUs only would be
         // partial without saying so; the reads work either way.
         let sizes: Vec<Option<usize>> = opened
             .iter()
-            .map(|g| map_ring(&g.leader, ring_bytes).ok())
+            .map(|g| fitting_ring_size(&g.leader, ring_bytes, MIN_RING).ok())
             .collect();
         let map_all = sizes.iter().all(Option::is_some);
         let mut lost_cpus = Vec::new();
@@ -645,13 +630,16 @@ impl CounterCollector {
         with_read: bool,
     ) -> io::Result<OpenGroup> {
         let mut lb = base_builder(Software::CPU_CLOCK, pid, Some(cpu));
-        lb.sample(sample_flags(with_read))
-            .sample_id_all(true)
-            .context_switch(true)
-            .sample_period(opts.sample_period_ns.max(10_000))
-            .wakeup_watermark((opts.ring_buffer_kib.max(8) * 1024 / 4).max(4096))
-            .enabled(false)
-            .enable_on_exec(true);
+        // The samples' fields, in the order the parser below reads them: the TID|TIME|CPU
+        // block, then the group's values.
+        let read = if with_read {
+            SampleFlag::READ
+        } else {
+            SampleFlag::empty()
+        };
+        ring_events(&mut lb, read, true, opts.ring_buffer_kib.max(8) * 1024);
+        lb.sample_period(opts.sample_period_ns.max(10_000))
+            .enabled(false);
         let mut leader = lb.build()?;
         let mut members = Vec::with_capacity(self.group_counters.len());
         for def in &self.group_counters {
@@ -672,34 +660,21 @@ impl CounterCollector {
 
     /// Stops the collection after one last read and drain. Call it after the child has
     /// exited, so that the last read holds the final counts of every thread.
-    pub fn finish(mut self) -> CounterRecords {
-        let gathered = match self.worker.take() {
-            Some((stop, handle)) => {
-                stop.store(true, Ordering::Release);
-                // A panic in the collector loses the counts, not the run.
-                handle.join().unwrap_or_default()
-            }
-            None => Gathered::default(),
-        };
+    pub fn finish(self) -> CounterRecords {
+        let gathered = self
+            .worker
+            .map_or_else(Gathered::default, CollectorThread::finish);
         build_records(
             &self.group_counters,
             &self.derived,
-            std::mem::take(&mut self.unavailable),
+            self.unavailable,
             gathered,
             RecordsMeta {
-                thread_samples: self.thread_samples.clone(),
-                switch_records: self.switch_records.clone(),
+                thread_samples: self.thread_samples,
+                switch_records: self.switch_records,
                 read_interval_ns: self.read_interval_ns,
             },
         )
-    }
-}
-
-impl Drop for CounterCollector {
-    fn drop(&mut self) {
-        if let Some((stop, _)) = &self.worker {
-            stop.store(true, Ordering::Release);
-        }
     }
 }
 
@@ -716,97 +691,6 @@ fn refusal_reason(def: &CounterDef, e: &io::Error) -> String {
         ),
         _ => format!("perf_event_open failed ({errno})"),
     }
-}
-
-fn describe_errno(e: &io::Error) -> String {
-    let name = match e.raw_os_error() {
-        Some(libc::EACCES) => "EACCES",
-        Some(libc::EPERM) => "EPERM",
-        Some(libc::ENOENT) => "ENOENT",
-        Some(libc::EOPNOTSUPP) => "EOPNOTSUPP",
-        Some(libc::EINVAL) => "EINVAL",
-        Some(libc::ENODEV) => "ENODEV",
-        Some(libc::EMFILE) => "EMFILE",
-        Some(libc::ENOMEM) => "ENOMEM",
-        Some(libc::ESRCH) => "ESRCH",
-        _ => return e.to_string(),
-    };
-    let text = e.to_string();
-    let text = text.split(" (os error").next().unwrap_or(&text);
-    format!("{name}: {text}")
-}
-
-/// The largest ring (at most `ring_bytes`, at least 8 KiB) the locked-memory budget allows.
-/// Probed with a mapping undone right away, because `Counter::sampled` consumes the counter
-/// even when it fails.
-fn map_ring(counter: &Counter, ring_bytes: usize) -> io::Result<usize> {
-    const MIN_RING: usize = 8 * 1024;
-    // SAFETY: sysconf has no preconditions.
-    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-    let mut size = ring_bytes.max(MIN_RING).next_power_of_two();
-    loop {
-        let len = page + size.max(page);
-        // SAFETY: a fresh shared mapping of the perf fd, unmapped right away.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                counter.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr != libc::MAP_FAILED {
-            // SAFETY: exactly the mapping created above.
-            unsafe { libc::munmap(ptr, len) };
-            return Ok(size);
-        }
-        let e = io::Error::last_os_error();
-        if size <= MIN_RING || !matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOMEM)) {
-            return Err(e);
-        }
-        size /= 2;
-    }
-}
-
-fn online_cpus() -> Vec<usize> {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|s| parse_cpu_list(s.trim()))
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| {
-            (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
-        })
-}
-
-fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
-    let mut out = Vec::new();
-    for part in s.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-                if b < a || b - a > 1 << 16 {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().ok()?),
-        }
-    }
-    Some(out)
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
 }
 
 /// A group's values as the kernel returns them (`PERF_FORMAT_GROUP | ID |
@@ -826,29 +710,6 @@ impl GroupRead {
 
 /// Bounds what one corrupt `nr` can make us allocate.
 const MAX_GROUP: u64 = 64;
-
-struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Cursor { buf, pos: 0 }
-    }
-    fn u32(&mut self) -> Option<u32> {
-        let b = self.buf.get(self.pos..self.pos.checked_add(4)?)?;
-        self.pos += 4;
-        Some(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn u64(&mut self) -> Option<u64> {
-        let b = self.buf.get(self.pos..self.pos.checked_add(8)?)?;
-        self.pos += 8;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Some(u64::from_ne_bytes(a))
-    }
-}
 
 fn parse_group_read(c: &mut Cursor<'_>) -> Option<GroupRead> {
     let nr = c.u64()?;
@@ -899,60 +760,27 @@ struct Gathered {
     malformed: u64,
 }
 
-const PERF_RECORD_LOST: u32 = 2;
-const PERF_RECORD_SAMPLE: u32 = 9;
-const PERF_RECORD_LOST_SAMPLES: u32 = 13;
-const PERF_RECORD_SWITCH: u32 = 14;
-const PERF_RECORD_MISC_SWITCH_OUT: u16 = 0x2000;
-const PERF_RECORD_MISC_SWITCH_OUT_PREEMPT: u16 = 0x4000;
-/// The `sample_id_all` trailer for TID|TIME|CPU: pid, tid, time, cpu, reserved.
-const TRAILER_LEN: usize = 24;
-
 /// Decodes one ring-buffer record into `out`; `None` if it is malformed.
 fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Gathered) -> Option<()> {
     let mut c = Cursor::new(body);
     match ty {
         PERF_RECORD_SAMPLE => {
-            let (_pid, tid) = (c.u32()?, c.u32()?);
-            let time_ns = c.u64()?;
-            let cpu = c.u32()?;
-            let _reserved = c.u32()?;
+            let id = SampleId::read(&mut c)?;
             // Samples without READ (older kernels) carry nothing the counters use.
-            if c.pos < body.len() {
+            if c.remaining() > 0 {
                 let read = parse_group_read(&mut c)?;
                 out.thread_reads.push(ThreadRead {
-                    time_ns,
-                    tid,
-                    cpu,
+                    time_ns: id.time_ns,
+                    tid: id.tid,
+                    cpu: id.cpu,
                     read,
                 });
             }
         }
-        PERF_RECORD_SWITCH => {
-            let start = body.len().checked_sub(TRAILER_LEN)?;
-            let mut t = Cursor::new(&body[start..]);
-            let (_pid, tid) = (t.u32()?, t.u32()?);
-            let time_ns = t.u64()?;
-            let cpu = t.u32()?;
-            let kind = if misc & PERF_RECORD_MISC_SWITCH_OUT == 0 {
-                SwitchKind::In
-            } else if misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT != 0 {
-                SwitchKind::OutPreempted
-            } else {
-                SwitchKind::OutVoluntary
-            };
-            out.switches.push(SwitchRecord {
-                time_ns,
-                tid,
-                cpu,
-                kind,
-            });
+        PERF_RECORD_SWITCH => out.switches.push(switch_record(misc, body)?),
+        PERF_RECORD_LOST | PERF_RECORD_LOST_SAMPLES => {
+            out.lost = out.lost.saturating_add(lost_count(ty, body)?);
         }
-        PERF_RECORD_LOST => {
-            let _id = c.u64()?;
-            out.lost = out.lost.saturating_add(c.u64()?);
-        }
-        PERF_RECORD_LOST_SAMPLES => out.lost = out.lost.saturating_add(c.u64()?),
         // THROTTLE, EXIT and anything newer carry nothing the counters use.
         _ => {}
     }
@@ -999,13 +827,9 @@ fn gather_until_stopped(
         });
         for cg in &mut groups {
             if let Leader::Mapped(s) = &mut cg.leader {
-                while let Some(record) = s.next_record() {
-                    let (ty, misc) = (record.ty(), record.misc());
-                    let body = record.to_contiguous();
-                    if parse_record(ty, misc, &body, &mut g).is_none() {
-                        g.malformed += 1;
-                    }
-                }
+                let malformed =
+                    drain_ring(s, |ty, misc, body| parse_record(ty, misc, body, &mut g));
+                g.malformed += malformed;
             }
         }
         if stopping {

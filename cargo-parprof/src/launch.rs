@@ -21,6 +21,7 @@ use anyhow::{Context, bail};
 use crate::collect::{CollectOptions, Collector};
 use crate::counters::{CounterCollector, CounterOptions, CounterRecords};
 use crate::kernel::KernelRecords;
+use crate::perf::monotonic_ns;
 use crate::symbolize::symbolize_samples;
 
 /// How the profiled program ended.
@@ -364,18 +365,6 @@ fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
     let fd = RawFd::try_from(fd).ok().filter(|&fd| fd >= 0)?;
     // SAFETY: the kernel just gave us this fd.
     Some(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
 }
 
 static SIGINT_TOTAL: AtomicU64 = AtomicU64::new(0);

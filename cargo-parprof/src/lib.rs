@@ -7,6 +7,7 @@ pub mod collect;
 pub mod counters;
 pub mod kernel;
 pub mod launch;
+pub mod perf;
 pub mod report;
 pub mod symbolize;
 pub mod target;
