@@ -1,49 +1,43 @@
-//! Quick start: a few probed functions on several threads.
-//!
-//! `cargo parprof --example quickstart` profiles it; run plainly it just computes.
+//! Quick start: probed functions inside two parallel regions, one well cut and one cut too
+//! finely. `cargo parprof --example quickstart` shows both: active times corrected for probe
+//! overhead and preemption, each region's worker states, and a `too_fine_granularity`
+//! diagnosis with the `with_min_len` that fixes it. Run plainly, it just computes.
 
-use parprof_rt::probe;
+use parprof_rt::{parallel_region, probe};
+use rayon::prelude::*;
 
+/// The per-row work: the kind of small function people annotate first.
 #[probe]
-fn checksum(data: &[u64]) -> u64 {
-    data.iter()
-        .fold(0u64, |acc, &x| acc.rotate_left(5) ^ mix(x))
+fn hot_kernel(row: &[f32]) -> f32 {
+    row.iter().map(|x| x.sqrt() * 1.5 + 0.25).sum()
 }
 
 #[probe]
-fn mix(x: u64) -> u64 {
-    let mut h = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    h ^= h >> 29;
-    h.wrapping_mul(0xBF58_476D_1CE4_E5B9)
+fn make_rows(rows: usize, width: usize) -> Vec<Vec<f32>> {
+    (0..rows).map(|r| (0..width).map(|c| ((r * width + c) % 97) as f32).collect()).collect()
 }
 
+/// Wide rows: each task has thousands of values to sum.
 #[probe]
-fn fill(seed: u64, n: usize) -> Vec<u64> {
-    (0..n as u64)
-        .map(|i| i.wrapping_mul(seed) ^ 0x5555)
-        .collect()
+fn sum_wide_rows(rows: &[Vec<f32>]) -> f32 {
+    parallel_region!("sum_wide_rows", { rows.par_iter().map(|r| hot_kernel(r)).sum::<f32>() })
 }
 
+/// Narrow rows, one task per row (`with_max_len(1)`): scheduling costs more than the work.
 #[probe]
-fn work(seed: u64) -> u64 {
-    let data = fill(seed, 20_000);
-    (0..20u64)
-        .map(|i| checksum(&data).wrapping_add(i))
-        .fold(0, |a, b| a.wrapping_add(b))
+fn sum_narrow_rows(rows: &[Vec<f32>]) -> f32 {
+    parallel_region!("sum_narrow_rows", {
+        rows.par_iter().with_max_len(1).map(|r| hot_kernel(r)).sum::<f32>()
+    })
 }
 
 fn main() {
-    let threads: Vec<_> = (0..3u64)
-        .map(|t| {
-            std::thread::Builder::new()
-                .name(format!("worker-{t}"))
-                .spawn(move || work(t + 1))
-                .unwrap()
-        })
-        .collect();
-    let total = threads
-        .into_iter()
-        .map(|h| h.join().unwrap())
-        .fold(0, |a, b| a ^ b);
-    println!("checksum {total:016x}");
+    let wide = make_rows(2_000, 4_000);
+    let narrow = make_rows(100_000, 4);
+    let mut total = 0.0;
+    for _ in 0..3 {
+        total += sum_wide_rows(&wide);
+        total += sum_narrow_rows(&narrow);
+    }
+    println!("total {total:.1}");
 }
