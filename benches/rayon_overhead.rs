@@ -4,13 +4,16 @@
 //! instrumentation costs most: a task pair per few nanoseconds of work) the figure is reported
 //! and its diagnosis checked.
 //!
-//! Each example is built as `cargo parprof` builds it, and run three ways, in turns:
+//! Each example is built as `cargo parprof` builds it, and run these ways, in turns:
 //! - **uninstrumented**: built with `parprof-rt/off`, which compiles the region hooks out —
 //!   the baseline;
 //! - **not profiled**: the profiled binary run directly, without `PARPROF_OUT`: every hook is
 //!   one load and branch;
-//! - **profiled**: launched and collected as `cargo parprof` does (kernel records, trace),
-//!   then analysed, to check the diagnoses.
+//! - **traced only**: the same with `PARPROF_OUT`, without the profiler: what recording the
+//!   trace costs, alone;
+//! - **under parprof, no counters**: as `cargo parprof --counters none` runs it;
+//! - **under parprof**: launched and collected as `cargo parprof` does by default (trace,
+//!   kernel records, the default counters), then analysed, to check the diagnoses.
 //!
 //! Times are medians over the rounds (minimum in parentheses) of the region's wall time, which
 //! the example prints (`region_ns=`), and of the process's, from start to exit.
@@ -92,13 +95,15 @@ fn printed_region(stdout: &str) -> anyhow::Result<f64> {
         .ok_or_else(|| anyhow::anyhow!("the example printed no region_ns=: {stdout}"))
 }
 
-/// Runs `exe` directly, without parprof.
-fn run_plain(exe: &Path) -> anyhow::Result<Times> {
+/// Runs `exe` directly, without the profiler; `trace_dir` is its `PARPROF_OUT`, if any.
+fn run_plain(exe: &Path, trace_dir: Option<&Path>) -> anyhow::Result<Times> {
+    let mut command = Command::new(exe);
+    match trace_dir {
+        Some(dir) => command.env("PARPROF_OUT", dir),
+        None => command.env_remove("PARPROF_OUT"),
+    };
     let start = Instant::now();
-    let output = Command::new(exe)
-        .env_remove("PARPROF_OUT")
-        .stderr(Stdio::inherit())
-        .output()?;
+    let output = command.stderr(Stdio::inherit()).output()?;
     let process = start.elapsed().as_secs_f64();
     anyhow::ensure!(output.status.success(), "{} failed", exe.display());
     Ok(Times {
@@ -109,7 +114,7 @@ fn run_plain(exe: &Path) -> anyhow::Result<Times> {
 
 /// Runs `exe` as `cargo parprof` does and analyses the run; returns the times and the
 /// diagnosis codes of its regions.
-fn run_profiled(exe: &Path) -> anyhow::Result<(Times, Vec<String>)> {
+fn run_profiled(exe: &Path, collect: &CollectOptions) -> anyhow::Result<(Times, Vec<String>)> {
     let out = tempfile::tempdir()?;
     // The launcher hands the child the bench's own stdout: point that at a file for the run.
     let mut captured = tempfile::tempfile()?;
@@ -128,7 +133,7 @@ fn run_profiled(exe: &Path) -> anyhow::Result<(Times, Vec<String>)> {
             out.path().as_os_str().to_owned(),
         )],
         None,
-        &CollectOptions::default(),
+        collect,
     );
     // SAFETY: as above; restores stdout whether the run succeeded or not.
     unsafe {
@@ -186,17 +191,33 @@ fn main() -> anyhow::Result<()> {
     for w in &WORKLOADS {
         let uninstrumented = build(w.example, &["parprof-rt/off"], dir.path())?;
         let instrumented = build(w.example, &[], dir.path())?;
-        let (mut off, mut plain, mut profiled) = (Vec::new(), Vec::new(), Vec::new());
+        let without_counters = CollectOptions {
+            counters: None,
+            ..CollectOptions::default()
+        };
+        let [
+            mut off,
+            mut plain,
+            mut traced,
+            mut no_counters,
+            mut profiled,
+        ]: [Vec<Times>; 5] = Default::default();
         let mut right_diagnoses = 0;
         let mut wrong = Vec::new();
         for round in 0..ROUNDS {
             // Rotate the order, so that a trend of the machine hits every variant alike.
-            for variant in (0..3).map(|i| (i + round) % 3) {
+            for variant in (0..5).map(|i| (i + round) % 5) {
                 match variant {
-                    0 => off.push(run_plain(&uninstrumented)?),
-                    1 => plain.push(run_plain(&instrumented)?),
+                    0 => off.push(run_plain(&uninstrumented, None)?),
+                    1 => plain.push(run_plain(&instrumented, None)?),
+                    2 => {
+                        let trace_dir = tempfile::tempdir()?;
+                        traced.push(run_plain(&instrumented, Some(trace_dir.path()))?);
+                    }
+                    3 => no_counters.push(run_profiled(&instrumented, &without_counters)?.0),
                     _ => {
-                        let (times, codes) = run_profiled(&instrumented)?;
+                        let (times, codes) =
+                            run_profiled(&instrumented, &CollectOptions::default())?;
                         if codes == w.expected {
                             right_diagnoses += 1;
                         } else {
@@ -214,6 +235,8 @@ fn main() -> anyhow::Result<()> {
         for (label, runs) in [
             ("uninstrumented (parprof-rt/off)", &off),
             ("instrumented, not profiled", &plain),
+            ("traced only (PARPROF_OUT)", &traced),
+            ("under parprof, no counters", &no_counters),
             ("under parprof", &profiled),
         ] {
             summary.push(format!(
@@ -227,10 +250,16 @@ fn main() -> anyhow::Result<()> {
             minimum(&regions(&profiled)) / minimum(&regions(&off)),
             if ratio <= GOAL { "met" } else { "NOT met" }
         ));
-        summary.push(format!(
-            "  region ratio not profiled / uninstrumented:  {:.3}",
-            median(regions(&plain)) / median(regions(&off))
-        ));
+        for (label, runs) in [
+            ("not profiled", &plain),
+            ("traced only", &traced),
+            ("no counters", &no_counters),
+        ] {
+            summary.push(format!(
+                "  region ratio {label:12} / uninstrumented: {:.3}",
+                median(regions(runs)) / median(regions(&off))
+            ));
+        }
         summary.push(format!(
             "  process ratio under parprof / uninstrumented: {:.3}",
             median(processes(&profiled)) / median(processes(&off))

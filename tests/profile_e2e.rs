@@ -183,5 +183,5 @@ fn refused_perf_access_degrades_with_an_explanation() {
         run.stdout().contains("perf_event_paranoid")
             || run.stderr().contains("perf_event_paranoid")
     );
-    assert!(run.probe("quickstart::work")["calls"].as_u64().unwrap() == 3);
+    assert!(run.probe("quickstart::sum_wide_rows")["calls"].as_u64().unwrap() == 3);
 }
