@@ -14,20 +14,27 @@ fn hot_kernel(row: &[f32]) -> f32 {
 
 #[probe]
 fn make_rows(rows: usize, width: usize) -> Vec<Vec<f32>> {
-    (0..rows).map(|r| (0..width).map(|c| ((r * width + c) % 97) as f32).collect()).collect()
+    (0..rows)
+        .map(|r| (0..width).map(|c| ((r * width + c) % 97) as f32).collect())
+        .collect()
 }
 
 /// Wide rows: each task has thousands of values to sum.
 #[probe]
 fn sum_wide_rows(rows: &[Vec<f32>]) -> f32 {
-    parallel_region!("sum_wide_rows", { rows.par_iter().map(|r| hot_kernel(r)).sum::<f32>() })
+    parallel_region!("sum_wide_rows", {
+        rows.par_iter().map(|r| hot_kernel(r)).sum::<f32>()
+    })
 }
 
 /// Narrow rows, one task per row (`with_max_len(1)`): scheduling costs more than the work.
 #[probe]
 fn sum_narrow_rows(rows: &[Vec<f32>]) -> f32 {
     parallel_region!("sum_narrow_rows", {
-        rows.par_iter().with_max_len(1).map(|r| hot_kernel(r)).sum::<f32>()
+        rows.par_iter()
+            .with_max_len(1)
+            .map(|r| hot_kernel(r))
+            .sum::<f32>()
     })
 }
 

@@ -98,6 +98,7 @@ fn a_panicking_target_reports_its_exit_code() {
 fn a_target_killed_by_a_signal_gets_a_report_of_what_was_collected() {
     // `misbehave hang` never ends: the test SIGKILLs the target (not the profiler) once its
     // trace exists, as the out-of-memory killer or a user would.
+    let _machine = common::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let child = common::parprof_command(&["--example", "misbehave", "--", "hang"], dir.path())
         .stderr(std::process::Stdio::piped())
@@ -183,5 +184,10 @@ fn refused_perf_access_degrades_with_an_explanation() {
         run.stdout().contains("perf_event_paranoid")
             || run.stderr().contains("perf_event_paranoid")
     );
-    assert!(run.probe("quickstart::sum_wide_rows")["calls"].as_u64().unwrap() == 3);
+    assert!(
+        run.probe("quickstart::sum_wide_rows")["calls"]
+            .as_u64()
+            .unwrap()
+            == 3
+    );
 }

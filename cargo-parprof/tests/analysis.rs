@@ -2,8 +2,9 @@
 //! figures: the clock is CLOCK_MONOTONIC (one tick = one ns) and the sync points line up, so
 //! ticks and kernel nanoseconds are the same numbers.
 
+use cargo_parprof::analysis::diagnoses::Code;
 use cargo_parprof::analysis::{
-    AnalysisOptions, Anomalies, MedianMethod, SpanKind, TraceCompleteness, analyse,
+    AnalysisOptions, Anomalies, MedianMethod, SpanKind, TraceCompleteness, WorkerState, analyse,
 };
 use cargo_parprof::kernel::{
     Capabilities, Capability, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord,
@@ -11,7 +12,7 @@ use cargo_parprof::kernel::{
 use cargo_parprof::report;
 use parprof_rt::trace::{
     Calibration, Chunk, ChunkEncoder, ClockKind, ClockSync, End, Event, EventKind, Header,
-    NO_WORKER, SiteKind, SiteRecord, ThreadRecord,
+    NO_WORKER, SiteKind, SiteRecord, TaskOrigin, ThreadRecord,
 };
 use std::path::Path;
 
@@ -594,5 +595,136 @@ fn trace_of_another_process_is_used_when_the_childs_is_absent() {
             .any(|n| n.contains("trace-100.ppt is absent")),
         "{:?}",
         analysis.notes
+    );
+}
+
+/// A region of 10 µs on the main thread whose tasks, 100 of 20 ns each, run on the worker
+/// 80 ns apart, each taken from its own deque: far too fine.
+fn region_chunks() -> Vec<Chunk> {
+    const REGION: u32 = 5;
+    let task = |ts, kind: EventKind| Event {
+        ts,
+        id: REGION,
+        aux: 0,
+        kind: kind as u8,
+        flags: TaskOrigin::Local as u8,
+    };
+    let mut chunks = chunks();
+    // The probes' events are not needed here; the header, sites and threads are.
+    chunks.retain(|c| !matches!(c, Chunk::Events { .. } | Chunk::Lost { .. }));
+    chunks.push(Chunk::Site(SiteRecord {
+        id: REGION,
+        kind: SiteKind::Region,
+        name: "sum_rows".into(),
+        file: "src/app.rs".into(),
+        line: 40,
+    }));
+    chunks.push(Chunk::Events {
+        tid: MAIN,
+        events: vec![
+            ev(10_000, EventKind::RegionBegin, REGION),
+            ev(20_000, EventKind::RegionEnd, REGION),
+        ],
+    });
+    chunks.push(Chunk::Events {
+        tid: WORKER,
+        events: (0..100u64)
+            .flat_map(|i| {
+                let begin = 10_000 + 100 * i + 60;
+                [
+                    task(begin, EventKind::TaskBegin),
+                    task(begin + 20, EventKind::TaskEnd),
+                ]
+            })
+            .collect(),
+    });
+    chunks.push(end());
+    chunks
+}
+
+#[test]
+fn regions_are_analysed_and_reports_lead_with_their_diagnoses() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    write_trace(dir.path(), "trace-100.ppt", &encode(&region_chunks()));
+    let mut analysis = analyse(dir.path(), &kernel(), &options()).expect("analysis");
+    analysis.target.name = "app".into();
+
+    assert_eq!(analysis.regions.len(), 1);
+    let region = &analysis.regions[0];
+    assert_eq!(
+        (region.name.as_str(), region.elapsed_ns, region.workers),
+        ("sum_rows", 10_000, 1)
+    );
+    assert_eq!((region.tasks.local, region.tasks.total()), (100, 100));
+    assert_eq!(region.state_ns.uc, 100 * 20);
+    let codes: Vec<Code> = region.diagnoses.iter().map(|d| d.code).collect();
+    assert_eq!(codes, [Code::TooFineGranularity]);
+
+    // The worker's states within the region are on the timeline, which starts at 1,000 ns.
+    let timeline = &analysis.timeline;
+    assert_eq!(
+        timeline
+            .region_runs
+            .iter()
+            .map(|r| (r.region, r.start_ns, r.duration_ns))
+            .collect::<Vec<_>>(),
+        [(5, 9_000, 10_000)]
+    );
+    assert!(timeline.worker_states.iter().all(|s| s.tid == WORKER));
+    let uc: u64 = timeline
+        .worker_states
+        .iter()
+        .filter(|s| s.state == WorkerState::UserCode)
+        .map(|s| s.duration_ns)
+        .sum();
+    assert_eq!(uc, 100 * 20);
+
+    let out = dir.path().join("out");
+    report::write_all(&analysis, &out).expect("reports");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("json"))
+            .expect("report.json is JSON");
+    let r = &json["regions"][0];
+    assert_eq!(
+        (r["tasks"].as_u64(), r["tasks_local"].as_u64()),
+        (Some(100), Some(100))
+    );
+    assert_eq!(r["diagnoses"][0]["code"], "too_fine_granularity");
+    assert_eq!(r["state_ns"]["UC"], 2_000);
+    assert!(r["transitions"]["UC->LQ"].as_u64() == Some(100), "{r:#}");
+
+    let markdown = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    let first_section = markdown.find("### ").expect("sections");
+    assert!(
+        markdown[first_section..]
+            .starts_with("### Diagnoses\n\n- **`too_fine_granularity`** in region `sum_rows`"),
+        "{markdown}"
+    );
+    let summary = report::terminal::summary(&analysis);
+    let diagnoses = summary.find("Diagnoses:").expect("diagnoses first");
+    assert!(
+        diagnoses < summary.find("No probe calls").expect("probe section"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("region `sum_rows`: too_fine_granularity"),
+        "{summary}"
+    );
+
+    let timeline: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("timeline.json")).expect("json"))
+            .expect("timeline.json is JSON");
+    let events = timeline["traceEvents"].as_array().expect("events");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["cat"] == "region" && e["name"] == "sum_rows"),
+        "the region's run is on the timeline"
+    );
+    assert!(
+        events.iter().any(|e| e["cat"] == "lifecycle"
+            && e["name"] == "UC"
+            && e["args"]["region"] == "sum_rows"),
+        "the worker's states are on the timeline"
     );
 }

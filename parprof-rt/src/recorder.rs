@@ -128,7 +128,9 @@ fn wait_for_room(ring: &Ring, event: Event) {
             return;
         }
         wake_writer();
-        std::thread::yield_now();
+        // A sleep, not a yield: a drain takes about a millisecond, and a yield loop would
+        // flood the kernel's switch records (whose loss would leave times uncorrected).
+        std::thread::sleep(Duration::from_micros(100));
         if ring.push(event) != Push::Full {
             break;
         }

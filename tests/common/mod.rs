@@ -84,8 +84,17 @@ pub fn parprof_command(args: &[&str], out: &Path) -> Command {
     cmd
 }
 
+/// Held while a test profiles: the figures the tests check (active against CPU time,
+/// diagnoses that depend on idle workers) need the machine's 2 cores, not a share of them
+/// with the other tests of the same file.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    MACHINE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// `cargo parprof <args>` with its output folder in a fresh temporary directory.
 pub fn parprof(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let _machine = exclusive();
     let dir = tempfile::tempdir().expect("temporary directory");
     let mut cmd = parprof_command(args, dir.path());
     for (k, v) in env {
