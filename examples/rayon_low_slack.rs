@@ -1,12 +1,12 @@
 //! Insufficient parallel slack: far fewer tasks than workers, again and again.
 //!
-//! The global pool has 4 workers on a 2-core machine. A region handles 225 requests that
-//! arrive one every 2 ms (the main thread waits for each), each with a join of two 50 µs
-//! tasks. Each join wakes sleeping workers that search, find nothing and go back to sleep;
-//! half of the pool never has anything to do. `cargo parprof --example rayon_low_slack`
-//! reports `insufficient_parallel_slack`. The fix is to give the pool more independent work
-//! at once (batch the requests and handle a batch with one `par_iter`, or cut each request
-//! finer), or to use a pool as small as the work.
+//! The global pool has 4 workers on a 2-core machine. 225 requests arrive one every 2 ms (the
+//! main thread waits for each); each is handled in a run of the region `request`, a join of
+//! two 50 µs tasks. Each join wakes sleeping workers that search, find nothing and go back to
+//! sleep; half of the pool never has anything to do. `cargo parprof --example
+//! rayon_low_slack` reports `insufficient_parallel_slack`. The fix is to give the pool more
+//! independent work at once (batch the requests and handle a batch with one `par_iter`, or
+//! cut each request finer), or to use a pool as small as the work.
 //!
 //! `rayon_low_slack [WORKERS] [INTERVAL_US] [REQUESTS]` changes the figures. The interval is
 //! long enough for idle workers to fall asleep between requests (rayon's 32 yielding search
@@ -16,7 +16,7 @@
 //! programs, each yield waits for them, the workers never get to sleep, and the pattern shows
 //! as searching instead (see the end-to-end test).
 //!
-//! Prints `tasks=<n>`: the halves of the joins it ran, the region's tasks.
+//! Prints `tasks=<n>`: the halves of the joins it ran, the region's tasks over all its runs.
 
 use parprof_rt::parallel_region;
 use std::hint::black_box;
@@ -60,16 +60,15 @@ fn main() {
         .build_global()
         .expect("the global pool");
     let half = Duration::from_micros(50);
-    let checksum = parallel_region!("requests", {
-        let mut checksum = 0u64;
-        for _ in 0..requests {
-            // Waiting for the next request.
-            std::thread::sleep(interval);
+    let mut checksum = 0u64;
+    for _ in 0..requests {
+        // Waiting for the next request.
+        std::thread::sleep(interval);
+        checksum ^= parallel_region!("request", {
             let (a, b) = rayon::join(|| task(half), || task(half));
-            checksum ^= a ^ b;
-        }
-        checksum
-    });
+            a ^ b
+        });
+    }
     println!("checksum={checksum:016x}");
     println!("tasks={}", TASKS.load(Ordering::Relaxed));
 }

@@ -89,7 +89,9 @@ pub fn parprof_command(args: &[&str], out: &Path) -> Command {
 /// with the other tests of the same file.
 pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    MACHINE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    MACHINE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// `cargo parprof <args>` with its output folder in a fresh temporary directory.

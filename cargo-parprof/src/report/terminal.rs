@@ -43,7 +43,7 @@ pub fn summary(analysis: &Analysis) -> String {
     );
     write_regions(analysis, &mut out);
     if analysis.probes.is_empty() {
-        out.push_str("No probe calls were recorded.\n");
+        out.push_str("\nNo probe calls were recorded.\n");
     } else {
         let _ = writeln!(out, "\nTop probes by self active time:");
         let _ = writeln!(
