@@ -13,9 +13,12 @@
 use cargo_parprof::collect::CollectOptions;
 use cargo_parprof::counters::{CounterOptions, CounterRecords, CounterSet};
 use cargo_parprof::launch;
-use cargo_parprof::target::{self, BuildOptions, TargetKind, TargetRequest};
+use cargo_parprof::target::BuildOptions;
+mod common;
+
+use common::{build_example, median};
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const ROUNDS: usize = 9;
 
@@ -34,30 +37,6 @@ const TARGETS: [Target; 2] = [
         args: &["2"],
     },
 ];
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn build(example: &str) -> anyhow::Result<PathBuf> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-    let metadata = cargo_metadata::MetadataCommand::new()
-        .manifest_path(&manifest)
-        .no_deps()
-        .exec()?;
-    let request = TargetRequest {
-        kind_and_name: Some((TargetKind::Example, example.into())),
-        package: None,
-    };
-    let resolved = target::resolve(&metadata, &request)?;
-    let build_dir = metadata
-        .target_directory
-        .as_std_path()
-        .join("parprof")
-        .join("build");
-    target::build(&resolved, &BuildOptions::default(), &build_dir)
-}
 
 /// CPU time (user + system) of the reaped children so far, in s.
 fn children_cpu_s() -> f64 {
@@ -110,7 +89,7 @@ fn main() -> anyhow::Result<()> {
         default.sample_period_ns / 1000
     )];
     for t in &TARGETS {
-        let exe = build(t.example)?;
+        let exe = build_example(t.example, &BuildOptions::default())?;
         let args: Vec<OsString> = t.args.iter().map(OsString::from).collect();
         let (mut without, mut with) = (Vec::new(), Vec::new());
         let (mut cpu_without, mut cpu_with) = (Vec::new(), Vec::new());

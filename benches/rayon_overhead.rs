@@ -25,7 +25,10 @@ use cargo_parprof::analysis::{self, AnalysisOptions};
 use cargo_parprof::collect::CollectOptions;
 use cargo_parprof::kernel::KernelRecords;
 use cargo_parprof::launch;
-use cargo_parprof::target::{self, BuildOptions, TargetKind, TargetRequest};
+use cargo_parprof::target::BuildOptions;
+mod common;
+
+use common::{build_example, median};
 use std::ffi::OsString;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
@@ -65,26 +68,11 @@ struct Times {
 /// Builds `example` with `features` and copies the executable to `dir`: the builds with and
 /// without `parprof-rt/off` leave it at the same path.
 fn build(example: &str, features: &[&str], dir: &Path) -> anyhow::Result<PathBuf> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
-    let metadata = cargo_metadata::MetadataCommand::new()
-        .manifest_path(&manifest)
-        .no_deps()
-        .exec()?;
-    let request = TargetRequest {
-        kind_and_name: Some((TargetKind::Example, example.into())),
-        package: None,
-    };
-    let resolved = target::resolve(&metadata, &request)?;
-    let build_dir = metadata
-        .target_directory
-        .as_std_path()
-        .join("parprof")
-        .join("build");
     let opts = BuildOptions {
         features: features.iter().map(|f| (*f).to_owned()).collect(),
         ..BuildOptions::default()
     };
-    let built = target::build(&resolved, &opts, &build_dir)?;
+    let built = build_example(example, &opts)?;
     let copy = dir.join(format!(
         "{example}-{}",
         features.join("-").replace('/', "_")
@@ -190,11 +178,6 @@ fn run_profiled(exe: &Path, collect: &CollectOptions) -> anyhow::Result<(Times, 
         },
         codes,
     ))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn minimum(v: &[f64]) -> f64 {

@@ -15,34 +15,15 @@
 //! which are the region's tasks.
 
 use parprof_rt::parallel_region;
+use parprof_suite::spin;
 use rayon::prelude::*;
-use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 static LEAVES: AtomicU64 = AtomicU64::new(0);
 
-/// Busy work for `d` of wall-clock time.
-fn spin(d: Duration) -> u64 {
-    let start = Instant::now();
-    let mut x = 1u64;
-    while start.elapsed() < d {
-        x = black_box(
-            x.wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407),
-        );
-    }
-    x
-}
-
 fn main() {
-    let workers = std::env::args()
-        .nth(1)
-        .map_or(2, |a| a.parse().expect("a number of workers"));
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(workers)
-        .build_global()
-        .expect("the global pool");
+    parprof_suite::global_pool_from_args(2);
     let mut sizes = vec![Duration::from_millis(600)];
     sizes.extend(std::iter::repeat_n(Duration::from_millis(1), 40));
     let checksum = parallel_region!("imbalance", {

@@ -19,24 +19,12 @@
 //! Prints `tasks=<n>`: the halves of the joins it ran, the region's tasks over all its runs.
 
 use parprof_rt::parallel_region;
-use std::hint::black_box;
+use parprof_suite::spin;
+
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 static TASKS: AtomicU64 = AtomicU64::new(0);
-
-/// Busy work for `d` of wall-clock time.
-fn spin(d: Duration) -> u64 {
-    let start = Instant::now();
-    let mut x = 1u64;
-    while start.elapsed() < d {
-        x = black_box(
-            x.wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407),
-        );
-    }
-    x
-}
 
 /// One half of a request's join.
 fn task(d: Duration) -> u64 {

@@ -11,33 +11,14 @@
 //! Prints `tasks=<n>`: the spawned tasks it ran plus the scope's body, the region's tasks.
 
 use parprof_rt::parallel_region;
-use std::hint::black_box;
+use parprof_suite::spin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 static TASKS: AtomicU64 = AtomicU64::new(0);
 
-/// Busy work for `d` of wall-clock time.
-fn spin(d: Duration) -> u64 {
-    let start = Instant::now();
-    let mut x = 1u64;
-    while start.elapsed() < d {
-        x = black_box(
-            x.wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407),
-        );
-    }
-    x
-}
-
 fn main() {
-    let workers = std::env::args()
-        .nth(1)
-        .map_or(4, |a| a.parse().expect("a number of workers"));
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(workers)
-        .build_global()
-        .expect("the global pool");
+    parprof_suite::global_pool_from_args(4);
     let checksum = AtomicU64::new(0);
     parallel_region!("spawn_loop", {
         rayon::scope(|s| {

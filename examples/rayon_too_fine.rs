@@ -23,13 +23,7 @@ fn mix(x: u32) -> u64 {
 }
 
 fn main() {
-    let workers = std::env::args()
-        .nth(1)
-        .map_or(2, |a| a.parse().expect("a number of workers"));
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(workers)
-        .build_global()
-        .expect("the global pool");
+    parprof_suite::global_pool_from_args(2);
     let start = Instant::now();
     let sum = parallel_region!("too_fine", {
         (0..1_000_000u32)

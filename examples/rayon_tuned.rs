@@ -33,13 +33,7 @@ fn work(seed: u64) -> u64 {
 }
 
 fn main() {
-    let workers = std::env::args()
-        .nth(1)
-        .map_or(2, |a| a.parse().expect("a number of workers"));
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(workers)
-        .build_global()
-        .expect("the global pool");
+    parprof_suite::global_pool_from_args(2);
     let start = Instant::now();
     let checksum = parallel_region!("tuned", {
         (0..40_000u32)

@@ -1,5 +1,5 @@
 //! Wall time of a profiled run (build excluded) ÷ wall time of the same executable run
-//! directly: `cargo bench -p cargo-parprof --bench run_overhead`. Goal ≤ 1.10.
+//! directly: `cargo bench --bench run_overhead`. Goal ≤ 1.10.
 //!
 //! The profiled run is what `cargo parprof` does after building: start suspended, collect
 //! kernel records, analyse, write every report. The target is the repository's
@@ -7,37 +7,20 @@
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
 use cargo_parprof::collect::CollectOptions;
-use cargo_parprof::target::{self, BuildOptions, TargetKind, TargetRequest};
+use cargo_parprof::target::BuildOptions;
 use cargo_parprof::{launch, report};
+
+mod common;
+
+use common::{build_example, median};
 use std::ffi::OsString;
-use std::path::Path;
 use std::time::Instant;
 
 const ROUNDS: usize = 5;
 const ARGS: [&str; 2] = ["6", "150"];
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() -> anyhow::Result<()> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let metadata = cargo_metadata::MetadataCommand::new()
-        .manifest_path(&manifest)
-        .no_deps()
-        .exec()?;
-    let request = TargetRequest {
-        kind_and_name: Some((TargetKind::Example, "oversubscribed".into())),
-        package: None,
-    };
-    let resolved = target::resolve(&metadata, &request)?;
-    let build_dir = metadata
-        .target_directory
-        .as_std_path()
-        .join("parprof")
-        .join("build");
-    let exe = target::build(&resolved, &BuildOptions::default(), &build_dir)?;
+    let exe = build_example("oversubscribed", &BuildOptions::default())?;
     let args: Vec<OsString> = ARGS.iter().map(OsString::from).collect();
 
     let mut direct = Vec::new();
