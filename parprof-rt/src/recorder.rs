@@ -263,7 +263,11 @@ fn wake_writer() {
 #[unsafe(link_section = ".init_array")]
 static START_BEFORE_MAIN: extern "C" fn() = {
     extern "C" fn start_before_main() {
-        ensure_init();
+        // Without the variable nothing is decided yet: a program (or test) may still set it
+        // before its first probe, which then starts the runtime.
+        if std::env::var_os("PARPROF_OUT").is_some() {
+            ensure_init();
+        }
     }
     start_before_main
 };
