@@ -58,6 +58,30 @@ fn probed_small_body(x: u64) -> u64 {
     small_body(x)
 }
 
+/// What a probe pair adds around `small_body`: probed and plain batches alternate, so that both
+/// see the same machine state, and the median of their differences is taken.
+fn marginal_pair_cost() -> f64 {
+    const ROUNDS: usize = 101;
+    const CALLS: u64 = 512;
+    let mut differences: Vec<f64> = (0..ROUNDS)
+        .map(|_| {
+            let t0 = clock::now();
+            for i in 0..CALLS {
+                black_box(probed_small_body(i));
+            }
+            let t1 = clock::now();
+            for i in 0..CALLS {
+                black_box(small_body(i));
+            }
+            let t2 = clock::now();
+            with_current_ring(|r| r.discard());
+            (t1.saturating_sub(t0) as f64 - t2.saturating_sub(t1) as f64) / CALLS as f64
+        })
+        .collect();
+    differences.sort_by(f64::total_cmp);
+    differences[ROUNDS / 2]
+}
+
 pub fn measure() -> Table {
     // Warm the path and the ring's cache lines first.
     for _ in 0..4 {
@@ -100,15 +124,7 @@ pub fn measure() -> Table {
             .map_or(0.0, |(_, c)| *c)
     };
     let back_to_back_pair = cost_of(EventKind::Enter) + cost_of(EventKind::Exit);
-    let marginal_pair = median_batch(|| {
-        for i in 0..BATCH {
-            black_box(probed_small_body(i));
-        }
-    }) - median_batch(|| {
-        for i in 0..BATCH {
-            black_box(small_body(i));
-        }
-    });
+    let marginal_pair = marginal_pair_cost();
     // Guard against a noisy measurement: the marginal cost lies between half and all of the
     // back-to-back cost on every machine seen so far.
     let scale = (marginal_pair / back_to_back_pair).clamp(0.5, 1.0);
