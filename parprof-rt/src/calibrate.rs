@@ -25,18 +25,27 @@ pub struct Table {
     pub bare_read_pair_ticks: u32,
 }
 
-fn median_batch(mut one_batch: impl FnMut()) -> f64 {
-    let mut per_event: Vec<f64> = (0..BATCHES)
+/// The median over `rounds` of a per-round figure; the recorded events are discarded after
+/// each round so that calibration leaves nothing in the trace.
+fn median_of_rounds(rounds: usize, mut one_round: impl FnMut() -> f64) -> f64 {
+    let mut figures: Vec<f64> = (0..rounds)
         .map(|_| {
-            let t0 = clock::now();
-            one_batch();
-            let t1 = clock::now();
+            let figure = one_round();
             with_current_ring(|r| r.discard());
-            t1.saturating_sub(t0) as f64 / BATCH as f64
+            figure
         })
         .collect();
-    per_event.sort_by(f64::total_cmp);
-    per_event[BATCHES / 2]
+    figures.sort_by(f64::total_cmp);
+    figures[rounds / 2]
+}
+
+/// Ticks per operation of `one_batch`, which performs `BATCH` operations.
+fn median_batch(mut one_batch: impl FnMut()) -> f64 {
+    median_of_rounds(BATCHES, || {
+        let t0 = clock::now();
+        one_batch();
+        clock::now().saturating_sub(t0) as f64 / BATCH as f64
+    })
 }
 
 /// A few nanoseconds of dependent arithmetic, the size of a small probed function.
@@ -63,23 +72,18 @@ fn probed_small_body(x: u64) -> u64 {
 fn marginal_pair_cost() -> f64 {
     const ROUNDS: usize = 101;
     const CALLS: u64 = 512;
-    let mut differences: Vec<f64> = (0..ROUNDS)
-        .map(|_| {
-            let t0 = clock::now();
-            for i in 0..CALLS {
-                black_box(probed_small_body(i));
-            }
-            let t1 = clock::now();
-            for i in 0..CALLS {
-                black_box(small_body(i));
-            }
-            let t2 = clock::now();
-            with_current_ring(|r| r.discard());
-            (t1.saturating_sub(t0) as f64 - t2.saturating_sub(t1) as f64) / CALLS as f64
-        })
-        .collect();
-    differences.sort_by(f64::total_cmp);
-    differences[ROUNDS / 2]
+    median_of_rounds(ROUNDS, || {
+        let t0 = clock::now();
+        for i in 0..CALLS {
+            black_box(probed_small_body(i));
+        }
+        let t1 = clock::now();
+        for i in 0..CALLS {
+            black_box(small_body(i));
+        }
+        let t2 = clock::now();
+        (t1.saturating_sub(t0) as f64 - t2.saturating_sub(t1) as f64) / CALLS as f64
+    })
 }
 
 pub fn measure() -> Table {

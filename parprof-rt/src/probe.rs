@@ -35,10 +35,6 @@ impl Site {
         }
     }
 
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
     /// The site's id, registering it on first use. `type_name` names the `Self` type of a
     /// method, so that the probe is called `module::Type::method`.
     #[inline(always)]

@@ -152,14 +152,15 @@ fn wait_for_room(ring: &Ring, event: Event) {
 #[inline(never)]
 fn record_cold(kind: EventKind, id: u32, aux: u16, flags: u8) -> bool {
     ensure_init();
-    if MODE.load(Ordering::Relaxed) != ON || !attach_current_thread() {
+    if MODE.load(Ordering::Relaxed) != ON || !attach_current_thread(0) {
         return false;
     }
     record(kind, id, aux, flags)
 }
 
-/// Gives the calling thread a ring and a thread record. Returns false during thread teardown.
-fn attach_current_thread() -> bool {
+/// Gives the calling thread a ring and a thread record (in `pool`). Returns false during
+/// thread teardown.
+fn attach_current_thread(pool: u32) -> bool {
     let Some(rt) = RUNTIME.get() else {
         return false;
     };
@@ -176,15 +177,19 @@ fn attach_current_thread() -> bool {
         return false;
     }
     RING.with(|r| r.set(Arc::as_ptr(&ring)));
-    rt.metadata
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(Chunk::Thread(current_thread_record()));
-    rt.rings
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(ring);
+    queue_metadata(rt, Chunk::Thread(current_thread_record(pool)));
+    lock(&rt.rings).push(ring);
     true
+}
+
+/// Queues a site or thread record for the writer, which writes it before later events.
+fn queue_metadata(rt: &Runtime, chunk: Chunk) {
+    lock(&rt.metadata).push(chunk);
+}
+
+/// A poisoned lock only means a thread panicked while holding it; the data stays usable.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn current_tid() -> u32 {
@@ -192,13 +197,13 @@ fn current_tid() -> u32 {
     unsafe { libc::gettid() as u32 }
 }
 
-fn current_thread_record() -> ThreadRecord {
+fn current_thread_record(pool: u32) -> ThreadRecord {
     let current = std::thread::current();
     ThreadRecord {
         tid: current_tid(),
         rayon_index: rayon::current_thread_index()
             .map_or(trace::NO_WORKER, |i| i.min(u16::MAX as usize - 1) as u16),
-        pool: 0,
+        pool,
         name: current.name().unwrap_or("").to_owned(),
     }
 }
@@ -207,18 +212,16 @@ fn current_thread_record() -> ThreadRecord {
 /// makes sure the thread has a ring even if it never records an event (idle workers).
 pub fn register_current_thread(pool: u32) {
     ensure_init();
-    if MODE.load(Ordering::Relaxed) != ON || !attach_current_thread() {
+    if MODE.load(Ordering::Relaxed) != ON {
         return;
     }
-    if let Some(rt) = RUNTIME.get() {
-        let record = ThreadRecord {
-            pool,
-            ..current_thread_record()
-        };
-        rt.metadata
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Chunk::Thread(record));
+    let already_attached = !RING.with(|r| r.get().is_null());
+    if !attach_current_thread(pool) {
+        return;
+    }
+    // A newly attached thread's record already says all this.
+    if already_attached && let Some(rt) = RUNTIME.get() {
+        queue_metadata(rt, Chunk::Thread(current_thread_record(pool)));
     }
 }
 
@@ -228,23 +231,23 @@ static SITE_LOCK: Mutex<()> = Mutex::new(());
 /// Registers a site once and returns its id (never 0).
 #[cold]
 pub fn register_site(slot: &AtomicU32, kind: SiteKind, name: String, file: &str, line: u32) -> u32 {
-    let _guard = SITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock(&SITE_LOCK);
     let existing = slot.load(Ordering::Acquire);
     if existing != 0 {
         return existing;
     }
     let id = NEXT_SITE_ID.fetch_add(1, Ordering::Relaxed);
     if let Some(rt) = RUNTIME.get() {
-        rt.metadata
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Chunk::Site(SiteRecord {
+        queue_metadata(
+            rt,
+            Chunk::Site(SiteRecord {
                 id,
                 kind,
                 name,
                 file: file.to_owned(),
                 line,
-            }));
+            }),
+        );
     }
     slot.store(id, Ordering::Release);
     id
@@ -323,7 +326,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     // Calibration records through the real path, so it needs the mode on and a ring;
     // its events are discarded before the writer starts.
     MODE.store(ON, Ordering::Release);
-    attach_current_thread();
+    attach_current_thread(0);
     let table = calibrate::measure();
     MODE.store(UNINIT, Ordering::Release);
 
@@ -339,7 +342,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
         program: std::env::args().next().unwrap_or_default(),
     }));
     enc.flush_to(&mut file)?;
-    *rt.file.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);
+    *lock(&rt.file) = Some(file);
 
     let writer = std::thread::Builder::new()
         .name("parprof-writer".into())
@@ -468,8 +471,8 @@ pub fn shutdown() {
     }
     rt.stop.store(true, Ordering::Release);
     wake_writer();
-    let (lock, cvar) = &rt.finished;
-    let done = lock.lock().unwrap_or_else(|e| e.into_inner());
+    let (finished, cvar) = &rt.finished;
+    let done = lock(finished);
     let _ = cvar.wait_timeout_while(done, Duration::from_secs(5), |done| !*done);
 }
 
@@ -511,19 +514,19 @@ fn writer_loop() {
         events_lost: rt.events_lost.load(Ordering::Relaxed),
     }));
     write_out(rt, &mut enc);
-    if let Some(file) = rt.file.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+    if let Some(file) = lock(&rt.file).as_mut() {
         let _ = file.flush();
     }
-    let (lock, cvar) = &rt.finished;
-    *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+    let (finished, cvar) = &rt.finished;
+    *lock(finished) = true;
     cvar.notify_all();
 }
 
 fn drain_once(rt: &Runtime, enc: &mut ChunkEncoder) {
-    for chunk in std::mem::take(&mut *rt.metadata.lock().unwrap_or_else(|e| e.into_inner())) {
+    for chunk in std::mem::take(&mut *lock(&rt.metadata)) {
         enc.chunk(&chunk);
     }
-    let rings: Vec<Arc<Ring>> = rt.rings.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let rings: Vec<Arc<Ring>> = lock(&rt.rings).clone();
     for ring in &rings {
         let closed = ring.is_closed();
         let n = ring.drain(|a, b| enc.events(ring.tid, a, b));
@@ -537,10 +540,7 @@ fn drain_once(rt: &Runtime, enc: &mut ChunkEncoder) {
             });
         }
         if closed {
-            rt.rings
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .retain(|r| !Arc::ptr_eq(r, ring));
+            lock(&rt.rings).retain(|r| !Arc::ptr_eq(r, ring));
         }
     }
     write_out(rt, enc);
@@ -551,7 +551,7 @@ fn write_out(rt: &Runtime, enc: &mut ChunkEncoder) {
     if enc.is_empty() {
         return;
     }
-    let mut file = rt.file.lock().unwrap_or_else(|e| e.into_inner());
+    let mut file = lock(&rt.file);
     if let Some(f) = file.as_mut()
         && let Err(e) = enc.flush_to(f)
     {

@@ -409,14 +409,6 @@ impl ChunkEncoder {
         self.buf.extend_from_slice(&crc.to_le_bytes());
     }
 
-    pub fn bytes(&self) -> &[u8] {
-        &self.buf
-    }
-
-    pub fn len(&self) -> usize {
-        self.buf.len()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
