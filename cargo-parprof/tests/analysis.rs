@@ -4,7 +4,8 @@
 
 use cargo_parprof::analysis::diagnoses::Code;
 use cargo_parprof::analysis::{
-    AnalysisOptions, Anomalies, MedianMethod, SpanKind, TraceCompleteness, WorkerState, analyse,
+    Analysis, AnalysisOptions, Anomalies, MedianMethod, ProbeSummary, SpanKind, TraceCompleteness,
+    WorkerState, analyse,
 };
 use cargo_parprof::kernel::{
     Capabilities, Capability, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord,
@@ -128,7 +129,9 @@ fn encode(chunks: &[Chunk]) -> Vec<u8> {
     for chunk in chunks {
         encoder.chunk(chunk);
     }
-    encoder.into_bytes()
+    let mut bytes = Vec::new();
+    encoder.flush_to(&mut bytes).expect("write to a Vec");
+    bytes
 }
 
 fn frame(function: &str, inlined: bool) -> Frame {
@@ -191,13 +194,27 @@ fn options() -> AnalysisOptions {
     }
 }
 
-#[test]
-fn complete_trace_gives_exact_figures() {
+/// The complete trace written as `name` in a new folder, and the analysis of that folder.
+fn analyse_complete_trace(name: &str) -> (tempfile::TempDir, Analysis) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut all = chunks();
     all.push(end());
-    write_trace(dir.path(), "trace-100.ppt", &encode(&all));
+    write_trace(dir.path(), name, &encode(&all));
     let analysis = analyse(dir.path(), &kernel(), &options()).expect("analysis");
+    (dir, analysis)
+}
+
+fn probe<'a>(analysis: &'a Analysis, name: &str) -> &'a ProbeSummary {
+    analysis
+        .probes
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("probe {name}"))
+}
+
+#[test]
+fn complete_trace_gives_exact_figures() {
+    let (_dir, analysis) = analyse_complete_trace("trace-100.ppt");
 
     assert_eq!(analysis.trace.completeness, TraceCompleteness::Complete);
     assert_eq!((analysis.trace.events, analysis.trace.pid), (6, Some(MAIN)));
@@ -208,11 +225,7 @@ fn complete_trace_gives_exact_figures() {
     );
     assert_eq!(analysis.anomalies, Anomalies::default());
 
-    let f = analysis
-        .probes
-        .iter()
-        .find(|p| p.name == "app::f")
-        .expect("probe f");
+    let f = probe(&analysis, "app::f");
     assert_eq!(
         (f.calls, f.elapsed_ns, f.active_ns, f.self_active_ns),
         (1, 650, 266, 155)
@@ -228,11 +241,7 @@ fn complete_trace_gives_exact_figures() {
     );
     assert_eq!((f.file.as_str(), f.line), ("src/app.rs", 1));
 
-    let g = analysis
-        .probes
-        .iter()
-        .find(|p| p.name == "app::g")
-        .expect("probe g");
+    let g = probe(&analysis, "app::g");
     assert_eq!(
         (g.calls, g.elapsed_ns, g.active_ns, g.self_active_ns),
         (2, 800, 111 + 497, 111 + 497)
@@ -359,11 +368,7 @@ fn complete_trace_gives_exact_figures() {
 
 #[test]
 fn reports_are_written_as_views_of_the_analysis() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut all = chunks();
-    all.push(end());
-    write_trace(dir.path(), "trace-100.ppt", &encode(&all));
-    let mut analysis = analyse(dir.path(), &kernel(), &options()).expect("analysis");
+    let (dir, mut analysis) = analyse_complete_trace("trace-100.ppt");
     analysis.target.name = "app".into();
     analysis.exit.code = Some(0);
 
@@ -497,11 +502,7 @@ fn cut_trace_keeps_what_was_written_and_counts_open_calls() {
         Some("startup_calibration")
     );
     assert_eq!(analysis.anomalies.open_at_end, 2);
-    let g = analysis
-        .probes
-        .iter()
-        .find(|p| p.name == "app::g")
-        .expect("probe g");
+    let g = probe(&analysis, "app::g");
     assert_eq!((g.calls, g.active_ns), (1, 497));
     assert!(
         analysis.notes.iter().any(|n| n.contains("without its end")),
@@ -526,11 +527,7 @@ fn corrupt_chunk_stops_the_analysis_there_without_failing_it() {
         other => panic!("expected a corrupt trace, got {other:?}"),
     }
     // The worker's call came before the damage.
-    let g = analysis
-        .probes
-        .iter()
-        .find(|p| p.name == "app::g")
-        .expect("probe g");
+    let g = probe(&analysis, "app::g");
     assert_eq!((g.calls, g.active_ns), (1, 497));
     assert_eq!(analysis.anomalies.open_at_end, 2);
     assert!(
@@ -582,11 +579,7 @@ fn without_a_trace_kernel_figures_remain() {
 
 #[test]
 fn trace_of_another_process_is_used_when_the_childs_is_absent() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut all = chunks();
-    all.push(end());
-    write_trace(dir.path(), "trace-555.ppt", &encode(&all));
-    let analysis = analyse(dir.path(), &kernel(), &options()).expect("analysis");
+    let (_dir, analysis) = analyse_complete_trace("trace-555.ppt");
     assert_eq!(analysis.probes.len(), 2);
     assert!(
         analysis

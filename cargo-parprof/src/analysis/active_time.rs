@@ -23,15 +23,32 @@ use super::spans::{LongestSpans, TickSpan, TickSpanKind};
 use parprof_rt::trace::{Calibration, Event, EventKind};
 use std::collections::{BTreeSet, HashMap};
 
-/// Totals of one probe site, in ticks.
-#[derive(Debug, Default)]
-pub(crate) struct ProbeTotals {
+/// What calls add up to, in ticks: the same figures per probe site and per call path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CallTotals {
     pub calls: u64,
     pub elapsed: u64,
     pub active: u64,
     pub self_active: u64,
     pub overhead: u64,
     pub switched_out: SwitchedOut,
+}
+
+impl CallTotals {
+    pub(crate) fn add(&mut self, other: &CallTotals) {
+        self.calls += other.calls;
+        self.elapsed += other.elapsed;
+        self.active += other.active;
+        self.self_active += other.self_active;
+        self.overhead += other.overhead;
+        self.switched_out.add(other.switched_out);
+    }
+}
+
+/// Totals of one probe site, in ticks.
+#[derive(Debug, Default)]
+pub(crate) struct ProbeTotals {
+    pub totals: CallTotals,
     pub active_per_call: DurationDistribution,
 }
 
@@ -41,12 +58,7 @@ pub(crate) struct CallPathNode {
     /// `None` for the root, which stands for "no probe open".
     pub parent: Option<u32>,
     pub site: u32,
-    pub calls: u64,
-    pub elapsed: u64,
-    pub active: u64,
-    pub self_active: u64,
-    pub overhead: u64,
-    pub switched_out: SwitchedOut,
+    pub totals: CallTotals,
 }
 
 impl CallPathNode {
@@ -54,13 +66,22 @@ impl CallPathNode {
         CallPathNode {
             parent,
             site,
-            calls: 0,
-            elapsed: 0,
-            active: 0,
-            self_active: 0,
-            overhead: 0,
-            switched_out: SwitchedOut::default(),
+            totals: CallTotals::default(),
         }
+    }
+}
+
+impl std::ops::Deref for ProbeTotals {
+    type Target = CallTotals;
+    fn deref(&self) -> &CallTotals {
+        &self.totals
+    }
+}
+
+impl std::ops::Deref for CallPathNode {
+    type Target = CallTotals;
+    fn deref(&self) -> &CallTotals {
+        &self.totals
     }
 }
 
@@ -87,6 +108,11 @@ impl CallPaths {
             nodes.push(CallPathNode::new(Some(parent), site));
             (nodes.len() - 1) as u32
         })
+    }
+
+    /// The outermost calls' nodes: the paths of one site.
+    pub(crate) fn roots(&self) -> impl Iterator<Item = &CallPathNode> {
+        self.nodes.iter().filter(|n| n.parent == Some(ROOT_PATH))
     }
 
     /// Every path (not the root), with its sites root first.
@@ -337,24 +363,20 @@ impl Totals<'_> {
         let active = elapsed.saturating_sub(call.overhead + switched_out.total());
         let self_active = active.saturating_sub(call.nested_active);
 
+        let figures = CallTotals {
+            calls: 1,
+            elapsed,
+            active,
+            self_active,
+            overhead: call.overhead,
+            switched_out,
+        };
         let probe = self.probes.entry(site).or_default();
-        probe.calls += 1;
-        probe.elapsed += elapsed;
-        probe.active += active;
-        probe.self_active += self_active;
-        probe.overhead += call.overhead;
-        probe.switched_out.preempted += switched_out.preempted;
-        probe.switched_out.voluntary += switched_out.voluntary;
+        probe.totals.add(&figures);
         probe.active_per_call.record(active);
-
-        let path = &mut self.call_paths.nodes[call.path as usize];
-        path.calls += 1;
-        path.elapsed += elapsed;
-        path.active += active;
-        path.self_active += self_active;
-        path.overhead += call.overhead;
-        path.switched_out.preempted += switched_out.preempted;
-        path.switched_out.voluntary += switched_out.voluntary;
+        self.call_paths.nodes[call.path as usize]
+            .totals
+            .add(&figures);
 
         if let Some(caller) = thread.open.last_mut() {
             caller.overhead += call.overhead;
@@ -391,13 +413,18 @@ mod tests {
         }
     }
 
-    fn switch(time_ns: u64, kind: SwitchKind) -> SwitchRecord {
-        SwitchRecord {
-            time_ns,
-            tid: 1,
-            cpu: 0,
-            kind,
-        }
+    /// Thread 1's switched-out intervals from its switches, kernel ns taken as ticks.
+    fn off_cpu(switches: &[(u64, SwitchKind)]) -> OffCpuIndex {
+        let records: Vec<SwitchRecord> = switches
+            .iter()
+            .map(|&(time_ns, kind)| SwitchRecord {
+                time_ns,
+                tid: 1,
+                cpu: 0,
+                kind,
+            })
+            .collect();
+        OffCpuIndex::from_switches(&records, |t| t, 2000)
     }
 
     fn calibration(enter: u32, exit: u32) -> Vec<Calibration> {
@@ -426,18 +453,19 @@ mod tests {
         analysis.finish()
     }
 
+    /// [`run`] for a thread that never left its CPU.
+    fn run_on_cpu(calibration: &[Calibration], events: &[Event]) -> ActiveTimeResult {
+        run(&OffCpuIndex::default(), calibration, events)
+    }
+
     #[test]
     fn worked_example_of_the_spec_is_266() {
-        let off_cpu = OffCpuIndex::from_switches(
-            &[
-                switch(1000, SwitchKind::OutPreempted),
-                switch(1190, SwitchKind::In),
-                switch(1225, SwitchKind::OutVoluntary),
-                switch(1411, SwitchKind::In),
-            ],
-            |t| t,
-            2000,
-        );
+        let off_cpu = off_cpu(&[
+            (1000, SwitchKind::OutPreempted),
+            (1190, SwitchKind::In),
+            (1225, SwitchKind::OutVoluntary),
+            (1411, SwitchKind::In),
+        ]);
         let result = run(
             &off_cpu,
             &calibration(3, 2),
@@ -466,10 +494,8 @@ mod tests {
 
     #[test]
     fn nested_calls_give_self_time_and_call_paths() {
-        let off_cpu = OffCpuIndex::default();
         // F(0..1000) calls G(100..300) and G(400..700); G calls H(500..600).
-        let result = run(
-            &off_cpu,
+        let result = run_on_cpu(
             &calibration(0, 0),
             &[
                 ev(0, EventKind::Enter, F),
@@ -510,14 +536,7 @@ mod tests {
     #[test]
     fn overhead_overlapping_a_switched_out_interval_is_counted_once() {
         // F's entry costs 10 ticks (0..10); the thread is switched out 5..50.
-        let off_cpu = OffCpuIndex::from_switches(
-            &[
-                switch(5, SwitchKind::OutPreempted),
-                switch(50, SwitchKind::In),
-            ],
-            |t| t,
-            2000,
-        );
+        let off_cpu = off_cpu(&[(5, SwitchKind::OutPreempted), (50, SwitchKind::In)]);
         let result = run(
             &off_cpu,
             &calibration(10, 10),
@@ -531,9 +550,7 @@ mod tests {
     fn overlapping_overhead_intervals_are_counted_once_and_clipped_to_the_call() {
         // Enter costs 30: F's entry interval 0..30 overlaps G's 10..40; G returns at 20, so only
         // 10..20 of the union lies in G. F's exit at 100 does not count for F.
-        let off_cpu = OffCpuIndex::default();
-        let result = run(
-            &off_cpu,
+        let result = run_on_cpu(
             &calibration(30, 5),
             &[
                 ev(0, EventKind::Enter, F),
@@ -550,14 +567,12 @@ mod tests {
 
     #[test]
     fn other_event_kinds_cost_their_calibrated_overhead() {
-        let off_cpu = OffCpuIndex::default();
         let mut calibration = calibration(0, 0);
         calibration.push(Calibration {
             kind: EventKind::TaskBegin,
             cost_ticks: 7,
         });
-        let result = run(
-            &off_cpu,
+        let result = run_on_cpu(
             &calibration,
             &[
                 ev(0, EventKind::Enter, F),
@@ -572,9 +587,7 @@ mod tests {
 
     #[test]
     fn buffer_stalls_are_removed_for_their_measured_duration() {
-        let off_cpu = OffCpuIndex::default();
-        let result = run(
-            &off_cpu,
+        let result = run_on_cpu(
             &calibration(2, 2),
             &[
                 ev(0, EventKind::Enter, F),
@@ -600,9 +613,7 @@ mod tests {
 
     #[test]
     fn cut_trace_leaves_open_calls_out_as_anomalies() {
-        let off_cpu = OffCpuIndex::default();
-        let result = run(
-            &off_cpu,
+        let result = run_on_cpu(
             &calibration(1, 1),
             &[
                 ev(0, EventKind::Enter, F),
@@ -618,9 +629,7 @@ mod tests {
 
     #[test]
     fn mismatched_exits_are_counted_not_trusted() {
-        let off_cpu = OffCpuIndex::default();
-        let result = run(
-            &off_cpu,
+        let result = run_on_cpu(
             &calibration(0, 0),
             &[
                 ev(0, EventKind::Exit, H), // its Enter was lost

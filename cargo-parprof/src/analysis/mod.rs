@@ -557,22 +557,17 @@ fn call_path_summaries(
 }
 
 fn outermost_calls(active: &ActiveTimeResult, ns: impl Fn(u64) -> u64) -> ProbedTime {
-    let roots: Vec<&active_time::CallPathNode> = active
-        .call_paths
-        .paths()
-        .filter(|(sites, _)| sites.len() == 1)
-        .map(|(_, node)| node)
-        .collect();
-    let sum = |field: fn(&active_time::CallPathNode) -> u64| {
-        roots.iter().map(|node| field(node)).sum::<u64>()
-    };
+    let mut sum = active_time::CallTotals::default();
+    for root in active.call_paths.roots() {
+        sum.add(root);
+    }
     ProbedTime {
-        calls: sum(|n| n.calls),
-        elapsed_ns: ns(sum(|n| n.elapsed)),
-        active_ns: ns(sum(|n| n.active)),
-        overhead_ns: ns(sum(|n| n.overhead)),
-        switched_out_preempted_ns: ns(sum(|n| n.switched_out.preempted)),
-        switched_out_voluntary_ns: ns(sum(|n| n.switched_out.voluntary)),
+        calls: sum.calls,
+        elapsed_ns: ns(sum.elapsed),
+        active_ns: ns(sum.active),
+        overhead_ns: ns(sum.overhead),
+        switched_out_preempted_ns: ns(sum.switched_out.preempted),
+        switched_out_voluntary_ns: ns(sum.switched_out.voluntary),
     }
 }
 

@@ -27,6 +27,20 @@ impl SwitchedOut {
     pub fn total(&self) -> u64 {
         self.preempted + self.voluntary
     }
+
+    pub fn add(&mut self, other: SwitchedOut) {
+        self.preempted += other.preempted;
+        self.voluntary += other.voluntary;
+    }
+
+    /// The counter of the interval's cause.
+    fn of_cause(&mut self, interval: &OffCpu) -> &mut u64 {
+        if interval.preempted {
+            &mut self.preempted
+        } else {
+            &mut self.voluntary
+        }
+    }
 }
 
 #[derive(Default, Debug)]
@@ -126,7 +140,7 @@ impl ThreadIntervals {
         let mut acc = SwitchedOut::default();
         prefix.push(acc);
         for i in &clipped {
-            add(&mut acc, i, i.end - i.start);
+            *acc.of_cause(i) += i.end - i.start;
             prefix.push(acc);
         }
         ThreadIntervals {
@@ -156,26 +170,10 @@ impl ThreadIntervals {
         };
         // The first and last intervals may stick out of the window: remove the outside parts.
         let head = &self.intervals[first];
-        sub(&mut total, head, a.saturating_sub(head.start));
+        *total.of_cause(head) -= a.saturating_sub(head.start);
         let tail = &self.intervals[last - 1];
-        sub(&mut total, tail, tail.end.saturating_sub(b));
+        *total.of_cause(tail) -= tail.end.saturating_sub(b);
         total
-    }
-}
-
-fn add(acc: &mut SwitchedOut, i: &OffCpu, len: u64) {
-    if i.preempted {
-        acc.preempted += len
-    } else {
-        acc.voluntary += len
-    }
-}
-
-fn sub(acc: &mut SwitchedOut, i: &OffCpu, len: u64) {
-    if i.preempted {
-        acc.preempted -= len
-    } else {
-        acc.voluntary -= len
     }
 }
 

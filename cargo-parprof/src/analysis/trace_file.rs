@@ -71,11 +71,7 @@ pub fn pick_trace(dir: &Path, pid: Option<u32>) -> io::Result<TracePick> {
 /// whole-run clock rate is needed to place kernel records on the tick time line before the
 /// first event is analysed. `None` when the tail is not a valid End chunk (a cut trace).
 pub(crate) fn read_end_chunk(path: &Path, header: &Header) -> Option<End> {
-    let end_chunk_len = {
-        let mut encoder = ChunkEncoder::new();
-        encoder.chunk(&Chunk::End(End::default()));
-        encoder.len()
-    };
+    let end_chunk_len = encode(&[Chunk::End(End::default())]).len();
     let mut file = File::open(path).ok()?;
     file.seek(SeekFrom::End(-(end_chunk_len as i64))).ok()?;
     let mut tail = vec![0; end_chunk_len];
@@ -84,12 +80,25 @@ pub(crate) fn read_end_chunk(path: &Path, header: &Header) -> Option<End> {
     let mut encoder = ChunkEncoder::new();
     encoder.preamble();
     encoder.chunk(&Chunk::Header(header.clone()));
-    let mut bytes = encoder.into_bytes();
+    let mut bytes = Vec::new();
+    encoder.flush_to(&mut bytes).ok()?;
     bytes.extend_from_slice(&tail);
     match TraceReader::new(io::Cursor::new(bytes)).ok()?.next_chunk() {
         Ok(Some(Chunk::End(end))) => Some(end),
         _ => None,
     }
+}
+
+/// The bytes of `chunks`, without a preamble.
+fn encode(chunks: &[Chunk]) -> Vec<u8> {
+    let mut encoder = ChunkEncoder::new();
+    for chunk in chunks {
+        encoder.chunk(chunk);
+    }
+    let mut bytes = Vec::new();
+    // Writing to a Vec cannot fail.
+    let _ = encoder.flush_to(&mut bytes);
+    bytes
 }
 
 /// A reader that counts the bytes read through it, for the progress bar.
