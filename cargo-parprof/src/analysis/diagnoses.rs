@@ -115,6 +115,8 @@ struct Figures {
     elapsed_s: f64,
     worker_ns: f64,
     runs: f64,
+    /// Tasks one run of the region makes.
+    tasks_per_run: f64,
 }
 
 impl Figures {
@@ -142,19 +144,13 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds) -> Vec<Diagnosis> {
         elapsed_s: r.elapsed_ns as f64 / 1e9,
         worker_ns: r.workers as f64 * r.elapsed_ns as f64,
         runs: r.instances.max(1) as f64,
+        tasks_per_run: r.tasks.total() as f64 / r.instances.max(1) as f64,
     };
     let mut out = Vec::new();
     let active_ns = r.active_overhead_ns as f64;
     let active_share = active_ns / f.worker_ns;
     if active_share > t.active_overhead {
-        let opened = |metric, value, summary| Evidence {
-            metric,
-            value,
-            overhead: "active_overhead_share",
-            overhead_share: active_share,
-            overhead_threshold: t.active_overhead,
-            summary,
-        };
+        let opened = opened_by("active_overhead_share", active_share, t.active_overhead);
         let rate = (r.tasks.local + r.tasks.stolen) as f64 / f.workers / f.elapsed_s;
         if rate > t.tasks_per_worker_per_s {
             out.push(too_fine(r, t, &f, rate, opened));
@@ -188,25 +184,22 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds) -> Vec<Diagnosis> {
     let inactive_ns = r.inactive_overhead_ns as f64;
     let inactive_share = inactive_ns / f.worker_ns;
     if inactive_share > t.inactive_overhead {
-        let opened = |metric, value, summary| Evidence {
-            metric,
-            value,
-            overhead: "inactive_overhead_share",
-            overhead_share: inactive_share,
-            overhead_threshold: t.inactive_overhead,
-            summary,
-        };
+        let opened = opened_by(
+            "inactive_overhead_share",
+            inactive_share,
+            t.inactive_overhead,
+        );
         let freq = (r.transitions.gs_gs + r.transitions.gs_w) as f64 / f.workers / f.elapsed_s;
-        let tasks_per_run = r.tasks.total() as f64 / f.runs;
         if freq > t.search_wait_per_worker_per_s {
             let summary = format!(
                 "Workers fail to find work {freq:.0} times per second each (GS->GS {} and GS->W {}, threshold {}), \
-                 while {:.0}% of worker time is spent asleep; each run of the region creates {tasks_per_run:.1} \
+                 while {:.0}% of worker time is spent asleep; each run of the region creates {:.1} \
                  tasks for {} workers.",
                 r.transitions.gs_gs,
                 r.transitions.gs_w,
                 t.search_wait_per_worker_per_s,
                 inactive_share * 100.0,
+                f.tasks_per_run,
                 r.workers
             );
             out.push(Diagnosis {
@@ -223,7 +216,7 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds) -> Vec<Diagnosis> {
                      waking up.",
                     f.runs,
                     r.workers * 4,
-                    (tasks_per_run.ceil() as usize).clamp(1, r.workers)
+                    (f.tasks_per_run.ceil() as usize).clamp(1, r.workers)
                 ),
             });
         } else {
@@ -256,6 +249,23 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds) -> Vec<Diagnosis> {
     out
 }
 
+/// The evidence of a diagnosis in the pair of causes that `overhead` (at `share`, above
+/// `threshold`) opened.
+fn opened_by(
+    overhead: &'static str,
+    share: f64,
+    threshold: f64,
+) -> impl Fn(&'static str, f64, String) -> Evidence + Copy {
+    move |metric, value, summary| Evidence {
+        metric,
+        value,
+        overhead,
+        overhead_share: share,
+        overhead_threshold: threshold,
+        summary,
+    }
+}
+
 fn too_fine(
     r: &RegionReport,
     t: &Thresholds,
@@ -266,7 +276,6 @@ fn too_fine(
     // Make tasks this many times larger, with a margin of two over the threshold.
     let factor = (2.0 * rate / t.tasks_per_worker_per_s).ceil();
     let target_ns = 2.0 * 1e9 / t.tasks_per_worker_per_s;
-    let tasks_per_run = r.tasks.total() as f64 / f.runs;
     let summary = format!(
         "{rate:.0} tasks per second per worker (threshold {:.0}); the median task lasts {} ns and {:.0}% of \
          worker time is spent finding tasks.",
@@ -282,9 +291,10 @@ fn too_fine(
         advice: format!(
             "Tasks are too small to pay for their scheduling. Make each about {factor:.0}× larger (at least \
              {:.1} µs of work): on the parallel iterator add `.with_min_len(n)` with n ≈ {factor:.0} × items ÷ \
-             {tasks_per_run:.0} (the tasks one run makes now), or iterate `par_chunks(n)` and loop sequentially \
+             {:.0} (the tasks one run makes now), or iterate `par_chunks(n)` and loop sequentially \
              inside each chunk; with recursive `join`, stop splitting below a piece that takes {:.1} µs.",
             target_ns / 1e3,
+            f.tasks_per_run,
             target_ns / 1e3
         ),
     }

@@ -109,6 +109,15 @@ pub struct Transitions {
     pub w_gs: u64,
 }
 
+impl StateNs {
+    fn add(&mut self, o: &StateNs) {
+        self.uc += o.uc;
+        self.lq += o.lq;
+        self.gs += o.gs;
+        self.w += o.w;
+    }
+}
+
 impl Transitions {
     fn add(&mut self, o: &Transitions) {
         self.uc_lq += o.uc_lq;
@@ -308,6 +317,18 @@ enum Close {
     TaskEnd,
 }
 
+impl Close {
+    /// How a gap that this closes ends; `Idle` when it is not the scheduler's.
+    fn gap_end(self) -> GapEnd {
+        match self {
+            Close::Begin(TaskOrigin::Local | TaskOrigin::Inline) => GapEnd::Local,
+            Close::Begin(TaskOrigin::Stolen | TaskOrigin::Injected) => GapEnd::Steal,
+            Close::Resume => GapEnd::Resume,
+            Close::Region | Close::TaskEnd => GapEnd::Idle,
+        }
+    }
+}
+
 fn chain(parents: &HashMap<u32, u32>, region: u32) -> impl Iterator<Item = u32> + '_ {
     std::iter::successors(Some(region), |r| parents.get(r).copied()).take(MAX_NESTING)
 }
@@ -343,12 +364,10 @@ impl ThreadState {
             }
             return None;
         }
-        let kind = match how {
-            Close::Begin(TaskOrigin::Local | TaskOrigin::Inline) => GapEnd::Local,
-            Close::Begin(TaskOrigin::Stolen | TaskOrigin::Injected) => GapEnd::Steal,
-            Close::Resume => GapEnd::Resume,
-            Close::Region | Close::TaskEnd => return None,
-        };
+        let kind = how.gap_end();
+        if kind == GapEnd::Idle {
+            return None;
+        }
         Some(Gap {
             start: since,
             end: ts,
@@ -445,7 +464,6 @@ pub struct LifecycleBuilder {
     threads: HashMap<u32, ThreadState>,
     /// The longest UC intervals and gaps of every thread, for the timeline.
     stretches: Longest<KeptStretch>,
-    max_timeline_spans: usize,
     records: HashMap<u32, ThreadRecord>,
     names: HashMap<u32, String>,
     regions: HashMap<u32, RegionAcc>,
@@ -476,7 +494,6 @@ impl LifecycleBuilder {
         LifecycleBuilder {
             threads: HashMap::new(),
             stretches: Longest::new(max_timeline_spans),
-            max_timeline_spans,
             records: HashMap::new(),
             names: HashMap::new(),
             regions: HashMap::new(),
@@ -520,13 +537,7 @@ impl LifecycleBuilder {
         // start is known.
         let first = t.first.is_none();
         if first {
-            let leading = match close {
-                Close::Begin(TaskOrigin::Local | TaskOrigin::Inline) => GapEnd::Local,
-                Close::Begin(_) => GapEnd::Steal,
-                Close::Resume => GapEnd::Resume,
-                Close::Region | Close::TaskEnd => GapEnd::Idle,
-            };
-            t.first = Some((event.ts, leading));
+            t.first = Some((event.ts, close.gap_end()));
             t.since = event.ts;
         }
         // A timestamp that goes backwards on a thread is taken as simultaneous.
@@ -745,6 +756,7 @@ impl LifecycleBuilder {
         }
 
         let ns = |ticks: u64| (ticks as f64 * ns_per_tick).round() as u64;
+        let no_acc = Acc::default();
         let mut reports: Vec<RegionReport> = self
             .regions
             .iter()
@@ -768,8 +780,7 @@ impl LifecycleBuilder {
                             .threads
                             .get(tid)
                             .and_then(|t| t.accs.get(&region))
-                            .cloned()
-                            .unwrap_or_default();
+                            .unwrap_or(&no_acc);
                         WorkerLifecycle {
                             tid: *tid,
                             rayon_index: record.rayon_index,
@@ -789,10 +800,7 @@ impl LifecycleBuilder {
                 let mut state_ns = StateNs::default();
                 let mut transitions = Transitions::default();
                 for w in &per_worker {
-                    state_ns.uc += w.state_ns.uc;
-                    state_ns.lq += w.state_ns.lq;
-                    state_ns.gs += w.state_ns.gs;
-                    state_ns.w += w.state_ns.w;
+                    state_ns.add(&w.state_ns);
                     transitions.add(&w.transitions);
                 }
                 let d = &racc.durations;
@@ -839,7 +847,7 @@ impl LifecycleBuilder {
             lq_estimate: &lq_est,
             search_min: shape.search_min,
             offcpu,
-            capacity: self.max_timeline_spans,
+            capacity: self.stretches.capacity(),
         };
         Lifecycle {
             regions: reports,
@@ -1092,7 +1100,6 @@ mod tests {
     /// the run.
     fn two_workers_one_run(max_timeline_spans: usize) -> (LifecycleBuilder, OffCpuIndex) {
         let mut b = builder(2);
-        b.max_timeline_spans = max_timeline_spans;
         b.stretches = Longest::new(max_timeline_spans);
         feed(
             &mut b,

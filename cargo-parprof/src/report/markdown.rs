@@ -2,20 +2,26 @@
 
 use super::regions::{codes, diagnosed, impact_text, state_percents, task_origins};
 use super::{
-    completeness_text, correction_percent, correction_sentence, exit_text, human_duration,
+    TOP_PROBES, completeness_text, correction_percent, correction_sentence, exit_text,
+    human_duration,
 };
 use crate::analysis::Analysis;
 use crate::analysis::attributed_counters::{AttributedItem, ItemKind};
 use std::fmt::Write;
 
-/// Probes listed (by self active time).
-const TOP_PROBES: usize = 10;
 /// Threads listed (by on-CPU time).
 const TOP_THREADS: usize = 8;
 
 /// Text inside a table cell: a pipe would end the cell, a newline the row.
 fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+/// "…and 3 more probes in `report.json`." after a table that shows `shown` of `total` rows.
+fn write_more(md: &mut String, total: usize, shown: usize, what: &str) {
+    if total > shown {
+        let _ = writeln!(md, "\n…and {} more {what}.", total - shown);
+    }
 }
 
 pub fn render(analysis: &Analysis) -> String {
@@ -64,13 +70,12 @@ pub fn render(analysis: &Analysis) -> String {
                 human_duration(p.median_active_ns),
             );
         }
-        if analysis.probes.len() > TOP_PROBES {
-            let _ = writeln!(
-                md,
-                "\n…and {} more probes in `report.json`.",
-                analysis.probes.len() - TOP_PROBES
-            );
-        }
+        write_more(
+            &mut md,
+            analysis.probes.len(),
+            TOP_PROBES,
+            "probes in `report.json`",
+        );
         if let Some(sentence) = correction_sentence(analysis) {
             let _ = writeln!(md, "\n**Correction:** {sentence}.");
         }
@@ -100,13 +105,12 @@ pub fn render(analysis: &Analysis) -> String {
                 },
             );
         }
-        if threads.len() > TOP_THREADS {
-            let _ = writeln!(
-                md,
-                "\n…and {} more threads in `report.json`.",
-                threads.len() - TOP_THREADS
-            );
-        }
+        write_more(
+            &mut md,
+            threads.len(),
+            TOP_THREADS,
+            "threads in `report.json`",
+        );
         md.push('\n');
     }
 
@@ -122,7 +126,6 @@ pub fn render(analysis: &Analysis) -> String {
     md
 }
 
-/// The diagnoses of parallel regions, then a table of the regions; nothing without regions.
 /// Items listed with their attributed counters (by their value of the first counter).
 const TOP_COUNTER_ITEMS: usize = 12;
 
@@ -163,16 +166,16 @@ fn write_counters(analysis: &Analysis, md: &mut String) {
         }
         md.push('\n');
     }
-    if items.len() > TOP_COUNTER_ITEMS {
-        let _ = writeln!(
-            md,
-            "\n…and {} more in `report.json` and `report.html`.",
-            items.len() - TOP_COUNTER_ITEMS
-        );
-    }
+    write_more(
+        md,
+        items.len(),
+        TOP_COUNTER_ITEMS,
+        "in `report.json` and `report.html`",
+    );
     md.push('\n');
 }
 
+/// The diagnoses of parallel regions, then a table of the regions; nothing without regions.
 fn write_regions(analysis: &Analysis, md: &mut String) {
     if analysis.regions.is_empty() {
         return;

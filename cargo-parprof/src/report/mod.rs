@@ -15,6 +15,9 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+/// Probes listed in the terminal summary and `report.md` (by self active time).
+pub(crate) const TOP_PROBES: usize = 10;
+
 /// Writes every report file into `out_dir` and returns their paths, in a fixed order.
 pub fn write_all(analysis: &Analysis, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(out_dir)

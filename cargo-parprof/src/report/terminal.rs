@@ -2,13 +2,12 @@
 
 use super::regions::{codes, diagnosed, impact_text, state_percents, task_origins};
 use super::{
-    completeness_text, correction_percent, correction_sentence, exit_text, human_duration,
+    TOP_PROBES, completeness_text, correction_percent, correction_sentence, exit_text,
+    human_duration,
 };
 use crate::analysis::Analysis;
 use std::fmt::Write;
 
-/// Probes listed (by self active time).
-const TOP_PROBES: usize = 10;
 /// Longest probe name shown before it is shortened (from the left: the end names the function).
 const NAME_WIDTH: usize = 48;
 

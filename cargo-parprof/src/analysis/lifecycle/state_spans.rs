@@ -32,6 +32,10 @@ impl<T: Ord> Longest<T> {
         }
     }
 
+    pub(super) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     pub(super) fn offer(&mut self, item: T) {
         if self.kept.len() < self.capacity {
             self.kept.push(Reverse(item));
@@ -71,15 +75,15 @@ pub(super) struct KeptStretch {
     pub stretch: Stretch,
 }
 
+/// Longer first; the stretches of one thread are disjoint, so start and thread make the
+/// order total and the kept set independent of the order of offers.
+fn rank(tid: u32, start: u64, end: u64) -> (u64, Reverse<u64>, Reverse<u32>) {
+    (end - start, Reverse(start), Reverse(tid))
+}
+
 impl KeptStretch {
-    /// Longer first; the stretches of one thread are disjoint, so start and thread make the
-    /// order total and the kept set independent of the order of offers.
     fn rank(&self) -> (u64, Reverse<u64>, Reverse<u32>) {
-        (
-            self.end - self.start,
-            Reverse(self.start),
-            Reverse(self.tid),
-        )
+        rank(self.tid, self.start, self.end)
     }
 }
 
@@ -115,11 +119,7 @@ pub struct TickStateSpan {
 
 impl TickStateSpan {
     fn rank(&self) -> (u64, Reverse<u64>, Reverse<u32>) {
-        (
-            self.end - self.start,
-            Reverse(self.start),
-            Reverse(self.tid),
-        )
+        rank(self.tid, self.start, self.end)
     }
 }
 
