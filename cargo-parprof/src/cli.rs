@@ -26,38 +26,8 @@ pub enum CargoCli {
 #[derive(Args, Debug, Clone)]
 #[command(version, about)]
 pub struct ParprofArgs {
-    /// Profile the binary NAME
-    #[arg(
-        long,
-        value_name = "NAME",
-        group = "target",
-        help_heading = "Target Selection"
-    )]
-    pub bin: Option<String>,
-    /// Profile the example NAME
-    #[arg(
-        long,
-        value_name = "NAME",
-        group = "target",
-        help_heading = "Target Selection"
-    )]
-    pub example: Option<String>,
-    /// Profile the bench NAME (run with `--bench`, as `cargo bench` does)
-    #[arg(
-        long,
-        value_name = "NAME",
-        group = "target",
-        help_heading = "Target Selection"
-    )]
-    pub bench: Option<String>,
-    /// Profile the integration test NAME
-    #[arg(
-        long,
-        value_name = "NAME",
-        group = "target",
-        help_heading = "Target Selection"
-    )]
-    pub test: Option<String>,
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Package containing the target
     #[arg(short, long, value_name = "SPEC", help_heading = "Package Selection")]
     pub package: Option<String>,
@@ -106,6 +76,24 @@ pub struct ParprofArgs {
     // Last, so that its help heading does not take in the arguments above.
     #[command(flatten)]
     pub thresholds: ThresholdArgs,
+}
+
+/// Which target to profile: at most one of these (none: cargo's default binary).
+#[derive(Args, Debug, Clone, Default)]
+#[group(id = "target", multiple = false)]
+pub struct TargetArgs {
+    /// Profile the binary NAME
+    #[arg(long, value_name = "NAME", help_heading = "Target Selection")]
+    pub bin: Option<String>,
+    /// Profile the example NAME
+    #[arg(long, value_name = "NAME", help_heading = "Target Selection")]
+    pub example: Option<String>,
+    /// Profile the bench NAME (run with `--bench`, as `cargo bench` does)
+    #[arg(long, value_name = "NAME", help_heading = "Target Selection")]
+    pub bench: Option<String>,
+    /// Profile the integration test NAME
+    #[arg(long, value_name = "NAME", help_heading = "Target Selection")]
+    pub test: Option<String>,
 }
 
 /// One flag per threshold of the parallel-overhead diagnoses (method 2 of the spec).
@@ -189,11 +177,12 @@ fn non_negative(text: &str) -> Result<f64, String> {
 
 impl ParprofArgs {
     fn target_request(&self) -> TargetRequest {
+        let t = &self.target;
         let kind_and_name = [
-            (TargetKind::Bin, &self.bin),
-            (TargetKind::Example, &self.example),
-            (TargetKind::Bench, &self.bench),
-            (TargetKind::Test, &self.test),
+            (TargetKind::Bin, &t.bin),
+            (TargetKind::Example, &t.example),
+            (TargetKind::Bench, &t.bench),
+            (TargetKind::Test, &t.test),
         ]
         .into_iter()
         .find_map(|(kind, name)| name.clone().map(|n| (kind, n)));
@@ -334,14 +323,9 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
     report::write_all(&analysis, &output_dir)?;
     println!("{}", report::terminal::summary(&analysis));
     println!("parprof: report written to {}", output_dir.display());
-    let target_exit_code = match (outcome.exit.code, outcome.exit.signal) {
-        (Some(code), _) => code,
-        (None, Some(signal)) => 128 + signal,
-        (None, None) => 1,
-    };
     Ok(RunSummary {
         output_dir,
-        target_exit_code,
+        target_exit_code: outcome.exit.shell_code(),
     })
 }
 

@@ -101,18 +101,11 @@ impl Collector {
             hardware_counters: opener.probe_hardware(),
             ..Capabilities::default()
         };
-        let samplers = match opener.open_recording(period_ns, ring_bytes) {
-            Ok((samplers, switches, samples)) => {
-                capabilities.context_switches = switches;
-                capabilities.cpu_samples = samples;
-                samplers
-            }
-            Err((switches, samples)) => {
-                capabilities.context_switches = switches;
-                capabilities.cpu_samples = samples;
-                Vec::new()
-            }
-        };
+        let (samplers, (switches, samples)) = opener
+            .open_recording(period_ns, ring_bytes)
+            .unwrap_or_else(|refused| (Vec::new(), refused));
+        capabilities.context_switches = switches;
+        capabilities.cpu_samples = samples;
 
         let worker = if samplers.is_empty() {
             None
@@ -156,7 +149,8 @@ struct Opener {
     simulate_refused: bool,
 }
 
-type Refused = (Capability, Capability);
+/// The (context switches, CPU samples) capabilities of a recording.
+type RecordingCaps = (Capability, Capability);
 
 impl Opener {
     /// Every `perf_event_open` goes through here so that a simulated refusal takes the same
@@ -194,10 +188,10 @@ impl Opener {
         &self,
         period_ns: u64,
         ring_bytes: usize,
-    ) -> Result<(Vec<Sampler>, Capability, Capability), Refused> {
+    ) -> Result<(Vec<Sampler>, RecordingCaps), RecordingCaps> {
         let cpus = online_cpus();
         let first = match self.open_all(&cpus, Some(period_ns), true, ring_bytes) {
-            Ok(s) => return Ok((s, Capability::yes(), Capability::yes())),
+            Ok(s) => return Ok((s, (Capability::yes(), Capability::yes()))),
             Err(e) => e,
         };
         if is_refusal(&first) {
@@ -213,14 +207,14 @@ impl Opener {
                  switched-out intervals; PERF_RECORD_SWITCH needs Linux 4.3 or later",
                 describe_errno(&first)
             );
-            return Ok((s, Capability::no(why), Capability::yes()));
+            return Ok((s, (Capability::no(why), Capability::yes())));
         }
         if let Ok(s) = self.open_all(&cpus, None, true, ring_bytes) {
             let why = format!(
                 "cpu-clock sampling unavailable ({})",
                 describe_errno(&first)
             );
-            return Ok((s, Capability::yes(), Capability::no(why)));
+            return Ok((s, (Capability::yes(), Capability::no(why))));
         }
         Err(failed_both(&format!(
             "perf_event_open failed with {}",
@@ -300,7 +294,7 @@ fn paranoid_level() -> Option<i32> {
         .and_then(|s| s.trim().parse().ok())
 }
 
-fn refused_both(e: &io::Error, simulated: bool) -> Refused {
+fn refused_both(e: &io::Error, simulated: bool) -> RecordingCaps {
     let code = e.raw_os_error().unwrap_or(0);
     let paranoid = paranoid_level();
     let level = paranoid.map_or("unknown".to_string(), |p| p.to_string());
@@ -335,7 +329,7 @@ fn refused_both(e: &io::Error, simulated: bool) -> Refused {
     )
 }
 
-fn failed_both(why: &str) -> Refused {
+fn failed_both(why: &str) -> RecordingCaps {
     (
         Capability::no(format!(
             "context-switch records unavailable: {why}; times are not corrected for \
@@ -363,27 +357,24 @@ fn drain_until_stopped(mut samplers: Vec<Sampler>, stop: &AtomicBool) -> Parsed 
         }
         // A hung-up fd (its first task exited) polls ready forever, but inherited tasks may
         // still write to its buffer: keep draining it, stop polling it.
-        let mut fds: Vec<libc::pollfd> = samplers
+        let polled: Vec<usize> = (0..samplers.len()).filter(|&i| !hung_up[i]).collect();
+        if polled.is_empty() {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        let mut fds: Vec<libc::pollfd> = polled
             .iter()
-            .zip(&hung_up)
-            .filter(|(_, h)| !**h)
-            .map(|(s, _)| libc::pollfd {
-                fd: s.as_raw_fd(),
+            .map(|&i| libc::pollfd {
+                fd: samplers[i].as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             })
             .collect();
-        if fds.is_empty() {
-            std::thread::sleep(Duration::from_millis(10));
-            continue;
-        }
         // SAFETY: `fds` is a valid array of `fds.len()` pollfds.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
         if n > 0 {
-            for fd in &fds {
-                if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
-                    && let Some(i) = samplers.iter().position(|s| s.as_raw_fd() == fd.fd)
-                {
+            for (&i, fd) in polled.iter().zip(&fds) {
+                if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
                     hung_up[i] = true;
                 }
             }

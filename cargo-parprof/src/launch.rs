@@ -38,6 +38,15 @@ impl ExitStatus {
     pub fn success(&self) -> bool {
         self.code == Some(0)
     }
+
+    /// The status as a shell reports it: the exit code, or 128 + the signal.
+    pub fn shell_code(&self) -> i32 {
+        match (self.code, self.signal) {
+            (Some(code), _) => code,
+            (None, Some(signal)) => 128 + signal,
+            (None, None) => 1,
+        }
+    }
 }
 
 impl From<std::process::ExitStatus> for ExitStatus {

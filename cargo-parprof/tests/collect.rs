@@ -156,8 +156,14 @@ fn busy_child_is_sampled_with_symbolised_stacks() {
         "no sample in spin_for_a_while; stacks: {:?}",
         &k.sample_stacks[..3.min(k.sample_stacks.len())]
     );
-    // Roots come first: the leaf of a sample in the spin loop is the spin function (or
-    // something it inlined), never the root.
+    // Roots come first: the spin function is called from main, so it is never a stack's
+    // first frame.
+    assert!(
+        k.sample_stacks.iter().all(|stack| !stack
+            .first()
+            .is_some_and(|f| f.function.contains("spin_for_a_while"))),
+        "a stack starts at its leaf"
+    );
     let named = k
         .sample_stacks
         .iter()
