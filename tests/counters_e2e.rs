@@ -178,50 +178,18 @@ fn attributed_page_faults_contain_the_known_counts() {
 /// selecting two probes shows the sum of their page faults. Skipped with a message when the
 /// browser is not installed, except under `CI`.
 fn check_in_browser(page: &std::path::Path, report: &Value) {
-    let browser_dir = common::repo_root().join("tests/browser");
-    let chromium =
-        std::env::var_os("PARPROF_CHROMIUM").unwrap_or_else(|| "/usr/bin/chromium".into());
-    let ready = std::path::Path::new(&chromium).is_file()
-        && browser_dir
-            .join("node_modules/playwright-core/package.json")
-            .is_file();
-    if !ready {
-        assert!(
-            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
-            "the browser check needs chromium and playwright-core: run .ci/install-browser"
-        );
-        eprintln!("SKIPPED the browser check of report.html: run .ci/install-browser");
-        return;
-    }
     let items = report["counters"]["items"].as_array().unwrap();
     let picked = [
         "page_faults::touch_2000_pages",
         "page_faults::touch_500_pages",
     ];
-    let indices: Vec<String> = picked
+    let indices: Vec<usize> = picked
         .iter()
-        .map(|name| {
-            items
-                .iter()
-                .position(|i| i["name"] == *name)
-                .unwrap()
-                .to_string()
-        })
+        .map(|name| items.iter().position(|i| i["name"] == *name).unwrap())
         .collect();
-    let output = std::process::Command::new("node")
-        .arg(browser_dir.join("check_report.mjs"))
-        .arg(page)
-        .args(&indices)
-        .env("PARPROF_CHROMIUM", &chromium)
-        .output()
-        .expect("run node");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "driver failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Value = serde_json::from_str(stdout.trim()).expect("driver JSON");
+    let Some(seen) = cargo_parprof::report::html::check_in_browser(page, &indices) else {
+        return;
+    };
     assert_eq!(seen["consoleErrors"], serde_json::json!([]), "{seen}");
     assert_eq!(seen["requests"], serde_json::json!([]), "{seen}");
     let figures = seen["figures"].as_array().unwrap();

@@ -1333,19 +1333,15 @@ mod tests {
 
     #[test]
     fn switches_and_migrations_are_counted_from_switch_records() {
+        use crate::analysis::utilization::tests::sw;
         use SwitchKind::*;
-        let sw = |time_ns, tid, cpu, kind| SwitchRecord {
-            time_ns,
-            tid,
-            cpu,
-            kind,
-        };
+        // (time, cpu, tid, kind)
         let switches = [
-            sw(10, 1, 0, In),
-            sw(20, 1, 0, OutVoluntary),
+            sw(10, 0, 1, In),
+            sw(20, 0, 1, OutVoluntary),
             sw(30, 1, 1, In),
             sw(40, 1, 1, OutPreempted),
-            sw(50, 2, 1, In),
+            sw(50, 1, 2, In),
             sw(60, 1, 1, In),
         ];
         let cs = derived_series(&def("context-switches"), &switches);

@@ -8,44 +8,8 @@
 
 use cargo_parprof::analysis::attribution::ShareKind;
 use cargo_parprof::analysis::utilization::{ON_CPU_UNIT, Period, Utilization};
-use cargo_parprof::report::html::{HtmlCounter, HtmlInput, HtmlItem, render};
+use cargo_parprof::report::html::{HtmlCounter, HtmlInput, HtmlItem, check_in_browser, render};
 use cargo_parprof::report::plot::utilization_svg;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn browser_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/browser")
-}
-
-fn chromium() -> PathBuf {
-    std::env::var_os("PARPROF_CHROMIUM")
-        .map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from)
-}
-
-/// What is missing to run the browser, if anything.
-fn missing_tools() -> Vec<String> {
-    let mut missing = Vec::new();
-    if !chromium().is_file() {
-        missing.push(format!("chromium ({})", chromium().display()));
-    }
-    if !Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        missing.push("node".into());
-    }
-    if !browser_dir()
-        .join("node_modules/playwright-core/package.json")
-        .is_file()
-    {
-        missing.push(format!(
-            "playwright-core in {}",
-            browser_dir().join("node_modules").display()
-        ));
-    }
-    missing
-}
 
 fn counter(name: &str, value: f64, error: f64, share: ShareKind) -> HtmlCounter {
     HtmlCounter {
@@ -132,39 +96,12 @@ fn synthetic_input() -> HtmlInput {
 
 #[test]
 fn report_html_renders_and_sums_the_selected_items() {
-    let missing = missing_tools();
-    if !missing.is_empty() {
-        let what = missing.join(", ");
-        if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
-            panic!("the browser test needs {what}: run .ci/install-browser");
-        }
-        eprintln!(
-            "\n==================== SKIPPED ====================\n\
-             report_html_renders_and_sums_the_selected_items: missing {what}.\n\
-             Run .ci/install-browser to install them (under CI this test fails instead).\n\
-             =================================================\n"
-        );
-        return;
-    }
-
     let dir = tempfile::tempdir().expect("temp dir");
     let report = dir.path().join("report.html");
     std::fs::write(&report, render(&synthetic_input())).expect("write report.html");
-
-    let output = Command::new("node")
-        .arg(browser_dir().join("check_report.mjs"))
-        .arg(&report)
-        .args(["0", "2"])
-        .env("PARPROF_CHROMIUM", chromium())
-        .output()
-        .expect("run node");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "driver failed: {}\n{stdout}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: serde_json::Value = serde_json::from_str(stdout.trim()).expect("driver JSON");
+    let Some(seen) = check_in_browser(&report, &[0, 2]) else {
+        return;
+    };
 
     assert_eq!(seen["consoleErrors"], serde_json::json!([]), "{seen}");
     assert_eq!(seen["requests"], serde_json::json!([]), "{seen}");

@@ -192,6 +192,8 @@ pub fn attribute(series: &[CounterPoint], spans: &[Span], share: Share<'_>) -> V
     let mut interp = Interpolator::new(series);
     let mut active: Vec<usize> = Vec::new();
     let mut weights: Vec<f64> = Vec::new();
+    // Scratch space of `slice_weights`, reused by every slice.
+    let mut per_thread: HashMap<u32, (u64, usize)> = HashMap::new();
     let mut slice_start = 0u64;
     let mut value_at_start = 0.0;
     let mut k = 0;
@@ -203,9 +205,14 @@ pub fn attribute(series: &[CounterPoint], spans: &[Span], share: Share<'_>) -> V
             let delta = (value_at_t - value_at_start).max(0.0);
             let used_weights = match share {
                 Share::Equal => false,
-                Share::OnCpuWeighted(on_cpu) => {
-                    slice_weights(&active, &resolved, on_cpu, slice_start, t, &mut weights)
-                }
+                Share::OnCpuWeighted(on_cpu) => slice_weights(
+                    &active,
+                    &resolved,
+                    on_cpu,
+                    (slice_start, t),
+                    &mut per_thread,
+                    &mut weights,
+                ),
             };
             let n = active.len() as f64;
             for (j, &i) in active.iter().enumerate() {
@@ -254,11 +261,11 @@ fn slice_weights(
     active: &[usize],
     spans: &[Resolved],
     on_cpu: &dyn OnCpuTime,
-    start: u64,
-    end: u64,
+    (start, end): (u64, u64),
+    per_thread: &mut HashMap<u32, (u64, usize)>,
     weights: &mut Vec<f64>,
 ) -> bool {
-    let mut per_thread: HashMap<u32, (u64, usize)> = HashMap::new();
+    per_thread.clear();
     for &i in active {
         let Some(tid) = spans[i].tid else {
             return false;

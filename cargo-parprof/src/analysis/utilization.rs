@@ -279,8 +279,8 @@ pub fn utilization(input: &UtilizationInput<'_>) -> Utilization {
         }
     }
 
-    // Work per switched-in ns, per CPU, to convert holes into work.
-    let mut hole_rate: BTreeMap<u32, f64> = cpus.keys().map(|&c| (c, 1.0)).collect();
+    // Work per switched-in ns, per CPU, to convert holes into work (1 without a counter).
+    let mut hole_rate: BTreeMap<u32, f64> = BTreeMap::new();
     if let Some(work) = input.work {
         let mut total_work: BTreeMap<u32, f64> = BTreeMap::new();
         for w in work.deltas {
@@ -362,10 +362,11 @@ pub fn utilization(input: &UtilizationInput<'_>) -> Utilization {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn sw(time_ns: u64, cpu: u32, tid: u32, kind: SwitchKind) -> SwitchRecord {
+    /// A switch record, for tests.
+    pub(crate) fn sw(time_ns: u64, cpu: u32, tid: u32, kind: SwitchKind) -> SwitchRecord {
         SwitchRecord {
             time_ns,
             tid,

@@ -448,6 +448,63 @@ const SCRIPT: &str = r##"
 })();
 "##;
 
+/// Test support shared by the browser tests: loads `page` in headless Chromium (the
+/// system's, or `PARPROF_CHROMIUM`) through `tests/browser/check_report.mjs`
+/// (playwright-core), selects the table rows at `selected`, and returns what the driver saw
+/// as JSON. Panics when the driver fails. `None`, with a message, when chromium, node or
+/// playwright-core is missing (`.ci/install-browser` installs them); under `CI` that panics.
+#[doc(hidden)]
+pub fn check_in_browser(page: &std::path::Path, selected: &[usize]) -> Option<serde_json::Value> {
+    use std::process::Command;
+    let browser_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/browser");
+    let chromium = std::env::var_os("PARPROF_CHROMIUM")
+        .map_or_else(|| "/usr/bin/chromium".into(), std::path::PathBuf::from);
+    let mut missing = Vec::new();
+    if !chromium.is_file() {
+        missing.push(format!("chromium ({})", chromium.display()));
+    }
+    if !Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        missing.push("node".into());
+    }
+    let playwright = browser_dir.join("node_modules/playwright-core/package.json");
+    if !playwright.is_file() {
+        missing.push(format!("playwright-core ({})", playwright.display()));
+    }
+    if !missing.is_empty() {
+        let what = missing.join(", ");
+        assert!(
+            std::env::var_os("CI").is_none_or(|v| v.is_empty()),
+            "the browser check needs {what}: run .ci/install-browser"
+        );
+        eprintln!(
+            "\n==================== SKIPPED ====================\n\
+             the browser check of {}: missing {what}.\n\
+             Run .ci/install-browser to install them (under CI this fails instead).\n\
+             =================================================\n",
+            page.display()
+        );
+        return None;
+    }
+    let output = Command::new("node")
+        .arg(browser_dir.join("check_report.mjs"))
+        .arg(page)
+        .args(selected.iter().map(usize::to_string))
+        .env("PARPROF_CHROMIUM", &chromium)
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "driver failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(serde_json::from_str(stdout.trim()).expect("driver JSON"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
