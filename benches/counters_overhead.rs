@@ -82,11 +82,10 @@ fn run(
 fn main() -> anyhow::Result<()> {
     let default = CounterOptions::default();
     let mut summary = vec![format!(
-        "counters: the default set ({}), read every {} µs, sampled every {} µs of each thread's CPU time; \
+        "counters: the default set ({}), read every {} µs; \
          {ROUNDS} rounds each; wall time of the program, median (minimum)",
         CounterSet::default_set().names().join(","),
-        default.read_interval_ns / 1000,
-        default.sample_period_ns / 1000
+        default.read_interval_ns / 1000
     )];
     for t in &TARGETS {
         let exe = build_example(t.example, &BuildOptions::default())?;

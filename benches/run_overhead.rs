@@ -26,6 +26,7 @@ fn main() -> anyhow::Result<()> {
     let mut direct = Vec::new();
     let mut profiled = Vec::new();
     let mut phases = (Vec::new(), Vec::new());
+    let mut child_wall = Vec::new();
     for _ in 0..ROUNDS {
         let start = Instant::now();
         let status = std::process::Command::new(&exe)
@@ -48,6 +49,7 @@ fn main() -> anyhow::Result<()> {
             &CollectOptions::default(),
         )?;
         let ran = start.elapsed().as_secs_f64();
+        child_wall.push(outcome.wall_ns as f64 / 1e9);
         let opts = AnalysisOptions {
             child_pid: Some(outcome.child_pid),
             ..AnalysisOptions::default()
@@ -70,6 +72,10 @@ fn main() -> anyhow::Result<()> {
         p * 1e3,
         median(phases.0) * 1e3,
         median(phases.1) * 1e3
+    );
+    println!(
+        "child from release to exit: {:8.1} ms",
+        median(child_wall) * 1e3
     );
     println!(
         "ratio: {:.3}  (goal ≤ 1.10: {})",

@@ -7,7 +7,7 @@
 //! the others touch theirs or wait. Then a parallel region touches 300 pages in each of 8
 //! rayon tasks.
 //!
-//! The program-wide counter is read every millisecond and interpolated linearly in between,
+//! The program-wide counter is read every 10 ms (by default) and interpolated linearly in between,
 //! so a boundary is placed exactly only where the count is flat from the read before it to
 //! the read after it: every probed call, task and the region sleep [`QUIET`] after they begin
 //! and before they end, and nothing faults just outside them either.
@@ -24,8 +24,8 @@ use std::thread::sleep;
 use std::time::Duration;
 
 const PAGE: usize = 4096;
-/// Longer than two reads of the counters (1 ms apart by default).
-const QUIET: Duration = Duration::from_millis(3);
+/// Longer than two reads of the counters (10 ms apart by default).
+const QUIET: Duration = Duration::from_millis(25);
 
 /// Minor page faults of the calling thread so far.
 fn thread_minor_faults() -> u64 {

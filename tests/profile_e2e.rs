@@ -19,11 +19,16 @@ fn active_time_matches_thread_cpu_time_when_threads_are_oversubscribed() {
     let cpu_ns = run.printed("thread_cpu_ns") as f64;
     let active = probe["active_ns"].as_f64().unwrap();
     let elapsed = probe["elapsed_ns"].as_f64().unwrap();
-    let error = (active - cpu_ns).abs() / cpu_ns;
+    // Steal time (a busy VM host) is outside the threads' CPU time and in no switch record:
+    // what the hypervisor took during the run is allowed on top.
+    let steal = report["steal_ns"].as_f64().unwrap_or(0.0);
+    let error = (active - cpu_ns).abs();
     assert!(
-        error < 0.05,
-        "active {active} ns vs thread CPU time {cpu_ns} ns: {:.1}% apart",
-        100.0 * error
+        error < 0.05 * cpu_ns + steal,
+        "active {active} ns vs thread CPU time {cpu_ns} ns: {:.1}% apart, steal {steal} ns\n\
+         probe {probe:#}\nthreads {:#}",
+        100.0 * error / cpu_ns,
+        report["threads"],
     );
     assert!(
         elapsed > 1.3 * cpu_ns,
@@ -57,9 +62,10 @@ fn nested_probe_errors() -> (f64, f64) {
     let uncorrected_error = (uncorrected - reference).abs() / reference;
     eprintln!(
         "parent with probed child: corrected {corrected:.0} ns, uncorrected {uncorrected:.0} ns; \
-         same work without child probes {reference:.0} ns: errors {:.1}% vs {:.1}%",
+         same work without child probes {reference:.0} ns: errors {:.1}% vs {:.1}%; steal {} ns",
         100.0 * corrected_error,
-        100.0 * uncorrected_error
+        100.0 * uncorrected_error,
+        run.report()["steal_ns"]
     );
     (corrected_error, uncorrected_error)
 }
@@ -71,7 +77,9 @@ fn nested_probe_overhead_is_removed_from_the_parent() {
     // 1-66 % over many runs on this project's VM (a child of ~5 ns under a ~19 ns probe pair),
     // against 280-420 % uncorrected. The test asks that correction remove at least two thirds
     // of the distortion. About one run in ten is disturbed by tens of ms of on-CPU time that
-    // no switch record explains (an open question); such a run is repeated once.
+    // no switch record explains: most likely steal time of the VM's host (`steal_ns`, printed
+    // below; runs with steal were off by about that much in the oversubscribed test). Such a
+    // run is repeated once.
     let good =
         |(corrected, uncorrected): (f64, f64)| uncorrected > 0.5 && corrected < uncorrected / 3.0;
     let first = nested_probe_errors();

@@ -70,6 +70,11 @@ pub struct ParprofArgs {
     /// Period of the utilization over time, e.g. `500us`, `2ms`
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "1ms")]
     pub period: u64,
+    /// Time between two reads of the counters, at least 100us. Every read interrupts the
+    /// program on each CPU it runs on; between reads, the counters are interpolated and
+    /// spread over the time the program's threads were switched in (from the switch records)
+    #[arg(long, value_name = "DURATION", value_parser = parse_read_interval_ns, default_value = "10ms")]
+    pub counter_interval: u64,
     /// Arguments for the profiled program
     #[arg(last = true, value_name = "ARGS")]
     pub args: Vec<OsString>,
@@ -164,6 +169,18 @@ fn parse_duration_ns(text: &str) -> Result<u64, String> {
         ));
     }
     Ok(ns as u64)
+}
+
+/// `--counter-interval`: a duration as for `--period`, not below the cheapest useful interval.
+fn parse_read_interval_ns(text: &str) -> Result<u64, String> {
+    let ns = parse_duration_ns(text)?;
+    if ns < MIN_COUNTER_READ_INTERVAL_NS {
+        return Err(format!(
+            "`{text}` is below 100us: reading the counters that often costs the program more \
+             than it tells"
+        ));
+    }
+    Ok(ns)
 }
 
 /// A threshold: a finite number, not negative.
@@ -268,11 +285,7 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
         frequency_hz: args.frequency,
         counters: (!counters.is_empty()).then(|| CounterOptions {
             counters,
-            // Utilization periods shorter than the default read interval need reads as often.
-            read_interval_ns: args.period.clamp(
-                MIN_COUNTER_READ_INTERVAL_NS,
-                CounterOptions::default().read_interval_ns,
-            ),
+            read_interval_ns: args.counter_interval,
             ..CounterOptions::default()
         }),
         ..CollectOptions::default()
@@ -370,6 +383,15 @@ mod counter_flag_tests {
         let default = parse(["cargo", "parprof"]).unwrap();
         assert!(default.counters.is_none());
         assert_eq!(default.period, 1_000_000);
+        assert_eq!(
+            default.counter_interval,
+            CounterOptions::default().read_interval_ns
+        );
+        assert!(
+            parse_read_interval_ns("50us")
+                .unwrap_err()
+                .contains("below 100us")
+        );
         assert!(parse_counters("none").unwrap().is_empty());
         let err = parse(["cargo", "parprof", "--counters", "instructons"]).unwrap_err();
         assert!(

@@ -15,7 +15,6 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use perf_event::events::{Hardware, Software};
@@ -26,9 +25,9 @@ use crate::kernel::{Capabilities, Capability, CpuSample, KernelRecords, SwitchRe
 use crate::perf::{
     CollectorThread, Cursor, PERF_CONTEXT_MAX, PERF_RECORD_COMM, PERF_RECORD_FORK,
     PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MMAP,
-    PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, PERF_RECORD_SWITCH, SampleId, describe_errno,
-    drain_ring, fitting_ring_size, lost_count, online_cpus, open_per_cpu, padded_str, ring_events,
-    switch_record, task_builder,
+    PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, PERF_RECORD_SWITCH, SampleId, StopSignal,
+    describe_errno, drain_ring, fitting_ring_size, lost_count, online_cpus, open_per_cpu,
+    padded_str, ring_events, switch_record, task_builder,
 };
 use crate::symbolize::{ExecEvent, ForkEvent, Mapping, SideBand};
 
@@ -270,7 +269,7 @@ fn recording_builder(
 /// Maps the ring buffer, as large as the locked-memory budget allows.
 fn map_ring(counter: Counter, ring_bytes: usize) -> io::Result<Sampler> {
     const MIN_RING: usize = 16 * 1024;
-    match fitting_ring_size(&counter, ring_bytes, MIN_RING) {
+    match fitting_ring_size(ring_bytes, MIN_RING) {
         Ok(size) => counter.sampled(size),
         // Without an errno this is not mistaken for a refusal of perf_event_open itself.
         Err(e) => Err(io::Error::other(format!(
@@ -339,13 +338,11 @@ fn failed_both(why: &str) -> RecordingCaps {
     )
 }
 
-fn drain_until_stopped(mut samplers: Vec<Sampler>, stop: &AtomicBool) -> Parsed {
+fn drain_until_stopped(mut samplers: Vec<Sampler>, stop: &StopSignal) -> Parsed {
     let mut parsed = Parsed::default();
     let mut hung_up = vec![false; samplers.len()];
     loop {
-        // Read the flag before draining: records written before the child's exit are then
-        // certainly in this last drain.
-        let stopping = stop.load(Ordering::Acquire);
+        let stopping = stop.is_raised();
         for s in &mut samplers {
             let malformed = drain_ring(s, |ty, misc, body| {
                 parse_record(ty, misc, body, &mut parsed)
@@ -358,10 +355,6 @@ fn drain_until_stopped(mut samplers: Vec<Sampler>, stop: &AtomicBool) -> Parsed 
         // A hung-up fd (its first task exited) polls ready forever, but inherited tasks may
         // still write to its buffer: keep draining it, stop polling it.
         let polled: Vec<usize> = (0..samplers.len()).filter(|&i| !hung_up[i]).collect();
-        if polled.is_empty() {
-            std::thread::sleep(Duration::from_millis(10));
-            continue;
-        }
         let mut fds: Vec<libc::pollfd> = polled
             .iter()
             .map(|&i| libc::pollfd {
@@ -370,13 +363,11 @@ fn drain_until_stopped(mut samplers: Vec<Sampler>, stop: &AtomicBool) -> Parsed 
                 revents: 0,
             })
             .collect();
-        // SAFETY: `fds` is a valid array of `fds.len()` pollfds.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
-        if n > 0 {
-            for (&i, fd) in polled.iter().zip(&fds) {
-                if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-                    hung_up[i] = true;
-                }
+        let timeout = if fds.is_empty() { 10 } else { 50 };
+        stop.wait(&mut fds, Duration::from_millis(timeout));
+        for (&i, fd) in polled.iter().zip(&fds) {
+            if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+                hung_up[i] = true;
             }
         }
     }
@@ -516,6 +507,7 @@ impl Parsed {
                 lost_records: lost,
                 malformed_records: malformed,
                 thread_names,
+                steal_ns: None,
             },
             sample_pids,
             side_band: SideBand { maps, forks, execs },

@@ -1,25 +1,23 @@
 //! Counters for `cargo parprof --counters LIST`: collection on the profiled process and
-//! everything it starts, read periodically and at the threads' switch points, with
-//! timestamps on `CLOCK_MONOTONIC` (the time line of the kernel's other records).
+//! everything it starts, read periodically, with timestamps on `CLOCK_MONOTONIC` (the time
+//! line of the kernel's other records), plus the counters derived from the threads' switch
+//! records, exact at every switch point.
 //!
-//! Per online CPU, one counter group is opened on the (not yet exec'd) child with
-//! `inherit`, so every thread it starts is counted, user space only (`exclude_kernel`,
-//! which is what `perf_event_paranoid = 2` allows an unprivileged user):
-//! - the leader is a cpu-clock event that samples every thread every `sample_period_ns` of
-//!   its user-mode CPU time with `PERF_SAMPLE_READ` (the group's values *of that thread*,
-//!   which the kernel allows with `inherit` since Linux 6.12 when `PERF_SAMPLE_TID` is set),
-//!   and carries the threads' context-switch records (`PERF_RECORD_SWITCH`);
-//! - the members are the requested counters.
+//! Per online CPU, one counting group is opened on the (not yet exec'd) child with `inherit`,
+//! so every thread it starts is counted, user space only (`exclude_kernel`, which is what
+//! `perf_event_paranoid = 2` allows an unprivileged user): a cpu-clock leader that only
+//! counts, and the requested counters as members. Nothing samples: between reads a group
+//! costs the program only the kernel's bookkeeping at its context switches.
 //!
 //! A collector thread of the profiler (never the program: no system call per probe event)
 //! reads every group with `read()` every `read_interval_ns` — the totals of all threads on
-//! that CPU, exited ones included — and drains the ring buffers. The reads are the
-//! program-wide series (method 3) and the per-CPU work (method 4); the samples are
-//! per-thread series.
+//! that CPU, exited ones included. The reads are the program-wide series (method 3) and the
+//! per-CPU work (method 4). Each read interrupts the CPU where the group is counting: that is
+//! the price of a short interval.
 //!
 //! `context-switches` and `cpu-migrations` are counted by the kernel in kernel mode, so
-//! with `exclude_kernel` they stay at 0; they are derived from the switch records instead,
-//! which gives their exact value at every switch point.
+//! with `exclude_kernel` they stay at 0; they are derived from the switch records that
+//! [`crate::collect`] takes anyway, which gives their exact value at every switch point.
 //!
 //! Multiplexing: a CPU's group is enabled while any thread of the program runs (anywhere)
 //! and running while one runs on that CPU with the group on the PMU, so over all CPUs the
@@ -32,20 +30,18 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use perf_event::events::{Event, Hardware, Software};
-use perf_event::{Builder, Counter, ReadFormat, SampleFlag, Sampler};
+use perf_event::{Builder, Counter, ReadFormat};
 use serde::Serialize;
 
 use crate::analysis::attribution::CounterPoint;
 use crate::analysis::utilization::CpuWork;
 use crate::kernel::{Capability, SwitchKind, SwitchRecord};
 use crate::perf::{
-    CollectorThread, Cursor, PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_SAMPLE,
-    PERF_RECORD_SWITCH, SampleId, describe_errno, drain_ring, fitting_ring_size, lost_count,
-    monotonic_ns, online_cpus, open_per_cpu, ring_events, switch_record, task_builder,
+    CollectorThread, Cursor, StopSignal, describe_errno, monotonic_ns, online_cpus, open_per_cpu,
+    task_builder,
 };
 
 /// Where a counter's values come from.
@@ -232,10 +228,6 @@ pub struct CounterOptions {
     pub counters: CounterSet,
     /// How often the collector reads every CPU's counters.
     pub read_interval_ns: u64,
-    /// User-mode CPU time of a thread between two of its samples.
-    pub sample_period_ns: u64,
-    /// Ring buffer per CPU for the samples and switch records, in KiB.
-    pub ring_buffer_kib: usize,
     /// Behave as if the kernel refused `perf_event_open` (`EACCES`), for tests of the
     /// degraded mode (see [`crate::collect::SIMULATE_REFUSED_ENV`]).
     pub simulate_refused: bool,
@@ -245,9 +237,10 @@ impl Default for CounterOptions {
     fn default() -> Self {
         CounterOptions {
             counters: CounterSet::default_set(),
-            read_interval_ns: 1_000_000,
-            sample_period_ns: 1_000_000,
-            ring_buffer_kib: 128,
+            // Each read interrupts every CPU the program runs on: on a saturated 2-core VM,
+            // reads every 1 ms cost the program 3% of its time, every 10 ms under 1%.
+            // Method 3 interpolates in between (`--counter-interval` for finer reads).
+            read_interval_ns: 10_000_000,
             simulate_refused: false,
         }
     }
@@ -260,12 +253,10 @@ pub struct UnavailableCounter {
     pub reason: String,
 }
 
-/// One reading of a cumulative counter. `tid` 0 means all threads of the program on `cpu`;
-/// otherwise the count of thread `tid` over all CPUs, read while it ran on `cpu`.
+/// One reading of a cumulative counter: the count of all threads of the program on `cpu`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct CounterSample {
     pub time_ns: u64,
-    pub tid: u32,
     pub cpu: u32,
     /// Scaled for multiplexing (see [`Scaling`]).
     pub value: f64,
@@ -286,13 +277,10 @@ pub struct Scaling {
 pub struct CounterSeries {
     pub name: String,
     pub source: CounterSource,
-    /// Per CPU: the count of all threads of the program on that CPU (`tid` 0), sorted by
-    /// time. Read by the collector every `read_interval_ns`, or at every switch for counters
-    /// derived from switch records.
+    /// Per CPU: the count of all threads of the program on that CPU, sorted by time. Read by
+    /// the collector every `read_interval_ns`, or at every switch for counters derived from
+    /// switch records.
     pub cpu_samples: Vec<CounterSample>,
-    /// Per thread: its count over all CPUs, at its cpu-clock samples (hardware and software
-    /// counters) or at its switch points (derived counters), sorted by time.
-    pub thread_samples: Vec<CounterSample>,
     pub scaling: Scaling,
 }
 
@@ -314,18 +302,6 @@ impl CounterSeries {
             }
         }
         out
-    }
-
-    /// The count of one thread over time (all CPUs).
-    pub fn thread_series(&self, tid: u32) -> Vec<CounterPoint> {
-        self.thread_samples
-            .iter()
-            .filter(|s| s.tid == tid)
-            .map(|s| CounterPoint {
-                time_ns: s.time_ns,
-                value: s.value,
-            })
-            .collect()
     }
 
     /// The work done on each CPU between consecutive readings (method 4).
@@ -367,16 +343,8 @@ pub struct ReadCost {
 pub struct CounterRecords {
     pub counters: Vec<CounterSeries>,
     pub unavailable: Vec<UnavailableCounter>,
-    /// Whether per-thread samples (`inherit` with `PERF_SAMPLE_READ`) could be taken.
-    pub thread_samples: Capability,
-    /// Whether the threads' switch records could be taken (for the derived counters).
-    pub switch_records: Capability,
     pub read_interval_ns: u64,
     pub read_cost: ReadCost,
-    /// Records the kernel dropped because a ring buffer was full.
-    pub lost_records: u64,
-    /// Records that could not be decoded and were skipped.
-    pub malformed_records: u64,
 }
 
 impl CounterRecords {
@@ -391,41 +359,17 @@ pub struct CounterCollector {
     group_counters: Vec<CounterDef>,
     derived: Vec<CounterDef>,
     unavailable: Vec<UnavailableCounter>,
-    thread_samples: Capability,
-    switch_records: Capability,
     read_interval_ns: u64,
     worker: Option<CollectorThread<Gathered>>,
 }
 
-/// One CPU's group: the leader (mapped when possible) and the members' fds, kept open.
+/// One CPU's group: the leader and the members' fds, kept open.
 struct CpuGroup {
     cpu: u32,
-    leader: Leader,
+    leader: Counter,
     /// The kernel's id of each member, in the order of `CounterCollector::group_counters`.
     member_ids: Vec<u64>,
     _members: Vec<Counter>,
-}
-
-/// A group before its ring buffer is mapped.
-struct OpenGroup {
-    cpu: u32,
-    leader: Counter,
-    member_ids: Vec<u64>,
-    members: Vec<Counter>,
-}
-
-enum Leader {
-    Mapped(Sampler),
-    Unmapped(Counter),
-}
-
-impl Leader {
-    fn fd(&self) -> i32 {
-        match self {
-            Leader::Mapped(s) => s.as_raw_fd(),
-            Leader::Unmapped(c) => c.as_raw_fd(),
-        }
-    }
 }
 
 fn read_format() -> ReadFormat {
@@ -484,15 +428,13 @@ impl CounterCollector {
             group_counters,
             derived,
             unavailable,
-            thread_samples: Capability::no("no counter group was opened"),
-            switch_records: Capability::no("no counter group was opened"),
             read_interval_ns: opts.read_interval_ns.max(10_000),
             worker: None,
         };
-        if collector.group_counters.is_empty() && collector.derived.is_empty() {
+        if collector.group_counters.is_empty() {
             return collector;
         }
-        let groups = collector.open_groups(pid, opts);
+        let groups = collector.open_groups(pid);
         if groups.is_empty() {
             return collector;
         }
@@ -505,7 +447,7 @@ impl CounterCollector {
             Ok(thread) => collector.worker = Some(thread),
             Err(e) => {
                 let reason = format!("could not start the counter collector thread: {e}");
-                collector.unavailable_all(&reason);
+                collector.groups_unavailable(&reason);
             }
         }
         collector
@@ -515,8 +457,8 @@ impl CounterCollector {
         &self.unavailable
     }
 
-    fn unavailable_all(&mut self, reason: &str) {
-        for def in self.group_counters.drain(..).chain(self.derived.drain(..)) {
+    fn groups_unavailable(&mut self, reason: &str) {
+        for def in self.group_counters.drain(..) {
             self.unavailable.push(UnavailableCounter {
                 name: def.name.to_string(),
                 reason: reason.to_string(),
@@ -524,122 +466,23 @@ impl CounterCollector {
         }
     }
 
-    /// One group per online CPU, degrading step by step: without per-thread samples if the
-    /// kernel refuses `inherit` with `PERF_SAMPLE_READ` (before Linux 6.12), without the ring
-    /// buffer (samples and switch records) if it cannot be mapped.
-    fn open_groups(&mut self, pid: u32, opts: &CounterOptions) -> Vec<CpuGroup> {
-        const MIN_RING: usize = 8 * 1024;
-        let cpus = online_cpus();
-        let ring_bytes = opts.ring_buffer_kib.max(8) * 1024;
-        let mut with_read = true;
-        // Only the first CPU's refusal says the kernel lacks the feature.
-        let mut first = true;
-        let opened = open_per_cpu(&cpus, |cpu| {
-            let group = match self.open_group(pid, cpu, opts, with_read) {
-                Err(e) if with_read && e.raw_os_error() == Some(libc::EINVAL) && first => {
-                    self.thread_samples = Capability::no(format!(
-                        "per-thread counter samples unavailable: the kernel refused inherit \
-                         with PERF_SAMPLE_READ ({}), which needs Linux 6.12 or later; only the \
-                         per-CPU totals are read",
-                        describe_errno(&e)
-                    ));
-                    with_read = false;
-                    self.open_group(pid, cpu, opts, with_read)
-                }
-                other => other,
-            };
-            first = false;
-            group
-        });
-        let opened: Vec<OpenGroup> = match opened {
-            Ok(opened) => opened,
+    /// One group per online CPU; none if any CPU's group cannot be opened.
+    fn open_groups(&mut self, pid: u32) -> Vec<CpuGroup> {
+        match open_per_cpu(&online_cpus(), |cpu| self.open_group(pid, cpu)) {
+            Ok(groups) => groups,
             Err(e) => {
-                let reason = format!(
+                self.groups_unavailable(&format!(
                     "perf_event_open of the counter group failed: {}",
                     describe_errno(&e)
-                );
-                self.unavailable_all(&reason);
-                return Vec::new();
-            }
-        };
-        // Map every ring or none: samples and switch records of some CPUs only would be
-        // partial without saying so; the reads work either way.
-        let sizes: Vec<Option<usize>> = opened
-            .iter()
-            .map(|g| fitting_ring_size(&g.leader, ring_bytes, MIN_RING).ok())
-            .collect();
-        let map_all = sizes.iter().all(Option::is_some);
-        let mut lost_cpus = Vec::new();
-        let mut groups: Vec<CpuGroup> = Vec::with_capacity(opened.len());
-        for (g, size) in opened.into_iter().zip(sizes) {
-            let leader = match size.filter(|_| map_all) {
-                Some(size) => match g.leader.sampled(size) {
-                    Ok(s) => Leader::Mapped(s),
-                    // `sampled` consumes the counter even when it fails, which only happens
-                    // if the mapping worked a moment ago and fails now.
-                    Err(_) => {
-                        lost_cpus.push(g.cpu);
-                        continue;
-                    }
-                },
-                None => Leader::Unmapped(g.leader),
-            };
-            groups.push(CpuGroup {
-                cpu: g.cpu,
-                leader,
-                member_ids: g.member_ids,
-                _members: g.members,
-            });
-        }
-        if map_all {
-            self.switch_records = Capability::yes();
-            if with_read {
-                self.thread_samples = Capability::yes();
-            }
-            if !lost_cpus.is_empty() {
-                let why = format!(
-                    "the counters of CPUs {lost_cpus:?} were lost: their ring buffer could not be mapped"
-                );
-                self.switch_records = Capability::no(why.clone());
-                self.thread_samples = Capability::no(why);
-            }
-        } else {
-            let why = "the ring buffers for counter samples could not be mapped (locked-memory \
-                       budget: kernel.perf_event_mlock_kb or RLIMIT_MEMLOCK)";
-            self.switch_records =
-                Capability::no(format!("switch records for counters unavailable: {why}"));
-            self.thread_samples =
-                Capability::no(format!("per-thread counter samples unavailable: {why}"));
-            for def in self.derived.drain(..) {
-                self.unavailable.push(UnavailableCounter {
-                    name: def.name.to_string(),
-                    reason: format!(
-                        "counted from context-switch records, which are unavailable: {why}"
-                    ),
-                });
+                ));
+                Vec::new()
             }
         }
-        groups
     }
 
-    fn open_group(
-        &self,
-        pid: u32,
-        cpu: usize,
-        opts: &CounterOptions,
-        with_read: bool,
-    ) -> io::Result<OpenGroup> {
+    fn open_group(&self, pid: u32, cpu: usize) -> io::Result<CpuGroup> {
         let mut lb = base_builder(Software::CPU_CLOCK, pid, Some(cpu));
-        // The samples' fields, in the order the parser below reads them: the TID|TIME|CPU
-        // block, then the group's values.
-        let read = if with_read {
-            SampleFlag::READ
-        } else {
-            SampleFlag::empty()
-        };
-        ring_events(&mut lb, read, true, opts.ring_buffer_kib.max(8) * 1024);
-        lb.sample_period(opts.sample_period_ns.max(10_000))
-            .enabled(false);
+        lb.enable_on_exec(true).enabled(false);
         let mut leader = lb.build()?;
         let mut members = Vec::with_capacity(self.group_counters.len());
         for def in &self.group_counters {
@@ -650,31 +493,50 @@ impl CounterCollector {
             b.enabled(true);
             members.push(b.build_with_group(&mut leader)?);
         }
-        Ok(OpenGroup {
+        Ok(CpuGroup {
             cpu: cpu as u32,
             member_ids: members.iter().map(Counter::id).collect(),
             leader,
-            members,
+            _members: members,
         })
     }
 
-    /// Stops the collection after one last read and drain. Call it after the child has
-    /// exited, so that the last read holds the final counts of every thread.
-    pub fn finish(self) -> CounterRecords {
+    /// Stops the collection after one last read. Call it after the child has exited, so
+    /// that the last read holds the final counts of every thread. `switches` are the
+    /// program's switch records from [`crate::collect`], for the derived counters.
+    pub fn finish(self, switches: &[SwitchRecord], switch_records: &Capability) -> CounterRecords {
         let gathered = self
             .worker
             .map_or_else(Gathered::default, CollectorThread::finish);
-        build_records(
+        let mut records = build_records(
             &self.group_counters,
-            &self.derived,
             self.unavailable,
             gathered,
-            RecordsMeta {
-                thread_samples: self.thread_samples,
-                switch_records: self.switch_records,
-                read_interval_ns: self.read_interval_ns,
-            },
-        )
+            self.read_interval_ns,
+        );
+        for def in &self.derived {
+            if switch_records.available {
+                records.counters.push(derived_series(def, switches));
+            } else {
+                records.unavailable.push(UnavailableCounter {
+                    name: def.name.to_string(),
+                    reason: format!(
+                        "counted from context-switch records, which are unavailable: {}",
+                        switch_records.reason.as_deref().unwrap_or("not collected")
+                    ),
+                });
+            }
+        }
+        // In the order asked for.
+        let order = |name: &str| {
+            self.group_counters
+                .iter()
+                .chain(&self.derived)
+                .position(|d| d.name == name)
+                .unwrap_or(usize::MAX)
+        };
+        records.counters.sort_by_key(|s| order(&s.name));
+        records
     }
 }
 
@@ -731,15 +593,6 @@ fn parse_group_read(c: &mut Cursor<'_>) -> Option<GroupRead> {
     })
 }
 
-/// One per-thread sample of a group.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct ThreadRead {
-    time_ns: u64,
-    tid: u32,
-    cpu: u32,
-    read: GroupRead,
-}
-
 /// One pass of the collector over every CPU's group.
 #[derive(Clone, Debug, Default)]
 struct ReadPass {
@@ -753,38 +606,7 @@ struct Gathered {
     /// CPU and member ids of every group, in order.
     groups: Vec<(u32, Vec<u64>)>,
     passes: Vec<ReadPass>,
-    thread_reads: Vec<ThreadRead>,
-    switches: Vec<SwitchRecord>,
     read_cost: ReadCost,
-    lost: u64,
-    malformed: u64,
-}
-
-/// Decodes one ring-buffer record into `out`; `None` if it is malformed.
-fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Gathered) -> Option<()> {
-    let mut c = Cursor::new(body);
-    match ty {
-        PERF_RECORD_SAMPLE => {
-            let id = SampleId::read(&mut c)?;
-            // Samples without READ (older kernels) carry nothing the counters use.
-            if c.remaining() > 0 {
-                let read = parse_group_read(&mut c)?;
-                out.thread_reads.push(ThreadRead {
-                    time_ns: id.time_ns,
-                    tid: id.tid,
-                    cpu: id.cpu,
-                    read,
-                });
-            }
-        }
-        PERF_RECORD_SWITCH => out.switches.push(switch_record(misc, body)?),
-        PERF_RECORD_LOST | PERF_RECORD_LOST_SAMPLES => {
-            out.lost = out.lost.saturating_add(lost_count(ty, body)?);
-        }
-        // THROTTLE, EXIT and anything newer carry nothing the counters use.
-        _ => {}
-    }
-    Some(())
 }
 
 fn read_group_fd(fd: i32, buf: &mut [u8]) -> Option<GroupRead> {
@@ -795,10 +617,10 @@ fn read_group_fd(fd: i32, buf: &mut [u8]) -> Option<GroupRead> {
 }
 
 fn gather_until_stopped(
-    mut groups: Vec<CpuGroup>,
+    groups: Vec<CpuGroup>,
     n_members: usize,
     interval: Duration,
-    stop: &AtomicBool,
+    stop: &StopSignal,
 ) -> Gathered {
     let mut g = Gathered {
         groups: groups
@@ -810,13 +632,11 @@ fn gather_until_stopped(
     // nr, two times, then (value, id) for the leader and every member.
     let mut buf = vec![0u8; 8 * (3 + 2 * (n_members + 1))];
     loop {
-        // Read the flag first: records and counts from before the child's exit are then
-        // certainly in this last pass.
-        let stopping = stop.load(Ordering::Acquire);
+        let stopping = stop.is_raised();
         let before = monotonic_ns();
         let reads = groups
             .iter()
-            .map(|cg| read_group_fd(cg.leader.fd(), &mut buf))
+            .map(|cg| read_group_fd(cg.leader.as_raw_fd(), &mut buf))
             .collect();
         let after = monotonic_ns();
         g.read_cost.passes += 1;
@@ -825,24 +645,11 @@ fn gather_until_stopped(
             time_ns: before + (after.saturating_sub(before)) / 2,
             reads,
         });
-        for cg in &mut groups {
-            if let Leader::Mapped(s) = &mut cg.leader {
-                let malformed =
-                    drain_ring(s, |ty, misc, body| parse_record(ty, misc, body, &mut g));
-                g.malformed += malformed;
-            }
-        }
         if stopping {
             return g;
         }
-        std::thread::sleep(interval);
+        stop.wait(&mut [], interval);
     }
-}
-
-struct RecordsMeta {
-    thread_samples: Capability,
-    switch_records: Capability,
-    read_interval_ns: u64,
 }
 
 /// The cumulative value of one counter, its deltas scaled for multiplexing.
@@ -874,10 +681,9 @@ fn multiplexing_factor(hardware: bool, should: u64, counted: u64) -> f64 {
 
 fn build_records(
     group_counters: &[CounterDef],
-    derived: &[CounterDef],
     mut unavailable: Vec<UnavailableCounter>,
-    mut gathered: Gathered,
-    meta: RecordsMeta,
+    gathered: Gathered,
+    read_interval_ns: u64,
 ) -> CounterRecords {
     let mut series: Vec<CounterSeries> = group_counters
         .iter()
@@ -885,7 +691,6 @@ fn build_records(
             name: d.name.to_string(),
             source: d.source(),
             cpu_samples: Vec::new(),
-            thread_samples: Vec::new(),
             scaling: Scaling::default(),
         })
         .collect();
@@ -939,7 +744,6 @@ fn build_records(
                 let value = scalers[mi].push(raw, factor);
                 s.cpu_samples.push(CounterSample {
                     time_ns: pass.time_ns,
-                    tid: 0,
                     cpu: *cpu,
                     value,
                 });
@@ -948,49 +752,6 @@ fn build_records(
     }
     for s in &mut series {
         s.cpu_samples.sort_by_key(|c| (c.time_ns, c.cpu));
-    }
-
-    // Per-thread samples: the kernel gives a thread's count on the sample's CPU; its count
-    // over all CPUs is the sum of its latest counts on each (they do not change while the
-    // thread runs elsewhere). Multiplexing is judged per thread as above: its running times
-    // on all CPUs against its enabled time.
-    gathered.thread_reads.sort_by_key(|r| r.time_ns);
-    let ids_of_cpu: HashMap<u32, &Vec<u64>> =
-        gathered.groups.iter().map(|(c, ids)| (*c, ids)).collect();
-    let mut per_thread_cpu: HashMap<(u32, u32), (Vec<Scaler>, u64)> = HashMap::new();
-    let mut thread_times: HashMap<u32, (u64, u64)> = HashMap::new();
-    let mut thread_cpu_values: HashMap<u32, BTreeMap<u32, Vec<f64>>> = HashMap::new();
-    for r in &gathered.thread_reads {
-        let Some(ids) = ids_of_cpu.get(&r.cpu) else {
-            continue;
-        };
-        let (scalers, last_running) = per_thread_cpu
-            .entry((r.tid, r.cpu))
-            .or_insert_with(|| (vec![Scaler::default(); ids.len()], 0));
-        let times = thread_times.entry(r.tid).or_default();
-        times.0 = times.0.max(r.read.time_enabled);
-        times.1 += r.read.time_running.saturating_sub(*last_running);
-        *last_running = r.read.time_running;
-        let factor = multiplexing_factor(hardware, times.0, times.1);
-        let values = thread_cpu_values
-            .entry(r.tid)
-            .or_default()
-            .entry(r.cpu)
-            .or_insert_with(|| vec![0.0; ids.len()]);
-        for (mi, id) in ids.iter().enumerate() {
-            if let Some(raw) = r.read.value_of(*id) {
-                values[mi] = scalers[mi].push(raw, factor);
-            }
-        }
-        let totals = &thread_cpu_values[&r.tid];
-        for (mi, s) in series.iter_mut().enumerate().take(ids.len()) {
-            s.thread_samples.push(CounterSample {
-                time_ns: r.time_ns,
-                tid: r.tid,
-                cpu: r.cpu,
-                value: totals.values().map(|v| v[mi]).sum(),
-            });
-        }
     }
 
     // A group that was enabled but never counted (the PMU had too few counters for it).
@@ -1008,40 +769,21 @@ fn build_records(
         }
     }
 
-    gathered.switches.sort_by_key(|s| (s.time_ns, s.tid));
-    for def in derived {
-        kept.push(derived_series(def, &gathered.switches));
-    }
-    // In the order asked for.
-    let order = |name: &str| {
-        group_counters
-            .iter()
-            .chain(derived)
-            .position(|d| d.name == name)
-            .unwrap_or(usize::MAX)
-    };
-    kept.sort_by_key(|s| order(&s.name));
-
     CounterRecords {
         counters: kept,
         unavailable,
-        thread_samples: meta.thread_samples,
-        switch_records: meta.switch_records,
-        read_interval_ns: meta.read_interval_ns,
+        read_interval_ns,
         read_cost: gathered.read_cost,
-        lost_records: gathered.lost,
-        malformed_records: gathered.malformed,
     }
 }
 
 /// `context-switches` (one per switch-out of a thread) or `cpu-migrations` (a thread
-/// switched in on another CPU than it last ran on), exact at every switch.
+/// switched in on another CPU than it last ran on), exact at every switch; `switches` sorted
+/// by time.
 fn derived_series(def: &CounterDef, switches: &[SwitchRecord]) -> CounterSeries {
     let mut per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut per_thread: HashMap<u32, u64> = HashMap::new();
     let mut last_cpu: HashMap<u32, u32> = HashMap::new();
     let mut cpu_samples = Vec::new();
-    let mut thread_samples = Vec::new();
     for s in switches {
         let counts = match (def.kind, s.kind) {
             (Kind::ContextSwitches, SwitchKind::OutPreempted | SwitchKind::OutVoluntary) => true,
@@ -1055,26 +797,16 @@ fn derived_series(def: &CounterDef, switches: &[SwitchRecord]) -> CounterSeries 
         }
         let on_cpu = per_cpu.entry(s.cpu).or_default();
         *on_cpu += 1;
-        let of_thread = per_thread.entry(s.tid).or_default();
-        *of_thread += 1;
         cpu_samples.push(CounterSample {
             time_ns: s.time_ns,
-            tid: 0,
             cpu: s.cpu,
             value: *on_cpu as f64,
-        });
-        thread_samples.push(CounterSample {
-            time_ns: s.time_ns,
-            tid: s.tid,
-            cpu: s.cpu,
-            value: *of_thread as f64,
         });
     }
     CounterSeries {
         name: def.name.to_string(),
         source: def.source(),
         cpu_samples,
-        thread_samples,
         scaling: Scaling::default(),
     }
 }
@@ -1130,14 +862,6 @@ mod tests {
         set.counters[0]
     }
 
-    fn meta() -> RecordsMeta {
-        RecordsMeta {
-            thread_samples: Capability::yes(),
-            switch_records: Capability::yes(),
-            read_interval_ns: 1000,
-        }
-    }
-
     /// The hardware path on synthetic reads. Each CPU's group is enabled while the program
     /// runs anywhere and runs while it runs on that CPU, so the running times of all CPUs add
     /// up to the enabled time unless the PMU multiplexed them: here they counted half of the
@@ -1171,7 +895,7 @@ mod tests {
             ],
             ..Gathered::default()
         };
-        let r = build_records(&counters, &[], Vec::new(), gathered, meta());
+        let r = build_records(&counters, Vec::new(), gathered, 1000);
         let instr = r.counter("instructions").unwrap();
         assert_eq!(instr.source, CounterSource::Hardware);
         let values: Vec<(u64, u32, f64)> = instr
@@ -1234,7 +958,7 @@ mod tests {
             }],
             ..Gathered::default()
         };
-        let r = build_records(&[def("page-faults")], &[], Vec::new(), gathered, meta());
+        let r = build_records(&[def("page-faults")], Vec::new(), gathered, 1000);
         let pf = r.counter("page-faults").unwrap();
         assert_eq!(pf.total(), 34.0);
         assert!(!pf.scaling.scaled);
@@ -1254,7 +978,7 @@ mod tests {
             }],
             ..Gathered::default()
         };
-        let r = build_records(&[def("cycles")], &[], Vec::new(), gathered, meta());
+        let r = build_records(&[def("cycles")], Vec::new(), gathered, 1000);
         assert!(r.counters.is_empty());
         assert_eq!(r.unavailable[0].name, "cycles");
         assert!(
@@ -1262,73 +986,6 @@ mod tests {
             "{:?}",
             r.unavailable
         );
-    }
-
-    fn sample_bytes(tid: u32, time: u64, cpu: u32, read: &GroupRead) -> Vec<u8> {
-        let mut b = Vec::new();
-        b.extend(1u32.to_ne_bytes());
-        b.extend(tid.to_ne_bytes());
-        b.extend(time.to_ne_bytes());
-        b.extend(cpu.to_ne_bytes());
-        b.extend(0u32.to_ne_bytes());
-        b.extend((read.values.len() as u64).to_ne_bytes());
-        b.extend(read.time_enabled.to_ne_bytes());
-        b.extend(read.time_running.to_ne_bytes());
-        for (id, v) in &read.values {
-            b.extend(v.to_ne_bytes());
-            b.extend(id.to_ne_bytes());
-        }
-        b
-    }
-
-    /// Per-thread samples as the kernel writes them: a thread's value on each CPU, summed
-    /// over the CPUs it ran on.
-    #[test]
-    fn per_thread_samples_are_decoded_and_summed_over_cpus() {
-        let mut g = Gathered {
-            groups: vec![(0, vec![11]), (1, vec![21])],
-            ..Gathered::default()
-        };
-        for (tid, time, cpu, read) in [
-            (7, 100, 0, read(10, 10, &[(10, 1), (11, 30)])),
-            (7, 300, 1, read(20, 20, &[(21, 5)])),
-            (7, 200, 0, read(15, 15, &[(11, 40)])),
-            (8, 250, 1, read(5, 5, &[(21, 9)])),
-        ] {
-            parse_record(
-                PERF_RECORD_SAMPLE,
-                0,
-                &sample_bytes(tid, time, cpu, &read),
-                &mut g,
-            )
-            .unwrap();
-        }
-        let r = build_records(&[def("page-faults")], &[], Vec::new(), g, meta());
-        let pf = r.counter("page-faults").unwrap();
-        let got: Vec<(u64, u32, f64)> = pf
-            .thread_samples
-            .iter()
-            .map(|s| (s.time_ns, s.tid, s.value))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                (100, 7, 30.0),
-                (200, 7, 40.0),
-                (250, 8, 9.0),
-                (300, 7, 45.0)
-            ]
-        );
-        assert_eq!(pf.thread_series(8).len(), 1);
-
-        // Truncated reads and absurd group sizes are rejected, not trusted.
-        let good = sample_bytes(7, 1, 0, &read(1, 1, &[(11, 1)]));
-        let mut g = Gathered::default();
-        assert!(parse_record(PERF_RECORD_SAMPLE, 0, &good[..good.len() - 1], &mut g).is_none());
-        let mut huge = good.clone();
-        huge[24..32].copy_from_slice(&1000u64.to_ne_bytes());
-        assert!(parse_record(PERF_RECORD_SAMPLE, 0, &huge, &mut g).is_none());
-        assert!(parse_record(PERF_RECORD_SWITCH, 0, &[0; 7], &mut g).is_none());
     }
 
     #[test]
@@ -1346,7 +1003,12 @@ mod tests {
         ];
         let cs = derived_series(&def("context-switches"), &switches);
         assert_eq!(cs.total(), 2.0);
-        assert_eq!(cs.thread_series(1).last().map(|p| p.value), Some(2.0));
+        let at: Vec<(u64, u32, f64)> = cs
+            .cpu_samples
+            .iter()
+            .map(|s| (s.time_ns, s.cpu, s.value))
+            .collect();
+        assert_eq!(at, [(20, 0, 1.0), (40, 1, 1.0)]);
         let mig = derived_series(&def("cpu-migrations"), &switches);
         let at: Vec<(u64, u32)> = mig.cpu_samples.iter().map(|s| (s.time_ns, s.cpu)).collect();
         assert_eq!(at, [(30, 1)]);
@@ -1440,10 +1102,20 @@ mod tests {
             let spawner = scope.spawn(move || cmd.spawn());
             let mut pid = [0u8; 4];
             ready_r.read_exact(&mut pid).unwrap();
-            let collector = CounterCollector::attach(i32::from_ne_bytes(pid) as u32, opts);
+            let pid = i32::from_ne_bytes(pid) as u32;
+            // The switch records, for the derived counters, come from the recording.
+            let recording = crate::collect::CollectOptions {
+                counters: None,
+                symbolize: false,
+                ..crate::collect::CollectOptions::default()
+            };
+            let recorder = crate::collect::Collector::attach(pid, &recording);
+            let collector = CounterCollector::attach(pid, opts);
             go_w.write_all(b"g").unwrap();
             let output = spawner.join().unwrap().unwrap().wait_with_output().unwrap();
-            (output, collector.finish())
+            let kernel = recorder.finish().kernel;
+            let records = collector.finish(&kernel.switches, &kernel.capabilities.context_switches);
+            (output, records)
         })
     }
 
@@ -1460,6 +1132,8 @@ mod tests {
         let opts = CounterOptions {
             counters: CounterSet::parse("page-faults,task-clock,context-switches,instructions")
                 .unwrap(),
+            // Reads closer than the tasks' 2 ms quiet edges.
+            read_interval_ns: 1_000_000,
             ..CounterOptions::default()
         };
         let (output, records) = run_held_child(NAME, &opts);
@@ -1490,9 +1164,6 @@ mod tests {
         if let Some(u) = listed {
             eprintln!("instructions unavailable here: {}", u.reason);
         }
-        assert_eq!(records.switch_records, Capability::yes());
-        // Linux 6.12 or later (this machine has 6.18) takes per-thread samples.
-        assert_eq!(records.thread_samples, Capability::yes());
 
         let faults = records.counter("page-faults").unwrap();
         let total_pages: f64 = tasks.iter().map(|t| t.1).sum();

@@ -86,4 +86,7 @@ pub struct KernelRecords {
     pub malformed_records: u64,
     /// Thread names the kernel reported (`PERF_RECORD_COMM`), by tid.
     pub thread_names: Vec<(u32, String)>,
+    /// Steal time of the whole machine during the run (see [`crate::steal`]), in ns; `None`
+    /// where it cannot be read.
+    pub steal_ns: Option<u64>,
 }

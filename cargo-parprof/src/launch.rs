@@ -20,8 +20,9 @@ use anyhow::{Context, bail};
 
 use crate::collect::{CollectOptions, Collector};
 use crate::counters::{CounterCollector, CounterOptions, CounterRecords};
-use crate::kernel::KernelRecords;
+use crate::kernel::{Capability, KernelRecords};
 use crate::perf::monotonic_ns;
+use crate::steal::machine_steal_ns;
 use crate::symbolize::symbolize_samples;
 
 /// How the profiled program ended.
@@ -216,12 +217,13 @@ pub fn run_and_collect(
         let _ = go_w.write_all(b"g");
         drop(go_w);
         let started = monotonic_ns();
+        let steal_before = machine_steal_ns();
 
         let mut child = match spawner.join() {
             Ok(Ok(child)) => child,
             Ok(Err(e)) => {
                 drop(collector.finish());
-                drop(counters.map(CounterCollector::finish));
+                drop(counters.map(|c| c.finish(&[], &Capability::no("the program did not start"))));
                 return Err(
                     anyhow::Error::new(e).context(format!("cannot start {}", exe.display()))
                 );
@@ -231,8 +233,17 @@ pub fn run_and_collect(
         let (status, interrupted) = wait_forwarding_sigint(&mut child, &sigint)
             .with_context(|| format!("waiting for {} (pid {pid})", exe.display()))?;
         let wall_ns = monotonic_ns().saturating_sub(started);
+        let steal_after = machine_steal_ns();
         let mut collected = collector.finish();
-        let counters = counters.map_or_else(CounterRecords::default, CounterCollector::finish);
+        collected.kernel.steal_ns = steal_before
+            .zip(steal_after)
+            .map(|(before, after)| after.saturating_sub(before));
+        let counters = counters.map_or_else(CounterRecords::default, |c| {
+            c.finish(
+                &collected.kernel.switches,
+                &collected.kernel.capabilities.context_switches,
+            )
+        });
         // From here on Ctrl-C is the user's to abort symbolisation and reporting.
         drop(sigint);
 

@@ -9,5 +9,6 @@ pub mod kernel;
 pub mod launch;
 pub mod perf;
 pub mod report;
+pub mod steal;
 pub mod symbolize;
 pub mod target;

@@ -7,10 +7,11 @@
 
 use std::borrow::Cow;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use perf_event::events::Event;
 use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
@@ -116,17 +117,23 @@ fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
 
 /// The largest ring buffer, `ring_bytes` rounded up to a power of two and halved while the
 /// locked-memory budget (`perf_event_mlock_kb`, `RLIMIT_MEMLOCK`) refuses it, e.g. when
-/// several runs share the budget, down to `min_bytes` (a power of two). Probed with a
-/// mapping undone right away, because `Counter::sampled` consumes the counter even when the
-/// mapping fails; the size is then the one to pass to `sampled`.
-pub fn fitting_ring_size(
-    counter: &Counter,
-    ring_bytes: usize,
-    min_bytes: usize,
-) -> io::Result<usize> {
+/// several runs share the budget, down to `min_bytes` (a power of two); the size to pass to
+/// `Counter::sampled`, which consumes the counter even when the mapping fails.
+///
+/// The probe maps and unmaps a throwaway side-band event of the profiler itself, never the
+/// event that will be mapped for real: the kernel makes an event whose buffer was unmapped
+/// wait for an RCU grace period (about 15 ms in a VM) before it takes a new one.
+pub fn fitting_ring_size(ring_bytes: usize, min_bytes: usize) -> io::Result<usize> {
+    let mut probe = Builder::new(perf_event::events::Software::DUMMY);
+    probe
+        .observe_self()
+        .any_cpu()
+        .exclude_kernel(true)
+        .exclude_hv(true);
+    let probe = probe.build()?;
     let mut size = ring_bytes.max(min_bytes).next_power_of_two();
     loop {
-        match try_mmap(counter, size) {
+        match try_mmap(&probe, size) {
             Ok(()) => return Ok(size),
             Err(e)
                 if size > min_bytes
@@ -140,6 +147,7 @@ pub fn fitting_ring_size(
 }
 
 /// Whether a ring buffer of `size` bytes (plus the header page) can be mapped for `counter`.
+/// A refused mapping attaches no buffer, so the same event can try a smaller size at once.
 fn try_mmap(counter: &Counter, size: usize) -> io::Result<()> {
     let page = page_size();
     let len = page + size.max(page);
@@ -188,18 +196,18 @@ pub fn drain_ring(
 /// The profiler's thread that drains the ring buffers (and reads the counters) while the
 /// child runs, from [`CollectorThread::spawn`] until [`CollectorThread::finish`] or drop.
 pub struct CollectorThread<T> {
-    stop: Arc<AtomicBool>,
+    stop: Arc<StopSignal>,
     handle: Option<JoinHandle<T>>,
 }
 
 impl<T: Default + Send + 'static> CollectorThread<T> {
-    /// Starts `work` on a thread named `name`; it should return soon after the flag it is
-    /// given is set, having made one last pass.
+    /// Starts `work` on a thread named `name`; it should return soon after the signal it is
+    /// given is raised, having made one last pass.
     pub fn spawn(
         name: &str,
-        work: impl FnOnce(&AtomicBool) -> T + Send + 'static,
+        work: impl FnOnce(&StopSignal) -> T + Send + 'static,
     ) -> io::Result<CollectorThread<T>> {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(StopSignal::new()?);
         let stop2 = Arc::clone(&stop);
         let handle = std::thread::Builder::new()
             .name(name.into())
@@ -213,7 +221,7 @@ impl<T: Default + Send + 'static> CollectorThread<T> {
     /// Stops the thread and returns what it gathered. A panic in it loses the records, not
     /// the run.
     pub fn finish(mut self) -> T {
-        self.stop.store(true, Ordering::Release);
+        self.stop.raise();
         self.handle
             .take()
             .and_then(|h| h.join().ok())
@@ -223,7 +231,63 @@ impl<T: Default + Send + 'static> CollectorThread<T> {
 
 impl<T> Drop for CollectorThread<T> {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
+        self.stop.raise();
+    }
+}
+
+/// The request to a collector thread to make its last pass. The thread sleeps in
+/// [`StopSignal::wait`], which the request interrupts, so the profiler does not wait out a
+/// polling interval after the child's exit.
+pub struct StopSignal {
+    raised: AtomicBool,
+    /// An eventfd made readable by [`StopSignal::raise`].
+    wake: OwnedFd,
+}
+
+impl StopSignal {
+    fn new() -> io::Result<StopSignal> {
+        // SAFETY: eventfd has no preconditions; the result is checked before use.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(StopSignal {
+            raised: AtomicBool::new(false),
+            // SAFETY: `fd` was just created and is owned by nobody else.
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    fn raise(&self) {
+        self.raised.store(true, Ordering::Release);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live buffer to our own eventfd; it cannot block
+        // (non-blocking) and a full counter still leaves it readable.
+        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+
+    /// Whether the last pass is due. Read it before a pass: records and counts from before
+    /// the child's exit are then certainly in that pass.
+    pub fn is_raised(&self) -> bool {
+        self.raised.load(Ordering::Acquire)
+    }
+
+    /// Sleeps until one of `fds` is ready, the signal is raised, or `timeout` has passed;
+    /// `fds[i].revents` tell which were ready.
+    pub fn wait(&self, fds: &mut [libc::pollfd], timeout: Duration) {
+        let mut all = Vec::with_capacity(fds.len() + 1);
+        all.extend_from_slice(fds);
+        all.push(libc::pollfd {
+            fd: self.wake.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        let ms = libc::c_int::try_from(timeout.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+        // SAFETY: `all` is a valid array of `all.len()` pollfds.
+        let n = unsafe { libc::poll(all.as_mut_ptr(), all.len() as libc::nfds_t, ms) };
+        for (fd, polled) in fds.iter_mut().zip(&all) {
+            fd.revents = if n > 0 { polled.revents } else { 0 };
+        }
     }
 }
 

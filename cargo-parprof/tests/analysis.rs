@@ -180,6 +180,7 @@ fn kernel() -> KernelRecords {
         lost_records: 2,
         malformed_records: 1,
         thread_names: vec![(MAIN, "app".into())],
+        steal_ns: Some(12_500_000),
     }
 }
 
@@ -360,6 +361,11 @@ fn complete_trace_gives_exact_figures() {
         "{notes}"
     );
     assert!(notes.contains("2 kernel records were lost"), "{notes}");
+    assert_eq!(analysis.steal_ns, Some(12_500_000));
+    assert!(
+        notes.contains("other guests on this machine's CPUs for 12.5 ms"),
+        "{notes}"
+    );
     assert!(
         notes.contains("1 kernel records could not be decoded"),
         "{notes}"

@@ -42,7 +42,6 @@ use super::EventConsumer;
 use super::attribution::{CounterPoint, Interpolator, ShareKind};
 use super::offcpu::{OffCpu, OffCpuIndex};
 use crate::counters::{CounterRecords, CounterSource, ReadCost, Scaling, UnavailableCounter};
-use crate::kernel::Capability;
 use parprof_rt::trace::{Event, EventKind, SiteRecord};
 use serde::Serialize;
 use std::cmp::Reverse;
@@ -102,14 +101,6 @@ pub struct CountersAnalysis {
     /// How often the collector read the counters.
     pub read_interval_ns: u64,
     pub read_cost: ReadCost,
-    /// Whether per-thread samples could be taken (they are not needed for the figures).
-    pub thread_samples: Capability,
-    /// Whether the counters' switch records could be taken (`context-switches` and
-    /// `cpu-migrations` are counted from them).
-    pub switch_records: Capability,
-    /// Counter records the kernel dropped (full ring buffer) or that could not be decoded.
-    pub lost_records: u64,
-    pub malformed_records: u64,
     pub spans: SpanCounts,
     /// Per counter, its increase per ms over time, for the timeline (not in `report.json`).
     #[serde(skip)]
@@ -993,13 +984,6 @@ impl SpanCollector {
                     .join(", ")
             ));
         }
-        if records.lost_records > 0 {
-            notes.push(format!(
-                "{} counter records were lost (ring buffer full): per-thread counter samples and the switch-derived \
-                 counters may miss some.",
-                records.lost_records
-            ));
-        }
         for c in records.counters.iter().filter(|c| c.scaling.scaled) {
             let s = c.scaling;
             notes.push(format!(
@@ -1124,10 +1108,6 @@ impl SpanCollector {
             items,
             read_interval_ns: records.read_interval_ns,
             read_cost: records.read_cost,
-            thread_samples: records.thread_samples.clone(),
-            switch_records: records.switch_records.clone(),
-            lost_records: records.lost_records,
-            malformed_records: records.malformed_records,
             spans,
             tracks: series
                 .iter()
@@ -1258,7 +1238,6 @@ mod tests {
         let cpu_samples = (0..=end / 10)
             .map(|i| crate::counters::CounterSample {
                 time_ns: i * 10,
-                tid: 0,
                 cpu: 0,
                 value: per_tick * (i * 10) as f64,
             })
@@ -1268,7 +1247,6 @@ mod tests {
                 name: "page-faults".into(),
                 source: CounterSource::Software,
                 cpu_samples,
-                thread_samples: Vec::new(),
                 scaling: Scaling::default(),
             }],
             ..CounterRecords::default()

@@ -343,6 +343,7 @@ pub fn analyse_with_counters(
         lost_events,
         lost_kernel_records: kernel.lost_records,
         malformed_kernel_records: kernel.malformed_records,
+        steal_ns: kernel.steal_ns,
         buffer_stalls: BufferStalls {
             count: active.buffer_stalls.count,
             total_ns: ns(active.buffer_stalls.ticks),
@@ -719,6 +720,13 @@ fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
         notes.push(format!(
             "{} kernel records were lost (perf buffers were full): switched-out time may be under-counted.",
             facts.kernel.lost_records
+        ));
+    }
+    if let Some(steal) = facts.kernel.steal_ns.filter(|&s| s > 0) {
+        notes.push(format!(
+            "The hypervisor ran other guests on this machine's CPUs for {:.1} ms during the run (steal time, \
+             all CPUs together): no context switch shows it, so active times may include up to that much.",
+            steal as f64 / 1e6
         ));
     }
     if facts.kernel.malformed_records > 0 {

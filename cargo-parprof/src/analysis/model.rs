@@ -41,6 +41,9 @@ pub struct Analysis {
     pub lost_kernel_records: u64,
     /// Kernel records that could not be decoded and were skipped.
     pub malformed_kernel_records: u64,
+    /// CPU time the hypervisor gave to other guests during the run, all CPUs (`None`: not
+    /// measurable here). Probe times may include up to that much: no switch shows it.
+    pub steal_ns: Option<u64>,
     /// Times the runtime waited for its writer (removed from probe times like overhead).
     pub buffer_stalls: BufferStalls,
     pub anomalies: Anomalies,
