@@ -143,6 +143,60 @@ fn few_tasks_for_many_workers_is_insufficient_parallel_slack() {
     );
 }
 
+/// Programs that keep every core busy for as long as they live.
+struct BusyMachine(Vec<std::process::Child>);
+
+impl BusyMachine {
+    fn start() -> BusyMachine {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        BusyMachine(
+            (0..cores)
+                .map(|_| {
+                    std::process::Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("start a busy loop")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for BusyMachine {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// With every core taken by other programs, idle workers yield instead of sleeping and the
+/// low-slack pattern may not show as wait: the report then says that it could not look for
+/// it, instead of staying silent.
+#[test]
+fn on_a_saturated_machine_a_missed_slack_diagnosis_is_said() {
+    let run = {
+        // The other tests of this file must not run beside the busy loops.
+        let _machine = common::exclusive();
+        let _busy = BusyMachine::start();
+        common::parprof_while_holding(&["--example", "rayon_low_slack"], &[])
+    };
+    assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
+    let report = run.report();
+    let region = only_region(&run);
+    let notes = report["notes"].to_string();
+    let diagnosed = codes(&region).contains(&"insufficient_parallel_slack".to_owned());
+    let said = notes.contains("could not be looked for");
+    eprintln!(
+        "saturated: diagnoses {:?}, note {said}, search_preempted_ns {}, inactive_overhead_ns {}",
+        codes(&region),
+        region["search_preempted_ns"],
+        region["inactive_overhead_ns"]
+    );
+    assert!(diagnosed || said, "{region:#}\nnotes: {notes}");
+}
+
 #[test]
 fn one_huge_task_is_load_imbalance() {
     let (run, region) = profile_load_sensitive("rayon_imbalance", "load_imbalance");

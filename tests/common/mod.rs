@@ -94,9 +94,15 @@ pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// `cargo parprof <args>` with its output folder in a fresh temporary directory.
+/// `cargo parprof <args>` with its output folder in a fresh temporary directory, holding the
+/// machine.
 pub fn parprof(args: &[&str], env: &[(&str, &str)]) -> Run {
     let _machine = exclusive();
+    parprof_while_holding(args, env)
+}
+
+/// [`parprof`] for a caller that already holds [`exclusive`].
+pub fn parprof_while_holding(args: &[&str], env: &[(&str, &str)]) -> Run {
     let dir = tempfile::tempdir().expect("temporary directory");
     let mut cmd = parprof_command(args, dir.path());
     for (k, v) in env {

@@ -133,6 +133,29 @@ impl Figures {
     }
 }
 
+/// A region whose inactive overhead stayed under its threshold only because idle workers
+/// yielded to other programs instead of sleeping (their time off CPU counts as search): the
+/// causes of inactive overhead could not be looked for, which the user is told.
+pub fn hidden_wait_note(r: &RegionReport, t: &Thresholds) -> Option<String> {
+    let worker_ns = r.worker_ns();
+    if worker_ns <= 0.0 {
+        return None;
+    }
+    let inactive = r.inactive_overhead_ns as f64 / worker_ns;
+    let with_yields = (r.inactive_overhead_ns + r.search_preempted_ns) as f64 / worker_ns;
+    (inactive <= t.inactive_overhead && with_yields > t.inactive_overhead).then(|| {
+        format!(
+            "Region `{}`: searching workers were switched out while runnable for {:.1} ms ({:.0}% of worker \
+             time): on a machine busy with other programs, rayon's idle workers yield instead of sleeping. \
+             That time counts as search (GS), not wait (W), so insufficient parallel slack and load imbalance \
+             could not be looked for; profile it on an otherwise idle machine to tell.",
+            r.name,
+            r.search_preempted_ns as f64 / 1e6,
+            100.0 * r.search_preempted_ns as f64 / worker_ns
+        )
+    })
+}
+
 /// The diagnoses of a region, in the spec's order; empty when the region has no workers or
 /// no time.
 pub fn diagnose(r: &RegionReport, t: &Thresholds) -> Vec<Diagnosis> {
@@ -142,7 +165,7 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds) -> Vec<Diagnosis> {
     let f = Figures {
         workers: r.workers as f64,
         elapsed_s: r.elapsed_ns as f64 / 1e9,
-        worker_ns: r.workers as f64 * r.elapsed_ns as f64,
+        worker_ns: r.worker_ns(),
         runs: r.instances.max(1) as f64,
         tasks_per_run: r.tasks.total() as f64 / r.instances.max(1) as f64,
     };
@@ -334,10 +357,28 @@ mod tests {
             transitions,
             active_overhead_ns: lq_gs_ns,
             inactive_overhead_ns: w_ns,
+            search_preempted_ns: 0,
             gs_gs_source: SearchRounds::Counted,
             per_worker: Vec::new(),
             diagnoses: Vec::new(),
         }
+    }
+
+    /// 4 workers for 1 s: 4 s of worker time, 10% of it is 400 ms.
+    #[test]
+    fn idle_time_hidden_by_yields_is_told_not_diagnosed() {
+        let t = Thresholds::default();
+        let mut busy_machine = region(MANY, 0, 100_000_000, QUIET);
+        busy_machine.search_preempted_ns = 500_000_000;
+        let note = hidden_wait_note(&busy_machine, &t).expect("a note");
+        assert!(note.contains("for 500.0 ms (12% of worker time)"), "{note}");
+        assert!(codes(&busy_machine).is_empty());
+        // Few yields, or a wait already over its threshold (diagnosed as usual): no note.
+        busy_machine.search_preempted_ns = 200_000_000;
+        assert_eq!(hidden_wait_note(&busy_machine, &t), None);
+        let mut waiting = region(MANY, 0, 500_000_000, QUIET);
+        waiting.search_preempted_ns = 500_000_000;
+        assert_eq!(hidden_wait_note(&waiting, &t), None);
     }
 
     fn codes(r: &RegionReport) -> Vec<Code> {

@@ -183,6 +183,8 @@ pub struct WorkerLifecycle {
     pub tasks: TaskCounts,
     pub state_ns: StateNs,
     pub transitions: Transitions,
+    /// See [`RegionReport::search_preempted_ns`].
+    pub search_preempted_ns: u64,
 }
 
 /// The lifecycle of one parallel region (all its runs), with its diagnoses.
@@ -207,9 +209,21 @@ pub struct RegionReport {
     pub active_overhead_ns: u64,
     /// W while the region runs.
     pub inactive_overhead_ns: u64,
+    /// Part of GS during which the searching worker was switched out while runnable: a
+    /// preemption, or rayon's idle loop yielding to other programs. On a machine busy with
+    /// other work, idle workers yield instead of sleeping, so their idle time shows here (as
+    /// search) rather than as W.
+    pub search_preempted_ns: u64,
     pub gs_gs_source: SearchRounds,
     pub per_worker: Vec<WorkerLifecycle>,
     pub diagnoses: Vec<Diagnosis>,
+}
+
+impl RegionReport {
+    /// The time the workers had while the region ran: workers × elapsed.
+    pub fn worker_ns(&self) -> f64 {
+        self.workers as f64 * self.elapsed_ns as f64
+    }
 }
 
 /// How a gap (a stretch of a worker outside user code) ends.
@@ -275,6 +289,8 @@ struct Acc {
     lq: u64,
     gs: u64,
     w: u64,
+    /// Part of `gs` switched out while runnable (see [`RegionReport::search_preempted_ns`]).
+    gs_preempted: u64,
     transitions: Transitions,
     tasks: TaskCounts,
     /// Ran a task of the region or its body: the thread's pool works for the region.
@@ -794,6 +810,7 @@ impl LifecycleBuilder {
                                 w: ns(acc.w),
                             },
                             transitions: acc.transitions,
+                            search_preempted_ns: ns(acc.gs_preempted),
                         }
                     })
                     .collect();
@@ -824,6 +841,7 @@ impl LifecycleBuilder {
                     transitions,
                     active_overhead_ns: state_ns.lq + state_ns.gs,
                     inactive_overhead_ns: state_ns.w,
+                    search_preempted_ns: per_worker.iter().map(|w| w.search_preempted_ns).sum(),
                     gs_gs_source: if counted {
                         SearchRounds::Counted
                     } else {
@@ -928,6 +946,7 @@ impl Shape {
         for o in off {
             if o.preempted {
                 yields += u64::from(r0 <= o.start && o.start < r1);
+                acc.gs_preempted += overlap(o.start, o.end, s0, s1);
                 continue;
             }
             w += overlap(o.start, o.end, s0, s1);

@@ -291,6 +291,12 @@ pub fn analyse_with_counters(
                 .to_owned(),
         );
     }
+    notes.extend(
+        lifecycle
+            .regions
+            .iter()
+            .filter_map(|r| diagnoses::hidden_wait_note(r, &opts.thresholds)),
+    );
 
     let to_ns = |ticks: u64| converter.to_ns(ticks);
     let counters_analysis = counter_spans.finish(
