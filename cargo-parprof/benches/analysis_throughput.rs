@@ -40,13 +40,7 @@ fn reset_peak_rss() {
 fn one_iteration(ts: &mut u64, out: &mut Vec<Event>) {
     let mut push = |kind: EventKind, id: u32| {
         *ts += TICK_STEP;
-        out.push(Event {
-            ts: *ts,
-            id,
-            aux: 0,
-            kind: kind as u8,
-            flags: 0,
-        });
+        out.push(Event::new(*ts, kind, id));
     };
     push(EventKind::Enter, 1);
     for _ in 0..4 {

@@ -29,6 +29,7 @@ use crate::perf::{
     describe_errno, drain_ring, fitting_ring_size, lost_count, online_cpus, open_per_cpu,
     padded_str, ring_events, switch_record, task_builder,
 };
+use crate::steal::machine_steal_ns;
 use crate::symbolize::{ExecEvent, ForkEvent, Mapping, SideBand};
 
 /// Set to `1` in the profiler's environment to take the same path as a kernel that refuses
@@ -78,6 +79,8 @@ pub struct Collected {
 pub struct Collector {
     capabilities: Capabilities,
     period_ns: u64,
+    /// The machine's steal time when the collection started (see [`crate::steal`]).
+    steal_at_start: Option<u64>,
     worker: Option<CollectorThread<Parsed>>,
 }
 
@@ -125,6 +128,7 @@ impl Collector {
         Collector {
             capabilities,
             period_ns,
+            steal_at_start: machine_steal_ns(),
             worker,
         }
     }
@@ -136,10 +140,14 @@ impl Collector {
     /// Stops the collection after one last drain and returns the records sorted by time.
     /// Call it after the child has exited so that its last records are in the buffers.
     pub fn finish(self) -> Collected {
+        let steal_ns = self
+            .steal_at_start
+            .zip(machine_steal_ns())
+            .map(|(start, end)| end.saturating_sub(start));
         let parsed = self
             .worker
             .map_or_else(Parsed::default, CollectorThread::finish);
-        parsed.into_collected(self.capabilities, self.period_ns)
+        parsed.into_collected(self.capabilities, self.period_ns, steal_ns)
     }
 }
 
@@ -482,7 +490,12 @@ fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()>
 }
 
 impl Parsed {
-    fn into_collected(self, capabilities: Capabilities, period_ns: u64) -> Collected {
+    fn into_collected(
+        self,
+        capabilities: Capabilities,
+        period_ns: u64,
+        steal_ns: Option<u64>,
+    ) -> Collected {
         let Parsed {
             mut switches,
             mut samples,
@@ -507,7 +520,7 @@ impl Parsed {
                 lost_records: lost,
                 malformed_records: malformed,
                 thread_names,
-                steal_ns: None,
+                steal_ns,
             },
             sample_pids,
             side_band: SideBand { maps, forks, execs },

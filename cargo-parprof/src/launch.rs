@@ -22,7 +22,6 @@ use crate::collect::{CollectOptions, Collector};
 use crate::counters::{CounterCollector, CounterOptions, CounterRecords};
 use crate::kernel::{Capability, KernelRecords};
 use crate::perf::monotonic_ns;
-use crate::steal::machine_steal_ns;
 use crate::symbolize::symbolize_samples;
 
 /// How the profiled program ended.
@@ -217,7 +216,6 @@ pub fn run_and_collect(
         let _ = go_w.write_all(b"g");
         drop(go_w);
         let started = monotonic_ns();
-        let steal_before = machine_steal_ns();
 
         let mut child = match spawner.join() {
             Ok(Ok(child)) => child,
@@ -233,11 +231,7 @@ pub fn run_and_collect(
         let (status, interrupted) = wait_forwarding_sigint(&mut child, &sigint)
             .with_context(|| format!("waiting for {} (pid {pid})", exe.display()))?;
         let wall_ns = monotonic_ns().saturating_sub(started);
-        let steal_after = machine_steal_ns();
         let mut collected = collector.finish();
-        collected.kernel.steal_ns = steal_before
-            .zip(steal_after)
-            .map(|(before, after)| after.saturating_sub(before));
         let counters = counters.map_or_else(CounterRecords::default, |c| {
             c.finish(
                 &collected.kernel.switches,

@@ -22,16 +22,6 @@ const WORKER: u32 = 101;
 const F: u32 = 1;
 const G: u32 = 2;
 
-fn ev(ts: u64, kind: EventKind, id: u32) -> Event {
-    Event {
-        ts,
-        id,
-        aux: 0,
-        kind: kind as u8,
-        flags: 0,
-    }
-}
-
 fn site(id: u32, name: &str) -> Chunk {
     Chunk::Site(SiteRecord {
         id,
@@ -86,15 +76,15 @@ fn chunks() -> Vec<Chunk> {
         Chunk::Events {
             tid: MAIN,
             events: vec![
-                ev(10_900, EventKind::Enter, F),
-                ev(11_200, EventKind::Enter, G),
+                Event::new(10_900, EventKind::Enter, F),
+                Event::new(11_200, EventKind::Enter, G),
             ],
         },
         Chunk::Events {
             tid: WORKER,
             events: vec![
-                ev(20_000, EventKind::Enter, G),
-                ev(20_500, EventKind::Exit, G),
+                Event::new(20_000, EventKind::Enter, G),
+                Event::new(20_500, EventKind::Exit, G),
             ],
         },
         Chunk::Lost {
@@ -104,8 +94,8 @@ fn chunks() -> Vec<Chunk> {
         Chunk::Events {
             tid: MAIN,
             events: vec![
-                ev(11_500, EventKind::Exit, G),
-                ev(11_550, EventKind::Exit, F),
+                Event::new(11_500, EventKind::Exit, G),
+                Event::new(11_550, EventKind::Exit, F),
             ],
         },
     ]
@@ -621,8 +611,8 @@ fn region_chunks() -> Vec<Chunk> {
     chunks.push(Chunk::Events {
         tid: MAIN,
         events: vec![
-            ev(10_000, EventKind::RegionBegin, REGION),
-            ev(20_000, EventKind::RegionEnd, REGION),
+            Event::new(10_000, EventKind::RegionBegin, REGION),
+            Event::new(20_000, EventKind::RegionEnd, REGION),
         ],
     });
     chunks.push(Chunk::Events {

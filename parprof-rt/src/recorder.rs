@@ -136,13 +136,7 @@ fn wait_for_room(ring: &Ring, event: Event) {
         }
     }
     let waited = clock::now().saturating_sub(stalled_at).min(u32::MAX as u64) as u32;
-    let stall = Event {
-        ts: stalled_at,
-        id: waited,
-        aux: 0,
-        kind: EventKind::BufferStall as u8,
-        flags: 0,
-    };
+    let stall = Event::new(stalled_at, EventKind::BufferStall, waited);
     if ring.push(stall) == Push::Full {
         ring.count_lost();
     }

@@ -161,6 +161,18 @@ fn event_bytes(events: &[Event]) -> &[u8] {
 }
 
 impl Event {
+    /// An event with no kind-specific fields (`aux` and `flags` 0): a probe's entry or exit,
+    /// a region's begin or end.
+    pub const fn new(ts: u64, kind: EventKind, id: u32) -> Event {
+        Event {
+            ts,
+            id,
+            aux: 0,
+            kind: kind as u8,
+            flags: 0,
+        }
+    }
+
     pub fn kind(&self) -> EventKind {
         // Events handed out by the reader are validated, so this cannot fail for them.
         EventKind::from_u8(self.kind).unwrap_or(EventKind::Enter)

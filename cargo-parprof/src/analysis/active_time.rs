@@ -403,16 +403,6 @@ mod tests {
     const G: u32 = 2;
     const H: u32 = 3;
 
-    fn ev(ts: u64, kind: EventKind, id: u32) -> Event {
-        Event {
-            ts,
-            id,
-            aux: 0,
-            kind: kind as u8,
-            flags: 0,
-        }
-    }
-
     /// Thread 1's switched-out intervals from its switches, kernel ns taken as ticks.
     fn off_cpu(switches: &[(u64, SwitchKind)]) -> OffCpuIndex {
         let records: Vec<SwitchRecord> = switches
@@ -470,10 +460,10 @@ mod tests {
             &off_cpu,
             &calibration(3, 2),
             &[
-                ev(900, EventKind::Enter, F),
-                ev(1200, EventKind::Enter, G),
-                ev(1500, EventKind::Exit, G),
-                ev(1550, EventKind::Exit, F),
+                Event::new(900, EventKind::Enter, F),
+                Event::new(1200, EventKind::Enter, G),
+                Event::new(1500, EventKind::Exit, G),
+                Event::new(1550, EventKind::Exit, F),
             ],
         );
         let f = &result.probes[&F];
@@ -498,14 +488,14 @@ mod tests {
         let result = run_on_cpu(
             &calibration(0, 0),
             &[
-                ev(0, EventKind::Enter, F),
-                ev(100, EventKind::Enter, G),
-                ev(300, EventKind::Exit, G),
-                ev(400, EventKind::Enter, G),
-                ev(500, EventKind::Enter, H),
-                ev(600, EventKind::Exit, H),
-                ev(700, EventKind::Exit, G),
-                ev(1000, EventKind::Exit, F),
+                Event::new(0, EventKind::Enter, F),
+                Event::new(100, EventKind::Enter, G),
+                Event::new(300, EventKind::Exit, G),
+                Event::new(400, EventKind::Enter, G),
+                Event::new(500, EventKind::Enter, H),
+                Event::new(600, EventKind::Exit, H),
+                Event::new(700, EventKind::Exit, G),
+                Event::new(1000, EventKind::Exit, F),
             ],
         );
         assert_eq!(result.probes[&F].self_active, 1000 - 200 - 300);
@@ -540,7 +530,10 @@ mod tests {
         let result = run(
             &off_cpu,
             &calibration(10, 10),
-            &[ev(0, EventKind::Enter, F), ev(1000, EventKind::Exit, F)],
+            &[
+                Event::new(0, EventKind::Enter, F),
+                Event::new(1000, EventKind::Exit, F),
+            ],
         );
         let f = &result.probes[&F];
         assert_eq!((f.overhead, f.switched_out.total(), f.active), (5, 45, 950));
@@ -553,10 +546,10 @@ mod tests {
         let result = run_on_cpu(
             &calibration(30, 5),
             &[
-                ev(0, EventKind::Enter, F),
-                ev(10, EventKind::Enter, G),
-                ev(20, EventKind::Exit, G),
-                ev(100, EventKind::Exit, F),
+                Event::new(0, EventKind::Enter, F),
+                Event::new(10, EventKind::Enter, G),
+                Event::new(20, EventKind::Exit, G),
+                Event::new(100, EventKind::Exit, F),
             ],
         );
         assert_eq!(result.probes[&G].overhead, 10);
@@ -575,10 +568,10 @@ mod tests {
         let result = run_on_cpu(
             &calibration,
             &[
-                ev(0, EventKind::Enter, F),
-                ev(50, EventKind::TaskBegin, 9),
-                ev(60, EventKind::TaskEnd, 9),
-                ev(100, EventKind::Exit, F),
+                Event::new(0, EventKind::Enter, F),
+                Event::new(50, EventKind::TaskBegin, 9),
+                Event::new(60, EventKind::TaskEnd, 9),
+                Event::new(100, EventKind::Exit, F),
             ],
         );
         assert_eq!(result.probes[&F].overhead, 7);
@@ -590,11 +583,11 @@ mod tests {
         let result = run_on_cpu(
             &calibration(2, 2),
             &[
-                ev(0, EventKind::Enter, F),
-                ev(10, EventKind::Enter, G),
-                ev(11, EventKind::BufferStall, 40),
-                ev(100, EventKind::Exit, G),
-                ev(200, EventKind::Exit, F),
+                Event::new(0, EventKind::Enter, F),
+                Event::new(10, EventKind::Enter, G),
+                Event::new(11, EventKind::BufferStall, 40),
+                Event::new(100, EventKind::Exit, G),
+                Event::new(200, EventKind::Exit, F),
             ],
         );
         // G: its entry 10..12 and the stall 11..51 make 10..51.
@@ -616,10 +609,10 @@ mod tests {
         let result = run_on_cpu(
             &calibration(1, 1),
             &[
-                ev(0, EventKind::Enter, F),
-                ev(10, EventKind::Enter, G),
-                ev(20, EventKind::Exit, G),
-                ev(30, EventKind::Enter, H),
+                Event::new(0, EventKind::Enter, F),
+                Event::new(10, EventKind::Enter, G),
+                Event::new(20, EventKind::Exit, G),
+                Event::new(30, EventKind::Enter, H),
             ],
         );
         assert_eq!(result.anomalies.open_at_end, 2);
@@ -632,14 +625,14 @@ mod tests {
         let result = run_on_cpu(
             &calibration(0, 0),
             &[
-                ev(0, EventKind::Exit, H), // its Enter was lost
-                ev(10, EventKind::Enter, F),
-                ev(20, EventKind::Enter, G), // its Exit was lost
-                ev(30, EventKind::Enter, H),
-                ev(40, EventKind::Exit, H),
-                ev(100, EventKind::Exit, F),
-                ev(90, EventKind::Enter, G), // time goes backwards: taken as 100
-                ev(150, EventKind::Exit, G),
+                Event::new(0, EventKind::Exit, H), // its Enter was lost
+                Event::new(10, EventKind::Enter, F),
+                Event::new(20, EventKind::Enter, G), // its Exit was lost
+                Event::new(30, EventKind::Enter, H),
+                Event::new(40, EventKind::Exit, H),
+                Event::new(100, EventKind::Exit, F),
+                Event::new(90, EventKind::Enter, G), // time goes backwards: taken as 100
+                Event::new(150, EventKind::Exit, G),
             ],
         );
         assert_eq!(

@@ -1225,11 +1225,8 @@ mod tests {
 
     fn ev(ts: u64, kind: EventKind, id: u32) -> Event {
         Event {
-            ts,
-            id,
-            aux: 0,
-            kind: kind as u8,
             flags: 1,
+            ..Event::new(ts, kind, id)
         }
     }
 
