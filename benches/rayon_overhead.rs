@@ -28,7 +28,7 @@ use cargo_parprof::launch;
 use cargo_parprof::target::BuildOptions;
 mod common;
 
-use common::{build_example, median};
+use common::{build_example, build_example_unhooked, median};
 use std::ffi::OsString;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
@@ -72,7 +72,12 @@ fn build(example: &str, features: &[&str], dir: &Path) -> anyhow::Result<PathBuf
         features: features.iter().map(|f| (*f).to_owned()).collect(),
         ..BuildOptions::default()
     };
-    let built = build_example(example, &opts)?;
+    // The baseline is the program as its users build it: plain rayon-core, probes compiled out.
+    let built = if features.contains(&"parprof-rt/off") {
+        build_example_unhooked(example, &opts)?
+    } else {
+        build_example(example, &opts)?
+    };
     let copy = dir.join(format!(
         "{example}-{}",
         features.join("-").replace('/', "_")

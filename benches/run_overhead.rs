@@ -55,7 +55,7 @@ fn main() -> anyhow::Result<()> {
             ..AnalysisOptions::default()
         };
         let analysis = analysis::analyse(out.path(), &outcome.kernel, &opts)?;
-        report::write_all(&analysis, out.path())?;
+        report::write_all(&analysis, out.path(), &report::ReportOptions::default())?;
         let total = start.elapsed().as_secs_f64();
         profiled.push(total);
         phases.0.push(ran);

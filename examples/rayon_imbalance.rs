@@ -11,8 +11,9 @@
 //! busy machine, where each of rayon's 32 yielding search rounds before sleeping waits for
 //! other programs and the search can last a hundred milliseconds.
 //!
-//! Prints `tasks=<n>`: the leaves it counted itself (`fold` makes one accumulator per leaf),
-//! which are the region's tasks.
+//! Prints `leaves=<n>`: the leaves it counted itself (`fold` makes one accumulator per leaf).
+//! The iterator splits by `join` down to them, so the region has 2·(leaves − 1) tasks, and one
+//! more for entering the pool from `main`.
 
 use parprof_rt::parallel_region;
 use parprof_suite::spin;
@@ -40,5 +41,5 @@ fn main() {
             .reduce(|| 0, |a, b| a ^ b)
     });
     println!("checksum={checksum:016x}");
-    println!("tasks={}", LEAVES.load(Ordering::Relaxed));
+    println!("leaves={}", LEAVES.load(Ordering::Relaxed));
 }

@@ -2,12 +2,13 @@
 //!
 //! The global pool has 2 workers (one per core of a 2-core machine; `rayon_too_fine [WORKERS]`
 //! to change it). They sum 1,000,000 items in leaves of at most 4 items (`with_max_len(4)`):
-//! about 250,000 tasks of a few nanoseconds each, so the workers spend more time taking
-//! tasks from their deques than running them. `cargo parprof --example rayon_too_fine`
+//! about 250,000 leaves reached by as many joins, half a million tasks of a few nanoseconds
+//! each, so the workers spend more time taking tasks from their deques than running them. `cargo parprof --example rayon_too_fine`
 //! reports `too_fine_granularity`.
 //!
-//! Prints `tasks=<n>`: the leaves it counted itself (`fold` makes one accumulator per leaf),
-//! which are the region's tasks; and `region_ns=<n>`: the region's wall time, which
+//! Prints `leaves=<n>`: the leaves it counted itself (`fold` makes one accumulator per leaf).
+//! The iterator splits by `join` down to them, so the region has 2·(leaves − 1) tasks, and one
+//! more for entering the pool from `main`; and `region_ns=<n>`: the region's wall time, which
 //! `benches/rayon_overhead.rs` compares with and without parprof.
 
 use parprof_rt::parallel_region;
@@ -40,6 +41,6 @@ fn main() {
     });
     let region_ns = start.elapsed().as_nanos();
     println!("sum={sum:016x}");
-    println!("tasks={}", LEAVES.load(Ordering::Relaxed));
+    println!("leaves={}", LEAVES.load(Ordering::Relaxed));
     println!("region_ns={region_ns}");
 }

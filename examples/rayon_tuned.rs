@@ -8,8 +8,9 @@
 //! workers) and the end (the last leaf) stay a small part of it even on a busy machine.
 //! `cargo parprof --example rayon_tuned` reports no parallel-overhead diagnosis.
 //!
-//! Prints `tasks=<n>`: the leaves it counted itself (`fold` makes one accumulator per leaf),
-//! which are the region's tasks; and `region_ns=<n>`: the region's wall time, which
+//! Prints `leaves=<n>`: the leaves it counted itself (`fold` makes one accumulator per leaf).
+//! The iterator splits by `join` down to them, so the region has 2·(leaves − 1) tasks, and one
+//! more for entering the pool from `main`; and `region_ns=<n>`: the region's wall time, which
 //! `benches/rayon_overhead.rs` compares with and without parprof.
 
 use parprof_rt::parallel_region;
@@ -50,6 +51,6 @@ fn main() {
     });
     let region_ns = start.elapsed().as_nanos();
     println!("checksum={checksum:016x}");
-    println!("tasks={}", LEAVES.load(Ordering::Relaxed));
+    println!("leaves={}", LEAVES.load(Ordering::Relaxed));
     println!("region_ns={region_ns}");
 }

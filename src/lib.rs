@@ -28,3 +28,81 @@ pub fn global_pool_from_args(default_workers: usize) -> usize {
         .expect("the global pool");
     workers
 }
+
+/// `len` pseudo-random integers (a fixed sequence), to sort.
+pub fn pseudo_random(len: usize) -> Vec<u32> {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u32
+        })
+        .collect()
+}
+
+/// The `rayon::join`, `spawn` and `install` calls a demo program makes, counted by the program
+/// itself where it writes them, so that a test can check the tasks parprof recorded against
+/// them.
+pub mod calls {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// `rayon::join` (or `ThreadPool::join`) calls.
+    pub static JOINS: AtomicU64 = AtomicU64::new(0);
+    /// `Scope::spawn` (or `rayon::spawn`) calls.
+    pub static SPAWNS: AtomicU64 = AtomicU64::new(0);
+    /// `ThreadPool::install` calls.
+    pub static INSTALLS: AtomicU64 = AtomicU64::new(0);
+
+    /// One more call of the kind `counter` counts.
+    #[inline]
+    pub fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Prints `joins=<n> spawns=<n> installs=<n>`.
+    pub fn print() {
+        println!(
+            "joins={} spawns={} installs={}",
+            JOINS.load(Ordering::Relaxed),
+            SPAWNS.load(Ordering::Relaxed),
+            INSTALLS.load(Ordering::Relaxed)
+        );
+    }
+}
+
+/// The command line of a demo program: `--region` (wrap the top call in `parallel_region!`),
+/// other `--` flags, and numbers in order.
+pub struct DemoArgs {
+    flags: Vec<String>,
+    numbers: Vec<usize>,
+}
+
+impl DemoArgs {
+    pub fn from_env() -> DemoArgs {
+        let (flags, numbers): (Vec<String>, Vec<String>) =
+            std::env::args().skip(1).partition(|a| a.starts_with("--"));
+        DemoArgs {
+            flags,
+            numbers: numbers
+                .iter()
+                .map(|a| a.parse().expect("a whole number"))
+                .collect(),
+        }
+    }
+
+    /// Whether the top call runs in a named region.
+    pub fn region(&self) -> bool {
+        self.flag("--region")
+    }
+
+    pub fn flag(&self, name: &str) -> bool {
+        self.flags.iter().any(|f| f == name)
+    }
+
+    /// The `index`-th number of the command line (from 0), `default` when absent.
+    pub fn number(&self, index: usize, default: usize) -> usize {
+        self.numbers.get(index).copied().unwrap_or(default)
+    }
+}

@@ -187,13 +187,15 @@ fn check_in_browser(page: &std::path::Path, report: &Value) {
         .iter()
         .map(|name| items.iter().position(|i| i["name"] == *name).unwrap())
         .collect();
-    let Some(seen) = cargo_parprof::report::html::check_in_browser(page, &indices) else {
+    let Some(seen) = cargo_parprof::report::html::check_in_browser(page, &indices, None) else {
         return;
     };
     assert_eq!(seen["consoleErrors"], serde_json::json!([]), "{seen}");
     assert_eq!(seen["requests"], serde_json::json!([]), "{seen}");
     let figures = seen["figures"].as_array().unwrap();
-    assert_eq!(figures.len(), 3, "{seen}");
+    // Active, cpu and utilization; off-CPU where the kernel allowed switch samples.
+    let offcpu = usize::from(report["offcpu"].is_object());
+    assert_eq!(figures.len(), 3 + offcpu, "{seen}");
     for f in figures {
         assert!(
             f["width"].as_f64() > Some(100.0) && f["height"].as_f64() > Some(50.0),

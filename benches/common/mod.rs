@@ -1,11 +1,27 @@
 //! What the benchmarks of the root package share: building an example as `cargo parprof` does,
 //! and medians.
 
-use cargo_parprof::target::{self, BuildOptions, TargetKind, TargetRequest};
+#![allow(dead_code)] // each bench uses a different part of this module
+
+use cargo_parprof::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
 use std::path::{Path, PathBuf};
 
-/// Builds one of this repository's examples for profiling, exactly as `cargo parprof` would.
+/// Builds one of this repository's examples for profiling, exactly as `cargo parprof` would
+/// (with the rayon-core hooks).
 pub fn build_example(example: &str, opts: &BuildOptions) -> anyhow::Result<PathBuf> {
+    let (target, build_dir) = resolve_example(example)?;
+    Ok(target::build_for_profiling(&target, opts, &build_dir)?.0)
+}
+
+/// Builds one of this repository's examples as `cargo parprof` does, but without the
+/// rayon-core hooks: the uninstrumented baseline.
+pub fn build_example_unhooked(example: &str, opts: &BuildOptions) -> anyhow::Result<PathBuf> {
+    let (target, build_dir) = resolve_example(example)?;
+    target::build(&target, opts, &build_dir, None)
+}
+
+/// The example as a cargo target, and the folder `cargo parprof` builds in.
+fn resolve_example(example: &str) -> anyhow::Result<(ResolvedTarget, PathBuf)> {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     let metadata = cargo_metadata::MetadataCommand::new()
         .manifest_path(&manifest)
@@ -21,7 +37,7 @@ pub fn build_example(example: &str, opts: &BuildOptions) -> anyhow::Result<PathB
         .as_std_path()
         .join("parprof")
         .join("build");
-    target::build(&resolved, opts, &build_dir)
+    Ok((resolved, build_dir))
 }
 
 pub fn median(mut v: Vec<f64>) -> f64 {

@@ -173,6 +173,7 @@ fn main() -> anyhow::Result<()> {
             context_switches: Capability::yes(),
             cpu_samples: Capability::yes(),
             hardware_counters: Capability::no("synthetic run"),
+            ..Capabilities::default()
         },
         switches: switches(end),
         ..KernelRecords::default()

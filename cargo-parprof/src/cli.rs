@@ -2,15 +2,19 @@
 
 use crate::analysis::diagnoses::Thresholds;
 use crate::analysis::{self, AnalysisOptions, ExitStatus, TargetInfo};
+use crate::bench_harness::{self, BenchEntry, BenchIndex, Harness};
 use crate::collect::CollectOptions;
 use crate::counters::{CounterOptions, CounterSet};
+use crate::diff;
 use crate::launch;
+use crate::rayon_hooks::RayonHooks;
 use crate::report;
-use crate::target::{self, BuildOptions, TargetKind, TargetRequest};
+use crate::run_history;
+use crate::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
 use anyhow::{Context, Result};
 use clap::{Args, Parser};
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Reading the counters more often than this costs the program more than it tells.
 const MIN_COUNTER_READ_INTERVAL_NS: u64 = 100_000;
@@ -75,6 +79,24 @@ pub struct ParprofArgs {
     /// spread over the time the program's threads were switched in (from the switch records)
     #[arg(long, value_name = "DURATION", value_parser = parse_read_interval_ns, default_value = "10ms")]
     pub counter_interval: u64,
+    /// Record N runs of the target into one folder (`run-1`, `run-2`, …): the spread of each
+    /// probe and region over the runs, and what `cargo parprof diff` needs for its noise rule
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub repeat: usize,
+    /// One root for all threads in the cpu flamegraph (default: one root per thread)
+    #[arg(long)]
+    pub merge_threads: bool,
+    /// Run folders kept under `target/parprof/` (the newest; 0 keeps all). Folders given
+    /// with `-o` are never removed
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub keep: usize,
+    /// No off-CPU flamegraph: its samples cost about 3 µs per context switch (+30% for a
+    /// program that switches 100,000 times a second)
+    #[arg(long)]
+    pub no_offcpu: bool,
+    /// Seconds each benchmark of a criterion bench runs in its profile mode
+    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 2.0)]
+    pub bench_time: f64,
     /// Arguments for the profiled program
     #[arg(last = true, value_name = "ARGS")]
     pub args: Vec<OsString>,
@@ -123,6 +145,13 @@ pub struct ThresholdArgs {
     /// insufficient (below it, idle workers mean load imbalance)
     #[arg(long, value_name = "RATE", value_parser = non_negative, default_value_t = Thresholds::default().search_wait_per_worker_per_s)]
     pub search_wait_per_worker_per_s_threshold: f64,
+    /// Share of a region's worker time switched out while runnable (in user code or finding
+    /// tasks) above which the region is oversubscribed
+    #[arg(long, value_name = "SHARE", value_parser = non_negative, default_value_t = Thresholds::default().preempted)]
+    pub preempted_threshold: f64,
+    /// Regions that ran for less than this in all are not diagnosed, e.g. `500us`
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "1ms")]
+    pub min_region_elapsed: u64,
 }
 
 impl ThresholdArgs {
@@ -133,6 +162,8 @@ impl ThresholdArgs {
             tasks_per_worker_per_s: self.tasks_per_worker_per_s_threshold,
             stolen_per_local: self.stolen_per_local_threshold,
             search_wait_per_worker_per_s: self.search_wait_per_worker_per_s_threshold,
+            preempted: self.preempted_threshold,
+            min_elapsed_ns: self.min_region_elapsed,
         }
     }
 }
@@ -192,7 +223,32 @@ fn non_negative(text: &str) -> Result<f64, String> {
     }
 }
 
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match non_negative(text)? {
+        0.0 => Err("expected more than 0 seconds".to_owned()),
+        seconds => Ok(seconds),
+    }
+}
+
 impl ParprofArgs {
+    /// The kernel collection and counters asked for.
+    fn collect_options(&self) -> CollectOptions {
+        let counters = self
+            .counters
+            .clone()
+            .unwrap_or_else(CounterSet::default_set);
+        CollectOptions {
+            frequency_hz: self.frequency,
+            switch_stacks: !self.no_offcpu,
+            counters: (!counters.is_empty()).then(|| CounterOptions {
+                counters,
+                read_interval_ns: self.counter_interval,
+                ..CounterOptions::default()
+            }),
+            ..CollectOptions::default()
+        }
+    }
+
     fn target_request(&self) -> TargetRequest {
         let t = &self.target;
         let kind_and_name = [
@@ -229,6 +285,90 @@ where
     Ok(args)
 }
 
+/// What `cargo parprof ...` was asked to do.
+#[derive(Debug)]
+pub enum Invocation {
+    /// Build, run, collect, analyse and report a target.
+    Run(Box<ParprofArgs>),
+    /// Compare two sets of runs.
+    Diff(DiffArgs),
+}
+
+/// `cargo parprof diff BASE HEAD`: what changed, for a pull request.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "cargo parprof diff", version)]
+pub struct DiffArgs {
+    /// The base: a run folder of `cargo parprof`, or a folder of run folders (several runs)
+    pub base: PathBuf,
+    /// The head, likewise
+    pub head: PathBuf,
+    /// Output folder for diff.md, diff.json and the differential flamegraphs
+    #[arg(short, long, value_name = "DIR", default_value = "parprof-diff")]
+    pub output: PathBuf,
+    /// Exit with code 1 when a probe or region got slower, beyond noise, by more than PCT percent
+    #[arg(long, value_name = "PCT", value_parser = non_negative)]
+    pub fail_above: Option<f64>,
+}
+
+/// Parses `cargo parprof diff ...` or `cargo parprof ...`.
+pub fn parse_invocation<I, T>(args: I) -> Result<Invocation, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    if args.get(2).is_some_and(|a| a == "diff") {
+        return DiffArgs::try_parse_from(args.into_iter().skip(2)).map(Invocation::Diff);
+    }
+    parse(args).map(|a| Invocation::Run(Box::new(a)))
+}
+
+/// Compares two sets of runs and writes the comparison's views; returns the exit code.
+pub fn diff(args: &DiffArgs) -> Result<i32> {
+    let base = diff::load_side(&args.base).context("BASE")?;
+    let head = diff::load_side(&args.head).context("HEAD")?;
+    let comparison = diff::compare(&base, &head)?;
+    let mut files: Vec<(&str, Vec<u8>)> = Vec::new();
+    for (folded, svg, title) in [
+        (
+            "active.folded",
+            "diff-active.svg",
+            "Active time: BASE → HEAD",
+        ),
+        ("cpu.folded", "diff-cpu.svg", "CPU samples: BASE → HEAD"),
+    ] {
+        if let Some(bytes) = diff::views::differential_svg(&base, &head, folded, title)? {
+            files.push((svg, bytes));
+        }
+    }
+    let figures: Vec<&str> = files.iter().map(|(name, _)| *name).collect();
+    let md = diff::views::markdown(&comparison, &figures);
+    files.push(("diff.md", md.into_bytes()));
+    files.push(("diff.json", diff::views::json(&comparison)?.into_bytes()));
+    // Everything was made; only now is anything written.
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    for (name, bytes) in &files {
+        let path = args.output.join(name);
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    print!("{}", diff::views::terminal(&comparison));
+    eprintln!("parprof: diff written to {}", args.output.display());
+    let opts = diff::DiffOptions {
+        fail_above_percent: args.fail_above,
+    };
+    let failing = diff::failing(&comparison, &opts);
+    for r in &failing {
+        eprintln!(
+            "parprof: `{}` got slower by {} (limit {}%)",
+            diff::views::row_name(r),
+            diff::views::signed_percent(r.change),
+            args.fail_above.unwrap_or(0.0)
+        );
+    }
+    Ok(if failing.is_empty() { 0 } else { 1 })
+}
+
 /// Where a run's results went.
 #[derive(Debug)]
 pub struct RunSummary {
@@ -251,52 +391,187 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
     let target_dir = metadata.target_directory.clone().into_std_path_buf();
     let output_dir = match &args.output {
         Some(dir) => dir.clone(),
-        None => target_dir.join("parprof").join(format!(
-            "{}-{}",
-            target.name,
-            chrono::Local::now().format("%Y%m%d-%H%M%S")
-        )),
+        None => run_history::new_run_dir(&target_dir.join("parprof"), &target.name),
     };
     eprintln!(
         "parprof: building {} `{}` for profiling",
         target.kind, target.name
     );
-    let exe = target::build(
+    let (exe, rayon_hooks) = target::build_for_profiling(
         &target,
         &args.build_options(),
         &target_dir.join("parprof").join("build"),
     )?;
-    std::fs::create_dir_all(&output_dir)
+    let built = BuiltTarget {
+        args,
+        target: &target,
+        exe: &exe,
+        rayon_hooks: &rayon_hooks,
+    };
+    let target_exit_code = if target.harness == Harness::Criterion {
+        profile_benchmarks(&built, &output_dir)?
+    } else {
+        let mut program_args = args.args.clone();
+        if target.kind == TargetKind::Bench {
+            // What `cargo bench` passes: criterion and divan run their measurements only then.
+            program_args.push("--bench".into());
+        }
+        profile_repeated(&built, &program_args, &output_dir)?
+    };
+    if args.output.is_none() {
+        match run_history::prune(&target_dir.join("parprof"), args.keep) {
+            Ok(removed) if !removed.is_empty() => eprintln!(
+                "parprof: removed {} older run folder(s) of target/parprof (--keep {})",
+                removed.len(),
+                args.keep
+            ),
+            Ok(_) => {}
+            Err(e) => eprintln!("parprof: warning: could not remove older run folders: {e}"),
+        }
+    }
+    Ok(RunSummary {
+        output_dir,
+        target_exit_code,
+    })
+}
+
+/// A target built for profiling, with the options of the run.
+struct BuiltTarget<'a> {
+    args: &'a ParprofArgs,
+    target: &'a ResolvedTarget,
+    exe: &'a Path,
+    rayon_hooks: &'a RayonHooks,
+}
+
+/// Profiles each benchmark of a criterion bench into a folder of its own (`--repeat` times),
+/// then writes the bench's index and its combined `report.md`; returns the largest exit code.
+fn profile_benchmarks(built: &BuiltTarget<'_>, output_dir: &Path) -> Result<i32> {
+    let BuiltTarget {
+        args, target, exe, ..
+    } = *built;
+    let ids = bench_harness::list_criterion(exe, &args.args, &target.package_root)?;
+    eprintln!(
+        "parprof: criterion bench with {} benchmark(s), each profiled for {} s: {}",
+        ids.len(),
+        args.bench_time,
+        ids.join(", ")
+    );
+    let mut entries: Vec<BenchEntry> = Vec::new();
+    let mut exit_code = 0;
+    for id in ids {
+        let taken: Vec<String> = entries.iter().map(|e| e.dir.clone()).collect();
+        let dir = bench_harness::folder_name(&id, &taken);
+        eprintln!("parprof: benchmark `{id}`");
+        let program_args = bench_harness::criterion_args(&id, args.bench_time);
+        let code = profile_repeated(built, &program_args, &output_dir.join(&dir))?;
+        exit_code = exit_code.max(code);
+        entries.push(BenchEntry { name: id, dir });
+    }
+    let index = BenchIndex::new(&target.name, entries);
+    index.write(output_dir)?;
+    let report = output_dir.join("report.md");
+    std::fs::write(
+        &report,
+        bench_harness::combined_markdown(&index, output_dir),
+    )
+    .with_context(|| format!("cannot write {}", report.display()))?;
+    println!(
+        "parprof: {} benchmarks profiled; report written to {}",
+        index.benchmarks.len(),
+        report.display()
+    );
+    Ok(exit_code)
+}
+
+/// Profiles the target `--repeat` times into `output_dir` (`run-i` sub-folders when more than
+/// once, then prints the spread); returns the last run's exit code.
+fn profile_repeated(
+    built: &BuiltTarget<'_>,
+    program_args: &[OsString],
+    output_dir: &Path,
+) -> Result<i32> {
+    let runs = built.args.repeat.max(1);
+    let mut exit_code = 0;
+    for i in 1..=runs {
+        let dir = if runs == 1 {
+            output_dir.to_path_buf()
+        } else {
+            eprintln!("parprof: run {i} of {runs}");
+            output_dir.join(format!("run-{i}"))
+        };
+        exit_code = profile_once(built, program_args, &dir)?;
+    }
+    if runs > 1 {
+        let side = diff::load_side(output_dir)?;
+        println!("{}", diff::views::spread(&side));
+        println!("parprof: {runs} runs written to {}", output_dir.display());
+    }
+    Ok(exit_code)
+}
+
+/// What the analysis cannot know of a run: the target, how it was built, how it ended.
+fn describe_run(
+    analysis: &mut analysis::Analysis,
+    built: &BuiltTarget<'_>,
+    program_args: &[OsString],
+    outcome: &launch::RunOutcome,
+) {
+    let target = built.target;
+    analysis.target = TargetInfo {
+        name: target.name.clone(),
+        kind: target.kind.to_string(),
+        args: program_args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+    };
+    if target.harness == Harness::Divan {
+        analysis.notes.push(
+            "divan bench profiled as one program: per-benchmark profiling supports criterion benches only."
+                .into(),
+        );
+    }
+    if let RayonHooks::Unavailable { reason } = built.rayon_hooks {
+        analysis.notes.push(format!(
+            "rayon's worker lifecycle was not recorded (no tasks, states or diagnoses from hooks): {reason}."
+        ));
+    }
+    analysis.rayon_hooks = Some(built.rayon_hooks.clone());
+    analysis.exit = ExitStatus {
+        code: outcome.exit.code,
+        signal: outcome.exit.signal,
+    };
+    if outcome.interrupted {
+        analysis
+            .notes
+            .push("The run was interrupted (Ctrl-C): the figures cover the part that ran.".into());
+    }
+}
+
+/// Runs the built target once under the profiler, analyses the run and writes its reports
+/// into `output_dir`; returns the target's exit code.
+fn profile_once(
+    built: &BuiltTarget<'_>,
+    program_args: &[OsString],
+    output_dir: &Path,
+) -> Result<i32> {
+    let BuiltTarget {
+        args, target, exe, ..
+    } = *built;
+    std::fs::create_dir_all(output_dir)
         .with_context(|| format!("cannot create the output folder {}", output_dir.display()))?;
 
-    let mut program_args = args.args.clone();
-    if target.kind == TargetKind::Bench {
-        // What `cargo bench` passes: criterion and divan run their measurements only then.
-        program_args.push("--bench".into());
-    }
     // `cargo run` keeps the caller's directory; `cargo bench`/`cargo test` run in the package root.
     let working_dir = matches!(target.kind, TargetKind::Bench | TargetKind::Test)
         .then_some(target.package_root.as_path());
-    let counters = args
-        .counters
-        .clone()
-        .unwrap_or_else(CounterSet::default_set);
-    let collect_opts = CollectOptions {
-        frequency_hz: args.frequency,
-        counters: (!counters.is_empty()).then(|| CounterOptions {
-            counters,
-            read_interval_ns: args.counter_interval,
-            ..CounterOptions::default()
-        }),
-        ..CollectOptions::default()
-    };
+    let collect_opts = args.collect_options();
     eprintln!("parprof: running {}", exe.display());
     let outcome = launch::run_and_collect(
-        &exe,
-        &program_args,
+        exe,
+        program_args,
         &[(
             OsString::from("PARPROF_OUT"),
-            output_dir.clone().into_os_string(),
+            output_dir.as_os_str().to_owned(),
         )],
         working_dir,
         &collect_opts,
@@ -311,35 +586,22 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
         ..AnalysisOptions::default()
     };
     let mut analysis = analysis::analyse_with_counters(
-        &output_dir,
+        output_dir,
         &outcome.kernel,
         &outcome.counters,
         &analysis_opts,
     )?;
-    analysis.target = TargetInfo {
-        name: target.name.clone(),
-        kind: target.kind.to_string(),
-        args: program_args
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-    };
-    analysis.exit = ExitStatus {
-        code: outcome.exit.code,
-        signal: outcome.exit.signal,
-    };
-    if outcome.interrupted {
-        analysis
-            .notes
-            .push("The run was interrupted (Ctrl-C): the figures cover the part that ran.".into());
-    }
-    report::write_all(&analysis, &output_dir)?;
+    describe_run(&mut analysis, built, program_args, &outcome);
+    report::write_all(
+        &analysis,
+        output_dir,
+        &report::ReportOptions {
+            merge_threads: args.merge_threads,
+        },
+    )?;
     println!("{}", report::terminal::summary(&analysis));
     println!("parprof: report written to {}", output_dir.display());
-    Ok(RunSummary {
-        output_dir,
-        target_exit_code: outcome.exit.shell_code(),
-    })
+    Ok(outcome.exit.shell_code())
 }
 
 #[cfg(test)]

@@ -49,6 +49,10 @@ pub struct CollectOptions {
     pub symbolize: bool,
     /// Behave as if the kernel refused `perf_event_open` (`EACCES`).
     pub simulate_perf_refused: bool,
+    /// Sample every switch-out with its call chain (the off-CPU flamegraph), where the kernel
+    /// allows it; off, the run costs one sample per context switch less
+    /// (`cargo bench --bench offcpu_overhead` measures it).
+    pub switch_stacks: bool,
     /// The counters to read for attribution and utilization (`--counters`); `None` reads none.
     pub counters: Option<CounterOptions>,
 }
@@ -60,6 +64,7 @@ impl Default for CollectOptions {
             ring_buffer_kib: 512,
             symbolize: true,
             simulate_perf_refused: std::env::var_os(SIMULATE_REFUSED_ENV).is_some_and(|v| v == "1"),
+            switch_stacks: true,
             counters: Some(CounterOptions::default()),
         }
     }
@@ -72,6 +77,8 @@ pub struct Collected {
     pub kernel: KernelRecords,
     /// Process of each of `kernel.samples`, same order.
     pub sample_pids: Vec<u32>,
+    /// Process of each of `kernel.switch_samples`, same order.
+    pub switch_sample_pids: Vec<u32>,
     pub side_band: SideBand,
 }
 
@@ -81,7 +88,8 @@ pub struct Collector {
     period_ns: u64,
     /// The machine's steal time when the collection started (see [`crate::steal`]).
     steal_at_start: Option<u64>,
-    worker: Option<CollectorThread<Parsed>>,
+    /// Drains the recording's rings and the switch-stack rings.
+    worker: Option<CollectorThread<(Parsed, Parsed)>>,
 }
 
 impl Collector {
@@ -101,11 +109,29 @@ impl Collector {
 
         let mut capabilities = Capabilities {
             hardware_counters: opener.probe_hardware(),
+            cpus: crate::cpu_quota::CpuQuota::of_this_process(),
             ..Capabilities::default()
         };
         let (samplers, (switches, samples)) = opener
             .open_recording(period_ns, ring_bytes)
             .unwrap_or_else(|refused| (Vec::new(), refused));
+        let switch_samplers = if !opts.switch_stacks {
+            capabilities.switch_stacks =
+                Capability::no("no off-CPU flamegraph: switch-out stacks were not asked for");
+            Vec::new()
+        } else if switches.available {
+            opener
+                .open_switch_stacks(ring_bytes)
+                .map_err(|why| capabilities.switch_stacks = why)
+                .unwrap_or_default()
+        } else {
+            capabilities.switch_stacks =
+                Capability::no("no context-switch records to place stacks at");
+            Vec::new()
+        };
+        if !switch_samplers.is_empty() {
+            capabilities.switch_stacks = Capability::yes();
+        }
         capabilities.context_switches = switches;
         capabilities.cpu_samples = samples;
 
@@ -113,7 +139,7 @@ impl Collector {
             None
         } else {
             let spawned = CollectorThread::spawn("parprof-collect", move |stop| {
-                drain_until_stopped(samplers, stop)
+                drain_until_stopped(samplers, switch_samplers, stop)
             });
             match spawned {
                 Ok(thread) => Some(thread),
@@ -144,10 +170,10 @@ impl Collector {
             .steal_at_start
             .zip(machine_steal_ns())
             .map(|(start, end)| end.saturating_sub(start));
-        let parsed = self
+        let (parsed, switch_parsed) = self
             .worker
-            .map_or_else(Parsed::default, CollectorThread::finish);
-        parsed.into_collected(self.capabilities, self.period_ns, steal_ns)
+            .map_or_else(Default::default, CollectorThread::finish);
+        parsed.into_collected(switch_parsed, self.capabilities, self.period_ns, steal_ns)
     }
 }
 
@@ -227,6 +253,41 @@ impl Opener {
             "perf_event_open failed with {}",
             describe_errno(&first)
         )))
+    }
+
+    /// One `context-switches` event per CPU sampling every switch-out with the user call
+    /// chain where the thread stopped. The kernel counts a switch in kernel mode, so the event
+    /// must include kernel mode (its call chain stays user-only): allowed to root, or with
+    /// `perf_event_paranoid` ≤ 1.
+    fn open_switch_stacks(&self, ring_bytes: usize) -> Result<Vec<Sampler>, Capability> {
+        let cpus = online_cpus();
+        open_per_cpu(&cpus, |cpu| {
+            let mut b = task_builder(Software::CONTEXT_SWITCHES, self.pid, Some(cpu));
+            b.exclude_kernel(false)
+                .exclude_callchain_kernel(true)
+                .sample_period(1);
+            // The same sample layout as the cpu-clock samples, read by the same parser.
+            ring_events(
+                &mut b,
+                SampleFlag::IP | SampleFlag::CALLCHAIN,
+                false,
+                ring_bytes,
+            );
+            map_ring(self.open(&b)?, ring_bytes)
+        })
+        .map_err(|e| {
+            let level = paranoid_level().map_or("unknown".to_owned(), |p| p.to_string());
+            Capability::no(if is_refusal(&e) {
+                format!(
+                    "no off-CPU flamegraph: stacks at switch-outs need kernel-mode context-switch \
+                     samples, refused ({}); they need root or `kernel.perf_event_paranoid` ≤ 1 \
+                     (current value: {level})",
+                    describe_errno(&e)
+                )
+            } else {
+                format!("no off-CPU flamegraph: the context-switch samples failed: {e}")
+            })
+        })
     }
 
     fn open_all(
@@ -346,27 +407,38 @@ fn failed_both(why: &str) -> RecordingCaps {
     )
 }
 
-fn drain_until_stopped(mut samplers: Vec<Sampler>, stop: &StopSignal) -> Parsed {
-    let mut parsed = Parsed::default();
-    let mut hung_up = vec![false; samplers.len()];
+/// Drains the recording's rings and the switch-stack rings (into a `Parsed` of their own:
+/// their samples are switch-outs, not cpu-clock ticks) until `stop` is raised.
+fn drain_until_stopped(
+    samplers: Vec<Sampler>,
+    switch_samplers: Vec<Sampler>,
+    stop: &StopSignal,
+) -> (Parsed, Parsed) {
+    let mut parsed = [Parsed::default(), Parsed::default()];
+    let mut rings: Vec<(Sampler, usize)> = samplers
+        .into_iter()
+        .map(|s| (s, 0))
+        .chain(switch_samplers.into_iter().map(|s| (s, 1)))
+        .collect();
+    let mut hung_up = vec![false; rings.len()];
     loop {
         let stopping = stop.is_raised();
-        for s in &mut samplers {
-            let malformed = drain_ring(s, |ty, misc, body| {
-                parse_record(ty, misc, body, &mut parsed)
-            });
-            parsed.malformed += malformed;
+        for (ring, into) in &mut rings {
+            let out = &mut parsed[*into];
+            let malformed = drain_ring(ring, |ty, misc, body| parse_record(ty, misc, body, out));
+            out.malformed += malformed;
         }
         if stopping {
-            return parsed;
+            let [recording, switches] = parsed;
+            return (recording, switches);
         }
         // A hung-up fd (its first task exited) polls ready forever, but inherited tasks may
         // still write to its buffer: keep draining it, stop polling it.
-        let polled: Vec<usize> = (0..samplers.len()).filter(|&i| !hung_up[i]).collect();
+        let polled: Vec<usize> = (0..rings.len()).filter(|&i| !hung_up[i]).collect();
         let mut fds: Vec<libc::pollfd> = polled
             .iter()
             .map(|&i| libc::pollfd {
-                fd: samplers[i].as_raw_fd(),
+                fd: rings[i].0.as_raw_fd(),
                 events: libc::POLLIN,
                 revents: 0,
             })
@@ -490,8 +562,11 @@ fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()>
 }
 
 impl Parsed {
+    /// The records, with the samples of `switch_stacks` (the switch-stack rings) as switch
+    /// samples.
     fn into_collected(
         self,
+        switch_stacks: Parsed,
         capabilities: Capabilities,
         period_ns: u64,
         steal_ns: Option<u64>,
@@ -508,14 +583,24 @@ impl Parsed {
         } = self;
         switches.sort_by_key(|s| (s.time_ns, s.tid));
         samples.sort_by_key(|(s, _)| s.time_ns);
+        let mut switch_samples: Vec<(CpuSample, u32)> = switch_stacks.samples;
+        switch_samples.sort_by_key(|(s, _)| (s.time_ns, s.tid));
+        let (lost, malformed) = (
+            lost.saturating_add(switch_stacks.lost),
+            malformed.saturating_add(switch_stacks.malformed),
+        );
         let thread_names = thread_names(&comms, &forks);
         let (samples, sample_pids): (Vec<CpuSample>, Vec<u32>) = samples.into_iter().unzip();
+        let (switch_samples, switch_sample_pids): (Vec<CpuSample>, Vec<u32>) =
+            switch_samples.into_iter().unzip();
         Collected {
             kernel: KernelRecords {
                 capabilities,
                 switches,
                 samples,
                 sample_stacks: Vec::new(),
+                switch_samples,
+                switch_sample_stacks: Vec::new(),
                 sample_period_ns: period_ns,
                 lost_records: lost,
                 malformed_records: malformed,
@@ -523,6 +608,7 @@ impl Parsed {
                 steal_ns,
             },
             sample_pids,
+            switch_sample_pids,
             side_band: SideBand { maps, forks, execs },
         }
     }

@@ -26,11 +26,15 @@ impl Capability {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Capabilities {
     pub context_switches: Capability,
     pub cpu_samples: Capability,
+    /// A user call chain at each switch-out (the off-CPU flamegraph).
+    pub switch_stacks: Capability,
     pub hardware_counters: Capability,
+    /// The CPUs the program could use (affinity and cgroup quota).
+    pub cpus: crate::cpu_quota::CpuQuota,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -78,6 +82,11 @@ pub struct KernelRecords {
     pub samples: Vec<CpuSample>,
     /// Symbolised stacks of `samples`, root first, in the same order (empty when not symbolised).
     pub sample_stacks: Vec<Vec<Frame>>,
+    /// One sample per switch-out of a thread, with the user call chain where it stopped;
+    /// sorted by time.
+    pub switch_samples: Vec<CpuSample>,
+    /// Symbolised stacks of `switch_samples`, as `sample_stacks`.
+    pub switch_sample_stacks: Vec<Vec<Frame>>,
     /// Sampling period of cpu-clock samples, in ns.
     pub sample_period_ns: u64,
     /// Records the kernel dropped because a ring buffer was full (`PERF_RECORD_LOST`).

@@ -248,6 +248,13 @@ pub fn run_and_collect(
                 &collected.side_band,
             );
         }
+        if opts.symbolize && !collected.kernel.switch_samples.is_empty() {
+            collected.kernel.switch_sample_stacks = symbolize_samples(
+                &collected.kernel.switch_samples,
+                &collected.switch_sample_pids,
+                &collected.side_band,
+            );
+        }
         Ok(RunOutcome {
             exit: status.into(),
             kernel: collected.kernel,

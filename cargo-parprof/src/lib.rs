@@ -2,13 +2,19 @@
 //! analyse them with the probes' trace, and write the reports.
 
 pub mod analysis;
+pub mod bench_harness;
 pub mod cli;
 pub mod collect;
 pub mod counters;
+pub mod cpu_quota;
+pub mod diff;
 pub mod kernel;
 pub mod launch;
 pub mod perf;
+pub mod rayon_hooks;
 pub mod report;
+pub mod run_history;
 pub mod steal;
 pub mod symbolize;
 pub mod target;
+pub mod units;

@@ -1,12 +1,17 @@
 //! `cargo parprof`: a thin binary over the `cargo_parprof` library.
 
 fn main() {
-    let args = match cargo_parprof::cli::parse(std::env::args_os()) {
-        Ok(args) => args,
+    use cargo_parprof::cli::{self, Invocation};
+    let invocation = match cli::parse_invocation(std::env::args_os()) {
+        Ok(invocation) => invocation,
         Err(e) => e.exit(),
     };
-    match cargo_parprof::cli::run(&args) {
-        Ok(summary) => std::process::exit(summary.target_exit_code),
+    let code = match invocation {
+        Invocation::Run(args) => cli::run(&args).map(|summary| summary.target_exit_code),
+        Invocation::Diff(args) => cli::diff(&args),
+    };
+    match code {
+        Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::exit(101);

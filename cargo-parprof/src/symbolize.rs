@@ -12,7 +12,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use blazesym::symbolize::source::{Elf, Source};
-use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
 use crate::kernel::{CpuSample, Frame};
 
@@ -225,11 +225,11 @@ pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -
         for (off, sym) in offsets.iter().zip(syms) {
             if let Symbolized::Sym(sym) = sym {
                 let mut frames = vec![Frame {
-                    function: sym.name.into_owned(),
+                    function: qualified_name(&sym.name, sym.code_info.as_deref()),
                     inlined: false,
                 }];
                 frames.extend(sym.inlined.iter().map(|f| Frame {
-                    function: f.name.to_string(),
+                    function: qualified_name(&f.name, f.code_info.as_ref()),
                     inlined: true,
                 }));
                 resolved.insert((path, *off), frames);
@@ -254,6 +254,60 @@ pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -
             stack
         })
         .collect()
+}
+
+/// DWARF names a function by its bare name (`hot_kernel`, `now`); its module path is read
+/// from the file the code is in, as cargo lays sources out: `<crate>[-version]/src/a/b.rs` is
+/// `crate::a::b`, `examples/quickstart.rs` is `quickstart` (`lib.rs`, `main.rs`, `mod.rs` add
+/// nothing). A name that already has a path (`<T as Trait>::f`) is kept.
+fn qualified_name(name: &str, code: Option<&CodeInfo<'_>>) -> String {
+    let module = code.and_then(|code| {
+        let dir = code.dir.as_deref().unwrap_or(Path::new(""));
+        module_path(&dir.join::<&OsStr>(code.file.as_ref()))
+    });
+    // The path is in the part before generic arguments; `<T as Trait>::f` has one.
+    let head = name.split('<').next().unwrap_or(name);
+    match module {
+        Some(module) if !head.is_empty() && !head.contains("::") => format!("{module}::{name}"),
+        _ => name.to_owned(),
+    }
+}
+
+/// `…/rayon-core-1.12.1/src/join/mod.rs` → `rayon_core::join`; `None` for a file outside a
+/// cargo source layout.
+fn module_path(file: &Path) -> Option<String> {
+    let parts: Vec<&str> = file.iter().filter_map(OsStr::to_str).collect();
+    let stem = |part: &str| part.strip_suffix(".rs").map(str::to_owned);
+    let (crate_name, modules) = match parts.iter().rposition(|p| *p == "src") {
+        Some(src) if src > 0 => (crate_of_dir(parts[src - 1]), &parts[src + 1..]),
+        _ => {
+            let at = parts
+                .iter()
+                .rposition(|p| matches!(*p, "examples" | "benches" | "tests"))?;
+            (stem(parts.get(at + 1)?)?, &parts[at + 2..])
+        }
+    };
+    let mut path = vec![crate_name];
+    for part in modules {
+        let module = stem(part).unwrap_or_else(|| (*part).to_owned());
+        if !matches!(module.as_str(), "lib" | "main" | "mod") {
+            path.push(module);
+        }
+    }
+    Some(path.join("::"))
+}
+
+/// A crate's directory name without the version cargo appends (`rayon-core-1.12.1`), with
+/// the `-` of a package name written `_` as in paths.
+fn crate_of_dir(dir: &str) -> String {
+    let mut name = dir;
+    while let Some((head, tail)) = name.rsplit_once('-') {
+        if !tail.starts_with(|c: char| c.is_ascii_digit()) {
+            break;
+        }
+        name = head;
+    }
+    name.replace('-', "_")
 }
 
 fn unknown_frame(function: String) -> Frame {
@@ -331,5 +385,27 @@ mod tests {
         let stacks = symbolize_samples(&[sample], &[1], &side);
         let names: Vec<&str> = stacks[0].iter().map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["[unknown]", "[libfoo.so]", "[vdso]"]);
+    }
+
+    #[test]
+    fn module_paths_follow_the_cargo_source_layout() {
+        let path = |p: &str| module_path(Path::new(p));
+        assert_eq!(
+            path("/home/u/.cargo/registry/src/index/rayon-core-1.12.1/src/join/mod.rs").as_deref(),
+            Some("rayon_core::join")
+        );
+        assert_eq!(
+            path("/rustc/abc/library/core/src/slice/sort/mod.rs").as_deref(),
+            Some("core::slice::sort")
+        );
+        assert_eq!(
+            path("/w/parprof-rt/src/lib.rs").as_deref(),
+            Some("parprof_rt")
+        );
+        assert_eq!(
+            path("/w/examples/quickstart.rs").as_deref(),
+            Some("quickstart")
+        );
+        assert_eq!(path("/usr/include/stdio.h"), None);
     }
 }

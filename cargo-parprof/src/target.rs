@@ -5,6 +5,8 @@
 //! info, no stripping and frame pointers, without the user editing their `Cargo.toml`, in a
 //! target directory of its own so it does not invalidate the user's normal builds.
 
+use crate::bench_harness::{self, Harness};
+use crate::rayon_hooks::{self, HookedBuild, LockFileGuard, RayonHooks};
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{Message, Metadata, Package};
 use std::fmt;
@@ -76,6 +78,8 @@ pub struct ResolvedTarget {
     pub manifest_path: PathBuf,
     pub name: String,
     pub kind: TargetKind,
+    /// What runs a bench's measurements ([`Harness::Program`] for other kinds).
+    pub harness: Harness,
 }
 
 /// What the user asked for on the command line.
@@ -178,6 +182,11 @@ fn resolved(package: &Package, name: &str, kind: TargetKind) -> ResolvedTarget {
         manifest_path,
         name: name.to_owned(),
         kind,
+        harness: if kind == TargetKind::Bench {
+            bench_harness::detect(package)
+        } else {
+            Harness::Program
+        },
     }
 }
 
@@ -227,8 +236,43 @@ pub struct BuildOptions {
     pub no_default_features: bool,
 }
 
-/// Builds the target for profiling and returns its executable.
-pub fn build(target: &ResolvedTarget, opts: &BuildOptions, build_dir: &Path) -> Result<PathBuf> {
+/// Builds the target with rayon-core hooks where its rayon-core version takes them, else (or
+/// when the hooked build fails) as it is, and says which.
+pub fn build_for_profiling(
+    target: &ResolvedTarget,
+    opts: &BuildOptions,
+    build_dir: &std::path::Path,
+) -> Result<(PathBuf, RayonHooks)> {
+    let hooked = match rayon_hooks::prepare(&target.manifest_path, build_dir) {
+        Ok(hooked) => hooked,
+        Err(status) => return Ok((build(target, opts, build_dir, None)?, status)),
+    };
+    match build(target, opts, build_dir, Some(&hooked)) {
+        Ok(exe) => Ok((
+            exe,
+            RayonHooks::Hooked {
+                version: hooked.version,
+            },
+        )),
+        Err(e) => {
+            eprintln!("parprof: the build with rayon-core hooks failed; building without them");
+            let exe = build(target, opts, build_dir, None)?;
+            let reason = format!(
+                "the build with hooks in rayon-core {} failed: {e:#}",
+                hooked.version
+            );
+            Ok((exe, RayonHooks::Unavailable { reason }))
+        }
+    }
+}
+
+/// Builds the target for profiling, with `hooks` when given, and returns its executable.
+pub fn build(
+    target: &ResolvedTarget,
+    opts: &BuildOptions,
+    build_dir: &Path,
+    hooks: Option<&HookedBuild>,
+) -> Result<PathBuf> {
     let profile = opts
         .profile
         .clone()
@@ -248,6 +292,12 @@ pub fn build(target: &ResolvedTarget, opts: &BuildOptions, build_dir: &Path) -> 
         cmd.arg("--config").arg(format!("{key}={value}"));
     }
     append_frame_pointer_flags(&mut cmd);
+    let _lock_file = hooks.map(|h| {
+        for value in &h.config {
+            cmd.arg("--config").arg(value);
+        }
+        LockFileGuard::save(&h.lock_file)
+    });
     if !opts.features.is_empty() {
         cmd.arg("--features").arg(opts.features.join(","));
     }

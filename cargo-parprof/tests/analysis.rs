@@ -2,7 +2,7 @@
 //! figures: the clock is CLOCK_MONOTONIC (one tick = one ns) and the sync points line up, so
 //! ticks and kernel nanoseconds are the same numbers.
 
-use cargo_parprof::analysis::diagnoses::Code;
+use cargo_parprof::analysis::diagnoses::{Code, Thresholds};
 use cargo_parprof::analysis::{
     Analysis, AnalysisOptions, Anomalies, MedianMethod, ProbeSummary, SpanKind, TraceCompleteness,
     WorkerState, analyse,
@@ -148,7 +148,9 @@ fn kernel() -> KernelRecords {
         capabilities: Capabilities {
             context_switches: Capability::yes(),
             cpu_samples: Capability::yes(),
+            switch_stacks: Capability::yes(),
             hardware_counters: Capability::no("no PMU in this virtual machine"),
+            ..Capabilities::default()
         },
         switches: vec![
             switch(11_000, SwitchKind::OutPreempted),
@@ -165,6 +167,16 @@ fn kernel() -> KernelRecords {
                 frame("app::g", true),
             ],
             vec![frame("main", false), frame("app::f", false)],
+        ],
+        // The stacks where the thread stopped: preempted in `f`, blocked in `g`.
+        switch_samples: vec![sample(11_000), sample(11_225)],
+        switch_sample_stacks: vec![
+            vec![frame("main", false), frame("app::f", false)],
+            vec![
+                frame("main", false),
+                frame("app::f", false),
+                frame("app::g", true),
+            ],
         ],
         sample_period_ns: 1_000,
         lost_records: 2,
@@ -369,7 +381,8 @@ fn reports_are_written_as_views_of_the_analysis() {
     analysis.exit.code = Some(0);
 
     let out = dir.path().join("out");
-    let files = report::write_all(&analysis, &out).expect("reports");
+    let files =
+        report::write_all(&analysis, &out, &report::ReportOptions::default()).expect("reports");
     let names: Vec<String> = files
         .iter()
         .map(|p| {
@@ -389,6 +402,9 @@ fn reports_are_written_as_views_of_the_analysis() {
             "cpu.folded",
             "cpu.svg",
             "timeline.json",
+            "profile.json.gz",
+            "offcpu.folded",
+            "offcpu.svg",
             "utilization.svg",
             "report.html"
         ]
@@ -408,9 +424,34 @@ fn reports_are_written_as_views_of_the_analysis() {
     );
     assert_eq!(
         read("cpu.folded"),
-        "main;app::f 2\nmain;app::f;app::g_[i] 1\n"
+        // The thread's root (its role, `main`), then the stack from the function `main`.
+        "main;main;app::f 2\nmain;main;app::f;app::g_[i] 1\n"
     );
     assert!(read("active.svg").contains("app::g"));
+    // Switched out 190 ns preempted in `f`, 186 ns blocked in `g` (the thread's role, then
+    // the stack from the function `main`).
+    assert_eq!(
+        read("offcpu.folded"),
+        "main;main;app::f;[preempted] 190\nmain;main;app::f;app::g_[i];[blocked] 186\n"
+    );
+    assert!(read("report.html").contains("Off-CPU time"));
+    // The interactive profile: the main thread's three samples with their stacks, and the
+    // probe calls as markers.
+    let gz = std::fs::File::open(out.join("profile.json.gz")).expect("profile.json.gz");
+    let profile: serde_json::Value =
+        serde_json::from_reader(flate2::read::GzDecoder::new(gz)).expect("gzip JSON");
+    let threads = profile["threads"].as_array().expect("threads");
+    let main = threads
+        .iter()
+        .find(|t| t["tid"].as_str() == Some(MAIN.to_string().as_str()))
+        .unwrap_or_else(|| panic!("no thread {MAIN}: {threads:#?}"));
+    assert_eq!(main["samples"]["length"], 3, "{main:#}");
+    assert_eq!(main["markers"]["length"], 2, "F and G: {main:#}");
+    let strings = main["stringArray"].to_string() + &profile["shared"].to_string();
+    assert!(
+        strings.contains("app::g_[i]") && strings.contains("app::f"),
+        "{strings}"
+    );
 
     let json: serde_json::Value =
         serde_json::from_str(&read("report.json")).expect("report.json parses");
@@ -557,7 +598,7 @@ fn without_a_trace_kernel_figures_remain() {
     assert_eq!(main.on_cpu_ns, Some(500 - 376));
 
     let out = dir.path().join("out");
-    report::write_all(&analysis, &out).expect("reports");
+    report::write_all(&analysis, &out, &report::ReportOptions::default()).expect("reports");
     assert_eq!(
         std::fs::read_to_string(out.join("active.folded")).expect("folded"),
         ""
@@ -569,7 +610,8 @@ fn without_a_trace_kernel_figures_remain() {
     );
     assert_eq!(
         std::fs::read_to_string(out.join("cpu.folded")).expect("folded"),
-        "main;app::f 2\nmain;app::f;app::g_[i] 1\n"
+        // The thread's root (its role, `main`), then the stack from the function `main`.
+        "main;main;app::f 2\nmain;main;app::f;app::g_[i] 1\n"
     );
 }
 
@@ -635,7 +677,15 @@ fn region_chunks() -> Vec<Chunk> {
 fn regions_are_analysed_and_reports_lead_with_their_diagnoses() {
     let dir = tempfile::tempdir().expect("temp dir");
     write_trace(dir.path(), "trace-100.ppt", &encode(&region_chunks()));
-    let mut analysis = analyse(dir.path(), &kernel(), &options()).expect("analysis");
+    // The region lasts 10 µs: diagnosed only with no minimum region time.
+    let opts = AnalysisOptions {
+        thresholds: Thresholds {
+            min_elapsed_ns: 0,
+            ..Thresholds::default()
+        },
+        ..options()
+    };
+    let mut analysis = analyse(dir.path(), &kernel(), &opts).expect("analysis");
     analysis.target.name = "app".into();
 
     assert_eq!(analysis.regions.len(), 1);
@@ -669,7 +719,7 @@ fn regions_are_analysed_and_reports_lead_with_their_diagnoses() {
     assert_eq!(uc, 100 * 20);
 
     let out = dir.path().join("out");
-    report::write_all(&analysis, &out).expect("reports");
+    report::write_all(&analysis, &out, &report::ReportOptions::default()).expect("reports");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("json"))
             .expect("report.json is JSON");

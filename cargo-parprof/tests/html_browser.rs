@@ -8,7 +8,9 @@
 
 use cargo_parprof::analysis::attribution::ShareKind;
 use cargo_parprof::analysis::utilization::{ON_CPU_UNIT, Period, Utilization};
-use cargo_parprof::report::html::{HtmlCounter, HtmlInput, HtmlItem, check_in_browser, render};
+use cargo_parprof::report::html::{
+    HtmlCounter, HtmlDiagnosis, HtmlInput, HtmlItem, HtmlTable, check_in_browser, render,
+};
 use cargo_parprof::report::plot::utilization_svg;
 
 fn counter(name: &str, value: f64, error: f64, share: ShareKind) -> HtmlCounter {
@@ -57,10 +59,20 @@ fn synthetic_input() -> HtmlInput {
     HtmlInput {
         title: "parprof: demo <synthetic>".into(),
         summary_lines: vec!["wall time 20 ms".into(), "2 CPUs used".into()],
-        diagnoses: vec![(
-            "load-imbalance".into(),
-            "region sum_rows: workers waited 40% of the region".into(),
-        )],
+        diagnoses: vec![HtmlDiagnosis {
+            code: "load_imbalance".into(),
+            region: "sum_rows".into(),
+            evidence: "workers waited 40% of the region".into(),
+            impact: "up to 8 ms".into(),
+            advice: "split the largest tasks".into(),
+        }],
+        tables: vec![HtmlTable {
+            id: "regions".into(),
+            title: "Parallel regions".into(),
+            header: vec!["region".into(), "elapsed".into()],
+            rows: vec![vec!["sum_rows".into(), "10 ms".into()]],
+            note: None,
+        }],
         svgs: vec![
             ("Parallelism over time".into(), plot),
             (
@@ -99,7 +111,7 @@ fn report_html_renders_and_sums_the_selected_items() {
     let dir = tempfile::tempdir().expect("temp dir");
     let report = dir.path().join("report.html");
     std::fs::write(&report, render(&synthetic_input())).expect("write report.html");
-    let Some(seen) = check_in_browser(&report, &[0, 2]) else {
+    let Some(seen) = check_in_browser(&report, &[0, 2], None) else {
         return;
     };
 

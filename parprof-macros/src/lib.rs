@@ -84,27 +84,15 @@ mod region;
 /// ```
 ///
 /// ```
-/// // `rayon::join` becomes `parprof_rt::region::join`.
-/// let (a, b) = parprof_rt::parallel_region!({ rayon::join(|| 1 + 1, || 2 + 2) });
-/// assert_eq!((a, b), (2, 4));
+/// let answer = parprof_rt::parallel_region!("answer", { 6 * 7 });
+/// assert_eq!(answer, 42);
 /// ```
 ///
-/// The region's begin and end are recorded on the thread that runs the body. Inside the body
-/// (closures included, nested items and macros excluded) rayon calls are rewritten to
-/// `parprof_rt::region`'s instrumented equivalents, which record the tasks they create with
-/// their origin (inline, local, stolen, injected):
-///
-/// - `x.par_iter()`, `x.into_par_iter()`, `x.par_chunks(n)`, `x.par_bridge()` and the other
-///   methods that make a parallel iterator → `parprof_rt::region::instrument(x.par_iter())`
-///   (once per method chain; an iterator passed as an argument, as to `zip`, is left to the
-///   callee);
-/// - `rayon::join`, `join`, `join_context`, `rayon::scope`, `scope` (and `s.spawn` inside it,
-///   through the wrapped scope type), `rayon::spawn` → the functions of the same names in
-///   `parprof_rt::region`;
-/// - `pool.install(op)` → `parprof_rt::region::install(&pool, op)`.
-///
-/// A bare `join`, `join_context` or `scope` is taken to be rayon's: write
-/// `std::thread::scope` in full inside a region.
+/// The region's begin and end are recorded on the thread that runs the body, and the region is
+/// current there meanwhile. Under `cargo parprof`, which builds the program with hooks in its
+/// copy of rayon-core, every rayon task created while a region is current belongs to it —
+/// in the body, in the functions it calls, in dependencies and in rayon itself, on whichever
+/// worker runs it — and so do the tasks those tasks create. The body is not rewritten.
 #[proc_macro]
 pub fn parallel_region(input: TokenStream) -> TokenStream {
     region::expand(input.into()).into()

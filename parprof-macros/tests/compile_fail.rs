@@ -1,4 +1,4 @@
-//! Expansion tests of `#[probe]`: what it rejects (with the message and span checked against
+//! Expansion tests of `#[probe]` and `parallel_region!`: what they reject (with the message and span checked against
 //! the `.stderr` files) and what must still compile and run once probed.
 
 #[test]

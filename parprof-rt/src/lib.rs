@@ -13,6 +13,8 @@ pub mod clock;
 // With `off`, probes expand to the stubs below and only calibration uses the real guard.
 #[cfg_attr(feature = "off", allow(dead_code))]
 mod probe;
+#[doc(hidden)]
+pub mod rayon_hooks;
 mod recorder;
 pub mod region;
 mod ring;

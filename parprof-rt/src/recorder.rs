@@ -146,15 +146,14 @@ fn wait_for_room(ring: &Ring, event: Event) {
 #[inline(never)]
 fn record_cold(kind: EventKind, id: u32, aux: u16, flags: u8) -> bool {
     ensure_init();
-    if MODE.load(Ordering::Relaxed) != ON || !attach_current_thread(0) {
+    if MODE.load(Ordering::Relaxed) != ON || !attach_current_thread() {
         return false;
     }
     record(kind, id, aux, flags)
 }
 
-/// Gives the calling thread a ring and a thread record (in `pool`). Returns false during
-/// thread teardown.
-fn attach_current_thread(pool: u32) -> bool {
+/// Gives the calling thread a ring and a thread record. Returns false during thread teardown.
+fn attach_current_thread() -> bool {
     let Some(rt) = RUNTIME.get() else {
         return false;
     };
@@ -171,7 +170,7 @@ fn attach_current_thread(pool: u32) -> bool {
         return false;
     }
     RING.with(|r| r.set(Arc::as_ptr(&ring)));
-    queue_metadata(rt, Chunk::Thread(current_thread_record(pool)));
+    queue_metadata(rt, Chunk::Thread(current_thread_record()));
     lock(&rt.rings).push(ring);
     true
 }
@@ -191,12 +190,12 @@ fn current_tid() -> u32 {
     unsafe { libc::gettid() as u32 }
 }
 
-fn current_thread_record(pool: u32) -> ThreadRecord {
+fn current_thread_record() -> ThreadRecord {
     let current = std::thread::current();
+    let (rayon_index, pool) = crate::region::worker();
     ThreadRecord {
         tid: current_tid(),
-        rayon_index: rayon::current_thread_index()
-            .map_or(trace::NO_WORKER, |i| i.min(u16::MAX as usize - 1) as u16),
+        rayon_index,
         pool,
         name: current.name().unwrap_or("").to_owned(),
     }
@@ -204,18 +203,18 @@ fn current_thread_record(pool: u32) -> ThreadRecord {
 
 /// Writes (again) the calling thread's record, e.g. once it is known to be a rayon worker, and
 /// makes sure the thread has a ring even if it never records an event (idle workers).
-pub fn register_current_thread(pool: u32) {
+pub fn register_current_thread() {
     ensure_init();
     if MODE.load(Ordering::Relaxed) != ON {
         return;
     }
     let already_attached = !RING.with(|r| r.get().is_null());
-    if !attach_current_thread(pool) {
+    if !attach_current_thread() {
         return;
     }
     // A newly attached thread's record already says all this.
     if already_attached && let Some(rt) = RUNTIME.get() {
-        queue_metadata(rt, Chunk::Thread(current_thread_record(pool)));
+        queue_metadata(rt, Chunk::Thread(current_thread_record()));
     }
 }
 
@@ -320,7 +319,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     // Calibration records through the real path, so it needs the mode on and a ring;
     // its events are discarded before the writer starts.
     MODE.store(ON, Ordering::Release);
-    attach_current_thread(0);
+    attach_current_thread();
     let table = calibrate::measure();
     MODE.store(UNINIT, Ordering::Release);
 
@@ -339,7 +338,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     *lock(&rt.file) = Some(file);
 
     let writer = std::thread::Builder::new()
-        .name("parprof-writer".into())
+        .name(trace::WRITER_THREAD_NAME.into())
         .spawn(writer_loop)?;
     let _ = rt.writer.set(writer.thread().clone());
     // SAFETY: registering a plain extern "C" fn with no captured state.

@@ -25,6 +25,10 @@ pub const MAX_CHUNK_LEN: u32 = 64 << 20;
 pub const EVENT_SIZE: usize = 16;
 /// Name of the trace file inside the output folder.
 pub const TRACE_FILE_NAME: &str = "trace.ppt";
+/// The name of the runtime's trace-writer thread, so that the analysis can tell the
+/// profiler's own CPU use from the program's.
+pub const WRITER_THREAD_NAME: &str = "parprof-writer";
+
 /// `ThreadRecord::rayon_index` and `Event::aux` value meaning "no rayon worker".
 pub const NO_WORKER: u16 = u16::MAX;
 
@@ -86,11 +90,19 @@ pub enum EventKind {
     /// began at `ts` and lasted `id` ticks. Like probe overhead, it is removed from every
     /// enclosing probed interval. Recording is lossless at this price.
     BufferStall = 8,
+    /// A searching rayon worker's round over the deques and the injector found nothing
+    /// (rayon-core hooks); `aux` counts the failed rounds of this search so far (rayon sleeps
+    /// after 32 of them, yielding the CPU after each), `id` the region current on the worker.
+    SearchRound = 9,
+    /// A rayon worker blocked until work arrives (rayon-core hooks); `id` as for `SearchRound`.
+    SleepBegin = 10,
+    /// The sleeping worker woke up; `id` as for `SearchRound`.
+    SleepEnd = 11,
 }
 
 impl EventKind {
     /// Every event kind, for calibration tables and exhaustive checks.
-    pub const ALL: [EventKind; 8] = [
+    pub const ALL: [EventKind; 11] = [
         Self::Enter,
         Self::Exit,
         Self::RegionBegin,
@@ -99,6 +111,9 @@ impl EventKind {
         Self::TaskEnd,
         Self::TaskResume,
         Self::BufferStall,
+        Self::SearchRound,
+        Self::SleepBegin,
+        Self::SleepEnd,
     ];
 
     pub fn from_u8(v: u8) -> Option<Self> {
@@ -254,7 +269,18 @@ impl Header {
 #[repr(u8)]
 pub enum SiteKind {
     Probe = 1,
+    /// A region named by `parallel_region!`.
     Region = 2,
+    /// A call site that entered a rayon pool from outside with no region current (rayon-core
+    /// hooks); named after the function that made the call, with no file or line.
+    ImplicitRegion = 3,
+}
+
+impl SiteKind {
+    /// Named and implicit regions.
+    pub fn is_region(self) -> bool {
+        self != SiteKind::Probe
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -693,6 +719,7 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
             let kind = match c.u8()? {
                 1 => SiteKind::Probe,
                 2 => SiteKind::Region,
+                3 => SiteKind::ImplicitRegion,
                 _ => return Err("unknown site kind"),
             };
             let line = c.u32()?;

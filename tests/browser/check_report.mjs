@@ -25,7 +25,7 @@ const browser = await chromium.launch({
     "--disable-sync",
   ],
 });
-const result = { consoleErrors: [], requests: [], figures: [], frames: [], before: "", totals: {}, shown: "" };
+const result = { consoleErrors: [], requests: [], sections: [], figures: [], frames: [], before: "", totals: {}, shown: "" };
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   const url = pathToFileURL(path.resolve(report)).href;
@@ -40,6 +40,14 @@ try {
   });
   await page.goto(url, { waitUntil: "load" });
 
+  // Every section: is it shown, and how much of the page does it take?
+  result.sections = await page.$$eval("section[id]", (sections) =>
+    sections.map((s) => {
+      const box = s.getBoundingClientRect();
+      const style = getComputedStyle(s);
+      return { id: s.id, heading: (s.querySelector("h2") || {}).textContent || "", width: box.width, height: box.height, visible: style.display !== "none" && style.visibility !== "hidden" };
+    }),
+  );
   result.figures = await page.$$eval("figure", (figs) =>
     figs.map((f) => {
       const shown = f.querySelector(".svg > svg, iframe.svg-frame");
@@ -57,24 +65,33 @@ try {
     result.frames.push(size);
   }
 
-  result.before = await page.textContent("#selection");
-  // As a person would: scroll to the table, then tick the boxes. (Without the scroll, the
-  // first click of playwright-core 1.65 on this page, right after load, does not reach the
-  // checkbox in Chromium 156.)
-  await page.$eval("#items", (e) => e.scrollIntoView());
-  for (const i of indices) {
-    const box = `input.pick[data-index="${i}"]`;
-    await page.click(box);
-    if (!(await page.$eval(box, (b) => b.checked))) throw new Error(`item ${i} did not get selected`);
+  // The selection of items exists when the run has counters attributed to items.
+  if (await page.$("#items")) {
+    result.before = await page.textContent("#selection");
+    // As a person would: scroll to the table, then tick the boxes. (Without the scroll, the
+    // first click of playwright-core 1.65 on this page, right after load, does not reach the
+    // checkbox in Chromium 156.)
+    await page.$eval("#items", (e) => e.scrollIntoView());
+    for (const i of indices) {
+      const box = `input.pick[data-index="${i}"]`;
+      await page.click(box);
+      if (!(await page.$eval(box, (b) => b.checked))) throw new Error(`item ${i} did not get selected`);
+    }
+    result.shown = await page.textContent("#selection");
+    result.totals = await page.$$eval("#selection-totals tr[data-counter]", (rows) =>
+      Object.fromEntries(
+        rows.map((r) => [r.getAttribute("data-counter"), { value: r.querySelector(".value").textContent, error: r.querySelector(".error").textContent, share: r.lastChild.textContent }]),
+      ),
+    );
   }
-  result.shown = await page.textContent("#selection");
-  result.totals = await page.$$eval("#selection-totals tr[data-counter]", (rows) =>
-    Object.fromEntries(
-      rows.map((r) => [r.getAttribute("data-counter"), { value: r.querySelector(".value").textContent, error: r.querySelector(".error").textContent, share: r.lastChild.textContent }]),
-    ),
-  );
   if (process.env.PARPROF_SCREENSHOT) {
-    await page.screenshot({ path: process.env.PARPROF_SCREENSHOT, fullPage: true });
+    // Chromium paints a frame only while it is in view: the whole page in one view, then the
+    // picture of it.
+    await page.evaluate(() => window.scrollTo(0, 0));
+    const height = await page.evaluate(() => document.documentElement.scrollHeight);
+    await page.setViewportSize({ width: 1280, height: Math.min(height, 16000) });
+    await page.waitForTimeout(500);
+    await page.screenshot({ path: process.env.PARPROF_SCREENSHOT });
   }
 } finally {
   await browser.close();

@@ -63,24 +63,27 @@ pub fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The real `cargo parprof <args> -o <out>`, run through `cargo run` from the repository.
-pub fn parprof_command(args: &[&str], out: &Path) -> Command {
+/// The real `cargo parprof`, run through `cargo run` from the repository; arguments to add.
+pub fn cargo_parprof() -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(repo_root())
-        .args([
-            "run",
-            "--quiet",
-            "--package",
-            "cargo-parprof",
-            "--bin",
-            "cargo-parprof",
-            "--",
-            "parprof",
-        ])
-        .arg("-o")
-        .arg(out)
-        .args(args);
+    cmd.current_dir(repo_root()).args([
+        "run",
+        "--quiet",
+        "--package",
+        "cargo-parprof",
+        "--bin",
+        "cargo-parprof",
+        "--",
+        "parprof",
+    ]);
+    cmd
+}
+
+/// The real `cargo parprof <args> -o <out>`.
+pub fn parprof_command(args: &[&str], out: &Path) -> Command {
+    let mut cmd = cargo_parprof();
+    cmd.arg("-o").arg(out).args(args);
     cmd
 }
 
@@ -110,4 +113,97 @@ pub fn parprof_while_holding(args: &[&str], env: &[(&str, &str)]) -> Run {
     }
     let output = cmd.output().expect("run cargo");
     Run { output, dir }
+}
+
+/// `cargo parprof --example <example> <flags>` with `env`, which must succeed.
+pub fn profile_example(example: &str, flags: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut args = vec!["--example", example];
+    args.extend_from_slice(flags);
+    let run = parprof(&args, env);
+    assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
+    run
+}
+
+/// The parallel regions of the run's report.
+pub fn regions(run: &Run) -> Vec<Value> {
+    let report = run.report();
+    report["regions"].as_array().expect("regions[]").clone()
+}
+
+/// The only region of the run's report.
+pub fn only_region(run: &Run) -> Value {
+    let regions = regions(run);
+    assert_eq!(regions.len(), 1, "{regions:#?}");
+    regions[0].clone()
+}
+
+/// The codes of the region's diagnoses.
+pub fn codes(region: &Value) -> Vec<String> {
+    region["diagnoses"]
+        .as_array()
+        .expect("diagnoses[]")
+        .iter()
+        .map(|d| d["code"].as_str().expect("a code").to_owned())
+        .collect()
+}
+
+/// The codes of the diagnoses about the program's work, leaving out `oversubscription`, which
+/// is about the machine: it is right whenever other programs take the CPUs while a test runs
+/// (another test binary building, other work on the machine).
+pub fn work_codes(region: &Value) -> Vec<String> {
+    codes(region)
+        .into_iter()
+        .filter(|c| c != "oversubscription")
+        .collect()
+}
+
+/// A task count of the region: `tasks`, or `tasks_<origin>`.
+pub fn task_count(region: &Value, field: &str) -> u64 {
+    region[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no `{field}`: {region:#}"))
+}
+
+/// The region's tasks are the sum of their origins.
+pub fn assert_origins_add_up(region: &Value) {
+    let by_origin: u64 = ["local", "stolen", "injected", "inline"]
+        .iter()
+        .map(|o| task_count(region, &format!("tasks_{o}")))
+        .sum();
+    assert_eq!(task_count(region, "tasks"), by_origin, "{region:#}");
+}
+
+/// The diagnosis's evidence is beyond its threshold: above it, or below it for the metrics
+/// that decide when too small (tasks per run per worker).
+pub fn assert_beyond_threshold(d: &Value) {
+    let (value, threshold) = (
+        d["evidence"]["value"].as_f64().expect("a value"),
+        d["threshold"].as_f64().expect("a threshold"),
+    );
+    let beyond = if d["evidence"]["metric"] == "tasks_per_run_per_worker" {
+        value < threshold
+    } else {
+        value > threshold
+    };
+    assert!(beyond, "{d:#}");
+}
+
+/// The diagnosis `code` of `region`, checked for the fields every diagnosis carries.
+pub fn diagnosis(region: &Value, code: &str) -> Value {
+    let d = region["diagnoses"]
+        .as_array()
+        .and_then(|ds| ds.iter().find(|d| d["code"] == code))
+        .unwrap_or_else(|| panic!("no `{code}` diagnosis: {region:#}"))
+        .clone();
+    for field in ["threshold", "advice"] {
+        assert!(!d[field].is_null(), "{field} missing: {d:#}");
+    }
+    assert!(d["evidence"]["value"].is_number(), "{d:#}");
+    assert!(d["evidence"]["summary"].as_str().is_some(), "{d:#}");
+    assert!(d["impact"]["time_lost_ns"].as_u64().unwrap() > 0, "{d:#}");
+    assert!(
+        d["impact"]["speedup_if_fixed"].as_f64().unwrap() > 1.0,
+        "{d:#}"
+    );
+    d
 }

@@ -52,20 +52,63 @@ pub(crate) struct ProbeTotals {
     pub active_per_call: DurationDistribution,
 }
 
-/// One node of the call-path tree: a probe site reached through its parent's path.
+/// A frame of the call-path tree. Besides probe calls, a path holds the parallel region its
+/// calls ran in and the rayon task of that region that ran them, so that the calls made in
+/// tasks — on whichever worker ran them — sit under their region, and calls of a task run
+/// inline under the probe whose `join` ran it. Recursion of tasks is folded: a task run
+/// inside a task of the same region with no probe call between them is the same frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PathFrame {
+    Probe(u32),
+    /// A parallel region (its site).
+    Region(u32),
+    /// A task of the region (its site).
+    Task(u32),
+}
+
+/// Path frames are stored as one `u32`: probe sites as they are, regions and tasks with one
+/// of the two top bits set (sites are numbered from 1 by the runtime, far below them).
+const REGION_FRAME: u32 = 1 << 31;
+const TASK_FRAME: u32 = 1 << 30;
+
+impl PathFrame {
+    fn key(self) -> u32 {
+        match self {
+            PathFrame::Probe(site) => site & !(REGION_FRAME | TASK_FRAME),
+            PathFrame::Region(site) => site | REGION_FRAME,
+            PathFrame::Task(site) => (site & !REGION_FRAME) | TASK_FRAME,
+        }
+    }
+
+    pub(crate) fn of_key(key: u32) -> PathFrame {
+        if key & REGION_FRAME != 0 {
+            PathFrame::Region(key & !REGION_FRAME)
+        } else if key & TASK_FRAME != 0 {
+            PathFrame::Task(key & !TASK_FRAME)
+        } else {
+            PathFrame::Probe(key)
+        }
+    }
+}
+
+/// One node of the call-path tree: a frame reached through its parent's path.
 #[derive(Debug)]
 pub(crate) struct CallPathNode {
     /// `None` for the root, which stands for "no probe open".
     pub parent: Option<u32>,
+    /// The frame's key ([`PathFrame::of_key`]).
     pub site: u32,
+    /// A probe call is open on this path (this node's or an ancestor's).
+    in_probe: bool,
     pub totals: CallTotals,
 }
 
 impl CallPathNode {
-    fn new(parent: Option<u32>, site: u32) -> Self {
+    fn new(parent: Option<u32>, site: u32, in_probe: bool) -> Self {
         CallPathNode {
             parent,
             site,
+            in_probe,
             totals: CallTotals::default(),
         }
     }
@@ -97,22 +140,45 @@ const ROOT_PATH: u32 = 0;
 impl CallPaths {
     fn new() -> Self {
         CallPaths {
-            nodes: vec![CallPathNode::new(None, u32::MAX)],
+            nodes: vec![CallPathNode::new(None, u32::MAX, false)],
             children: HashMap::new(),
         }
     }
 
-    fn child(&mut self, parent: u32, site: u32) -> u32 {
+    fn child(&mut self, parent: u32, frame: PathFrame) -> u32 {
         let nodes = &mut self.nodes;
-        *self.children.entry((parent, site)).or_insert_with(|| {
-            nodes.push(CallPathNode::new(Some(parent), site));
+        let key = frame.key();
+        *self.children.entry((parent, key)).or_insert_with(|| {
+            let in_probe = matches!(frame, PathFrame::Probe(_)) || nodes[parent as usize].in_probe;
+            nodes.push(CallPathNode::new(Some(parent), key, in_probe));
             (nodes.len() - 1) as u32
         })
     }
 
-    /// The outermost calls' nodes: the paths of one site.
-    pub(crate) fn roots(&self) -> impl Iterator<Item = &CallPathNode> {
-        self.nodes.iter().filter(|n| n.parent == Some(ROOT_PATH))
+    /// The outermost calls' nodes: probe calls with no probe call open around them on their
+    /// thread.
+    fn roots(&self) -> impl Iterator<Item = &CallPathNode> {
+        self.nodes.iter().filter(|n| {
+            matches!(PathFrame::of_key(n.site), PathFrame::Probe(_))
+                && n.parent.is_some_and(|p| !self.nodes[p as usize].in_probe)
+        })
+    }
+
+    /// Moves the figures of `from`'s subtree into the same paths under `onto` (created where
+    /// missing); `from`'s subtree is left with none.
+    fn graft(&mut self, from: u32, onto: u32) {
+        let moved = std::mem::take(&mut self.nodes[from as usize].totals);
+        self.nodes[onto as usize].totals.add(&moved);
+        let children: Vec<(u32, u32)> = self
+            .children
+            .iter()
+            .filter(|((parent, _), _)| *parent == from)
+            .map(|((_, key), &child)| (*key, child))
+            .collect();
+        for (key, child) in children {
+            let target = self.child(onto, PathFrame::of_key(key));
+            self.graft(child, target);
+        }
     }
 
     /// Every path (not the root), with its sites root first.
@@ -145,9 +211,24 @@ struct OpenCall {
     nested_active: u64,
 }
 
+/// A region or task frame open on a thread.
+#[derive(Debug)]
+struct OpenContext {
+    frame: PathFrame,
+    path: u32,
+    /// Probe calls open when it began: calls opened later are inside it.
+    open_calls: usize,
+    /// Tasks folded into this frame (recursion), still running.
+    depth: u32,
+    /// A region frame begun for a task that started on a thread outside the region (a
+    /// worker): it ends with that task.
+    for_task: bool,
+}
+
 #[derive(Debug)]
 struct ThreadState<'a> {
     open: Vec<OpenCall>,
+    contexts: Vec<OpenContext>,
     /// Time of the thread's previous event: overhead before it has been credited.
     last_ts: u64,
     /// End of the union of the overhead intervals started so far.
@@ -158,6 +239,36 @@ struct ThreadState<'a> {
 }
 
 impl ThreadState<'_> {
+    /// The path new frames go under: the innermost open probe call or context.
+    fn innermost_path(&self) -> u32 {
+        let call = self.open.last().map(|c| c.path);
+        match self.contexts.last() {
+            Some(context) if context.open_calls >= self.open.len() => context.path,
+            _ => call.unwrap_or(ROOT_PATH),
+        }
+    }
+
+    /// The innermost context if no probe call was opened inside it since.
+    fn innermost_context(&mut self) -> Option<&mut OpenContext> {
+        let open_calls = self.open.len();
+        self.contexts
+            .last_mut()
+            .filter(|c| c.open_calls >= open_calls)
+    }
+
+    /// Ends `frame` (one level of a folded task); a frame that is not open is ignored (its
+    /// begin was lost or cut off).
+    fn end_context(&mut self, frame: PathFrame) {
+        let Some(at) = self.contexts.iter().rposition(|c| c.frame == frame) else {
+            return;
+        };
+        let context = &mut self.contexts[at];
+        context.depth = context.depth.saturating_sub(1);
+        if context.depth == 0 {
+            self.contexts.truncate(at);
+        }
+    }
+
     /// Switched-out time within `[a, b]`; `a` never decreases between calls, so the cursor
     /// makes this O(1) amortised.
     fn switched_out_within(&mut self, a: u64, b: u64) -> u64 {
@@ -180,6 +291,8 @@ impl ThreadState<'_> {
 #[derive(Debug)]
 pub(crate) struct ActiveTimeResult {
     pub probes: HashMap<u32, ProbeTotals>,
+    /// The calls with no probe call open around them on their thread, summed.
+    pub outermost: CallTotals,
     pub call_paths: CallPaths,
     pub spans: LongestSpans,
     pub anomalies: Anomalies,
@@ -200,6 +313,8 @@ struct Totals<'a> {
     anomalies: Anomalies,
     uncalibrated: BTreeSet<EventKind>,
     buffer_stalls: BufferStallTicks,
+    /// (region site, path of its frame) → how often the region was entered there.
+    region_begins: HashMap<(u32, u32), u64>,
 }
 
 /// Waits of the runtime for room in its buffers, in ticks.
@@ -237,6 +352,7 @@ impl<'a> ActiveTime<'a> {
                 anomalies: Anomalies::default(),
                 uncalibrated: BTreeSet::new(),
                 buffer_stalls: BufferStallTicks::default(),
+                region_begins: HashMap::new(),
             },
         }
     }
@@ -244,6 +360,12 @@ impl<'a> ActiveTime<'a> {
     /// Calls still open are counted as anomalies and left out of the figures.
     pub(crate) fn finish(self) -> ActiveTimeResult {
         let mut totals = self.totals;
+        // Before grafting: a worker's calls are outermost on their thread.
+        let mut outermost = CallTotals::default();
+        for root in totals.call_paths.roots() {
+            outermost.add(root);
+        }
+        totals.graft_worker_regions();
         totals.anomalies.open_at_end += self
             .threads
             .values()
@@ -251,6 +373,7 @@ impl<'a> ActiveTime<'a> {
             .sum::<u64>();
         ActiveTimeResult {
             probes: totals.probes,
+            outermost,
             call_paths: totals.call_paths,
             spans: totals.spans,
             anomalies: totals.anomalies,
@@ -269,6 +392,7 @@ impl EventConsumer for ActiveTime<'_> {
         let off_cpu = self.totals.off_cpu;
         let thread = self.threads.entry(tid).or_insert_with(|| ThreadState {
             open: Vec::new(),
+            contexts: Vec::new(),
             last_ts: 0,
             overhead_until: 0,
             off_cpu: off_cpu.intervals(tid),
@@ -302,8 +426,10 @@ impl Totals<'_> {
         let kind = event.kind();
         match kind {
             EventKind::Enter => {
-                let parent_path = thread.open.last().map_or(ROOT_PATH, |c| c.path);
-                let path = self.call_paths.child(parent_path, event.id);
+                let parent_path = thread.innermost_path();
+                let path = self
+                    .call_paths
+                    .child(parent_path, PathFrame::Probe(event.id));
                 thread.open.push(OpenCall {
                     site: event.id,
                     entry: ts,
@@ -313,12 +439,26 @@ impl Totals<'_> {
                 });
             }
             EventKind::Exit => self.close(tid, thread, event.id, ts),
-            EventKind::RegionBegin
-            | EventKind::RegionEnd
-            | EventKind::TaskBegin
-            | EventKind::TaskEnd
-            | EventKind::TaskResume
-            | EventKind::BufferStall => {}
+            EventKind::RegionBegin => {
+                self.begin_context(thread, PathFrame::Region(event.id), false)
+            }
+            EventKind::RegionEnd => thread.end_context(PathFrame::Region(event.id)),
+            EventKind::TaskBegin => self.begin_task(thread, event.id),
+            EventKind::TaskEnd => {
+                thread.end_context(PathFrame::Task(event.id));
+                if thread
+                    .contexts
+                    .last()
+                    .is_some_and(|c| c.for_task && c.frame == PathFrame::Region(event.id))
+                {
+                    thread.end_context(PathFrame::Region(event.id));
+                }
+            }
+            EventKind::TaskResume
+            | EventKind::BufferStall
+            | EventKind::SearchRound
+            | EventKind::SleepBegin
+            | EventKind::SleepEnd => {}
         }
 
         let cost = match kind {
@@ -334,6 +474,62 @@ impl Totals<'_> {
             }),
         };
         thread.overhead_until = thread.overhead_until.max(ts.saturating_add(cost));
+    }
+
+    /// Workers start a region's tasks with no probe call open: their calls were put under the
+    /// region at the root. They belong where the region was entered — under the probe calls
+    /// open on the thread that entered it — so they are moved there: under the path where the
+    /// region was entered most often (the trace does not say which entry spawned a task).
+    fn graft_worker_regions(&mut self) {
+        let mut best: HashMap<u32, (u64, u32)> = HashMap::new();
+        for (&(site, path), &count) in &self.region_begins {
+            let entry = best.entry(site).or_insert((count, path));
+            if (count, std::cmp::Reverse(path)) > (entry.0, std::cmp::Reverse(entry.1)) {
+                *entry = (count, path);
+            }
+        }
+        for (site, (_, onto)) in best {
+            let key = PathFrame::Region(site).key();
+            if let Some(&from) = self.call_paths.children.get(&(ROOT_PATH, key))
+                && from != onto
+            {
+                self.call_paths.graft(from, onto);
+            }
+        }
+    }
+
+    fn begin_context(&mut self, thread: &mut ThreadState<'_>, frame: PathFrame, for_task: bool) {
+        let path = self.call_paths.child(thread.innermost_path(), frame);
+        if let (PathFrame::Region(site), false) = (frame, for_task) {
+            *self.region_begins.entry((site, path)).or_default() += 1;
+        }
+        thread.contexts.push(OpenContext {
+            frame,
+            path,
+            open_calls: thread.open.len(),
+            depth: 1,
+            for_task,
+        });
+    }
+
+    /// A task of `region` starts: under its region (begun here for a worker that is not in
+    /// it yet), folded into the task it runs inside when no probe call lies between them.
+    fn begin_task(&mut self, thread: &mut ThreadState<'_>, region: u32) {
+        if let Some(task) = thread
+            .innermost_context()
+            .filter(|c| c.frame == PathFrame::Task(region))
+        {
+            task.depth += 1;
+            return;
+        }
+        let in_region = thread
+            .contexts
+            .iter()
+            .any(|c| matches!(c.frame, PathFrame::Region(r) | PathFrame::Task(r) if r == region));
+        if !in_region {
+            self.begin_context(thread, PathFrame::Region(region), true);
+        }
+        self.begin_context(thread, PathFrame::Task(region), false);
     }
 
     fn close(&mut self, tid: u32, thread: &mut ThreadState<'_>, site: u32, exit: u64) {
@@ -372,7 +568,19 @@ impl Totals<'_> {
             switched_out,
         };
         let probe = self.probes.entry(site).or_default();
-        probe.totals.add(&figures);
+        // A recursive call lies inside an outer call of the same site, whose inclusive times
+        // hold it already: the site counts each outermost activation once (its self time and
+        // calls at every level).
+        let recursive = thread.open.iter().any(|c| c.site == site);
+        probe.totals.add(&if recursive {
+            CallTotals {
+                calls: 1,
+                self_active,
+                ..CallTotals::default()
+            }
+        } else {
+            figures
+        });
         probe.active_per_call.record(active);
         self.call_paths.nodes[call.path as usize]
             .totals
@@ -521,6 +729,144 @@ mod tests {
                 (vec![F, G, H], 1, 100)
             ]
         );
+    }
+
+    #[test]
+    fn calls_in_tasks_sit_under_their_region_and_task_on_every_thread() {
+        const R: u32 = 10;
+        let off_cpu = OffCpuIndex::default();
+        let mut analysis = ActiveTime::new(&off_cpu, &calibration(0, 0), 100);
+        // Thread 1 enters region R, calls F, whose join runs a task inline that calls G.
+        analysis.on_events(
+            1,
+            &[
+                Event::new(0, EventKind::RegionBegin, R),
+                Event::new(10, EventKind::Enter, F),
+                Event::new(20, EventKind::TaskBegin, R),
+                Event::new(30, EventKind::Enter, G),
+                Event::new(40, EventKind::Exit, G),
+                Event::new(50, EventKind::TaskEnd, R),
+                Event::new(60, EventKind::Exit, F),
+                Event::new(70, EventKind::RegionEnd, R),
+            ],
+        );
+        // Thread 2, a worker, steals a task of R whose recursive join runs another task of R
+        // inside it (folded into the same frame), which calls G; then it leaves the region.
+        analysis.on_events(
+            2,
+            &[
+                Event::new(15, EventKind::TaskBegin, R),
+                Event::new(16, EventKind::TaskBegin, R),
+                Event::new(20, EventKind::Enter, G),
+                Event::new(45, EventKind::Exit, G),
+                Event::new(46, EventKind::TaskEnd, R),
+                Event::new(47, EventKind::TaskEnd, R),
+                Event::new(50, EventKind::Enter, H),
+                Event::new(55, EventKind::Exit, H),
+            ],
+        );
+        let result = analysis.finish();
+        let name = |key: u32| match PathFrame::of_key(key) {
+            PathFrame::Probe(site) => format!("p{site}"),
+            PathFrame::Region(site) => format!("r{site}"),
+            PathFrame::Task(site) => format!("t{site}"),
+        };
+        let mut paths: Vec<(String, u64)> = result
+            .call_paths
+            .paths()
+            .filter(|(_, n)| n.calls > 0)
+            .map(|(keys, n)| {
+                let names: Vec<String> = keys.into_iter().map(name).collect();
+                (names.join(";"), n.self_active)
+            })
+            .collect();
+        paths.sort();
+        assert_eq!(
+            paths,
+            [
+                ("p3".to_owned(), 5),
+                ("r10;p1".to_owned(), 40),
+                ("r10;p1;t10;p2".to_owned(), 10),
+                ("r10;t10;p2".to_owned(), 25),
+            ]
+        );
+        // Outermost calls: F on thread 1, G and H on thread 2; not G inside F.
+        assert_eq!(result.outermost.calls, 3);
+        assert_eq!(result.outermost.active, 50 + 25 + 5);
+    }
+
+    #[test]
+    fn a_workers_calls_are_moved_under_the_call_that_entered_their_region() {
+        const R: u32 = 10;
+        let off_cpu = OffCpuIndex::default();
+        let mut analysis = ActiveTime::new(&off_cpu, &calibration(0, 0), 100);
+        // The worker's events come first, as they may in a trace.
+        analysis.on_events(
+            2,
+            &[
+                Event::new(15, EventKind::TaskBegin, R),
+                Event::new(20, EventKind::Enter, G),
+                Event::new(45, EventKind::Exit, G),
+                Event::new(47, EventKind::TaskEnd, R),
+            ],
+        );
+        analysis.on_events(
+            1,
+            &[
+                Event::new(10, EventKind::Enter, F),
+                Event::new(12, EventKind::RegionBegin, R),
+                Event::new(70, EventKind::RegionEnd, R),
+                Event::new(80, EventKind::Exit, F),
+            ],
+        );
+        let result = analysis.finish();
+        let paths: Vec<(Vec<PathFrame>, u64)> = result
+            .call_paths
+            .paths()
+            .filter(|(_, n)| n.calls > 0)
+            .map(|(keys, n)| (keys.into_iter().map(PathFrame::of_key).collect(), n.calls))
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                (vec![PathFrame::Probe(F)], 1),
+                (
+                    vec![
+                        PathFrame::Probe(F),
+                        PathFrame::Region(R),
+                        PathFrame::Task(R),
+                        PathFrame::Probe(G)
+                    ],
+                    1
+                ),
+            ]
+        );
+        // Still outermost on its own thread.
+        assert_eq!(result.outermost.calls, 2);
+    }
+
+    #[test]
+    fn a_recursive_site_counts_each_outermost_activation_once() {
+        // F(0..1000) calls itself at 100..600, which calls itself at 200..300; then G(700..800).
+        let result = run_on_cpu(
+            &calibration(0, 0),
+            &[
+                Event::new(0, EventKind::Enter, F),
+                Event::new(100, EventKind::Enter, F),
+                Event::new(200, EventKind::Enter, F),
+                Event::new(300, EventKind::Exit, F),
+                Event::new(600, EventKind::Exit, F),
+                Event::new(700, EventKind::Enter, G),
+                Event::new(800, EventKind::Exit, G),
+                Event::new(1000, EventKind::Exit, F),
+            ],
+        );
+        let f = &result.probes[&F];
+        // Inclusive: the outermost call only, never more than the time it lasted.
+        assert_eq!((f.calls, f.elapsed, f.active), (3, 1000, 1000));
+        // Self: each level's own time, 100 + 400 + 400, plus nothing counted twice.
+        assert_eq!(f.self_active, 1000 - 100);
+        assert_eq!(result.probes[&G].self_active, 100);
     }
 
     #[test]

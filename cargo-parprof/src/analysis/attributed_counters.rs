@@ -448,7 +448,11 @@ impl EventConsumer for SpanCollector {
             EventKind::Enter | EventKind::Exit => (ItemKind::Probe, Set::Work),
             EventKind::TaskBegin | EventKind::TaskEnd => (ItemKind::Tasks, Set::Work),
             EventKind::RegionBegin | EventKind::RegionEnd => (ItemKind::Region, Set::Regions),
-            EventKind::TaskResume | EventKind::BufferStall => return,
+            EventKind::TaskResume
+            | EventKind::BufferStall
+            | EventKind::SearchRound
+            | EventKind::SleepBegin
+            | EventKind::SleepEnd => return,
         };
         let site = event.id;
         let group = self.group(item, site);

@@ -1,8 +1,10 @@
 //! cpu-clock samples folded by call stack, for the CPU flamegraph.
 
-use super::model::{CpuSamples, SampledStack};
-use crate::kernel::{Frame, KernelRecords};
-use std::collections::BTreeMap;
+use super::model::{CpuSamples, OffCpuStacks, SampledStack, ThreadSummary, TimedSample};
+use super::offcpu::OffCpuIndex;
+use super::threads::WRITER_THREAD;
+use crate::kernel::{Frame, KernelRecords, SwitchRecord};
+use std::collections::{BTreeMap, HashMap};
 
 /// Suffix of an inlined frame: the annotation flamegraph tools (inferno's palettes included)
 /// recognise as "inlined".
@@ -27,47 +29,296 @@ fn frame_name(frame: &Frame) -> String {
     }
 }
 
-pub(crate) fn fold(kernel: &KernelRecords) -> FoldedSamples {
-    let mut stacks: BTreeMap<Vec<String>, u64> = BTreeMap::new();
-    let mut unsymbolised = 0;
-    for (i, sample) in kernel.samples.iter().enumerate() {
-        let frames: Vec<String> = match kernel.sample_stacks.get(i) {
-            Some(stack) if !stack.is_empty() => stack.iter().map(frame_name).collect(),
-            _ => {
-                unsymbolised += 1;
-                // Call chains are leaf first; flamegraph stacks are root first.
-                let addresses: Vec<String> = sample
-                    .callchain
-                    .iter()
-                    .rev()
-                    .map(|ip| format!("{ip:#x}"))
-                    .collect();
-                if addresses.is_empty() {
-                    vec!["[unknown]".to_owned()]
-                } else {
-                    addresses
-                }
-            }
-        };
-        *stacks.entry(frames).or_default() += 1;
+/// Whether a frame is the profiler's own code, linked into the program: the probes' entry and
+/// exit, the recorder and the clock reads (`_rdtsc` is inlined from `core::arch`).
+fn is_profiler_frame(function: &str) -> bool {
+    let path = function.trim_start_matches('<');
+    path.starts_with("parprof_rt::")
+        || function.contains("drop_in_place<parprof_rt::")
+        || function.contains("_rdtsc")
+}
+
+/// Frames the profiler's code calls into without running user code: the standard library,
+/// the vDSO and libc (clock reads, allocation, the writer's I/O), unsymbolised addresses.
+fn is_runtime_library_frame(function: &str) -> bool {
+    let path = function.trim_start_matches('<');
+    [
+        "core::",
+        "std::",
+        "alloc::",
+        "[",
+        "0x",
+        "__",
+        "clock_gettime",
+    ]
+    .iter()
+    .any(|prefix| path.starts_with(prefix))
+}
+
+/// Splits the profiler's own time from the program's. A sample is the profiler's when its
+/// innermost profiler frame is followed (toward the leaf) by library frames only; otherwise
+/// the profiler frames are wrappers around user code (`parprof_rt::region::join`, the
+/// instrumented iterators) and are removed, keeping the user frames under their callers.
+fn without_profiler_frames(frames: Vec<String>) -> Option<Vec<String>> {
+    let Some(innermost) = frames.iter().rposition(|f| is_profiler_frame(f)) else {
+        return Some(frames);
+    };
+    if frames[innermost + 1..]
+        .iter()
+        .all(|f| is_runtime_library_frame(f))
+    {
+        return None;
     }
+    Some(
+        frames
+            .into_iter()
+            .filter(|f| !is_profiler_frame(f))
+            .collect(),
+    )
+}
+
+/// Folds recursion: each function appears at most once in a stack. When a frame reappears
+/// deeper in the stack, the frames from just after its first appearance down to the repeat
+/// are removed, so the samples of a recursive call count under its outermost call. Rayon's
+/// `join_context` → `bridge_producer_consumer::helper` → `join_context` cycles and a
+/// recursive quicksort both fold to one level; the leaf frames are kept.
+pub fn fold_recursion(frames: Vec<String>) -> Vec<String> {
+    let mut folded: Vec<String> = Vec::with_capacity(frames.len());
+    for frame in frames {
+        match folded.iter().position(|f| *f == frame) {
+            Some(first) => folded.truncate(first + 1),
+            None => folded.push(frame),
+        }
+    }
+    folded
+}
+
+/// The frames of one sample, root first: symbolised names, else raw addresses.
+fn sample_frames(stack: Option<&Vec<Frame>>, callchain: &[u64]) -> (Vec<String>, bool) {
+    match stack {
+        Some(stack) if !stack.is_empty() => (stack.iter().map(frame_name).collect(), true),
+        _ => {
+            // Call chains are leaf first; flamegraph stacks are root first.
+            let addresses: Vec<String> = callchain
+                .iter()
+                .rev()
+                .map(|ip| format!("{ip:#x}"))
+                .collect();
+            if addresses.is_empty() {
+                (vec!["[unknown]".to_owned()], false)
+            } else {
+                (addresses, false)
+            }
+        }
+    }
+}
+
+/// A sample's frames for a flamegraph, root first: the profiler's own (`None`: its frames
+/// with nothing of the program under them, or its writer thread) left out, recursion folded;
+/// and whether it was symbolised.
+fn program_frames(
+    stack: Option<&Vec<Frame>>,
+    callchain: &[u64],
+    role: Option<&str>,
+) -> Option<(Vec<String>, bool)> {
+    let (frames, symbolised) = sample_frames(stack, callchain);
+    let frames = without_profiler_frames(frames).filter(|_| role != Some(WRITER_THREAD))?;
+    Some((fold_recursion(without_thread_start(frames)), symbolised))
+}
+
+/// The frames std runs before a thread's own code — `lang_start` and the panic guards for
+/// `main`, the spawn closure's for other threads — end in `__rust_begin_short_backtrace`,
+/// where std's own backtraces start too: the frames up to it are left out (the stack's root
+/// names the thread already).
+fn without_thread_start(mut frames: Vec<String>) -> Vec<String> {
+    if let Some(entry) = frames
+        .iter()
+        .rposition(|f| f.contains("__rust_begin_short_backtrace"))
+        && entry + 1 < frames.len()
+    {
+        frames.drain(..=entry);
+    }
+    frames
+}
+
+fn roles(threads: &[ThreadSummary]) -> HashMap<u32, &str> {
+    threads.iter().map(|t| (t.tid, t.role.as_str())).collect()
+}
+
+fn thread_root(role: Option<&str>, tid: u32) -> String {
+    role.map_or_else(|| format!("thread {tid}"), str::to_owned)
+}
+
+/// A folded stack: its thread's role and its frames, root first.
+type StackKey = (String, Vec<String>);
+
+fn sampled_stacks(stacks: BTreeMap<StackKey, u64>) -> Vec<SampledStack> {
+    stacks
+        .into_iter()
+        .map(|((thread, frames), weight)| SampledStack {
+            thread,
+            frames,
+            weight,
+        })
+        .collect()
+}
+
+/// Folds the cpu-clock samples by thread and stack: recursion folded, the profiler's own
+/// samples (its frames anywhere in a stack, or its writer thread) counted apart. Each kept
+/// sample is also placed in time, since `origin_ns`.
+pub(crate) fn fold(
+    kernel: &KernelRecords,
+    threads: &[ThreadSummary],
+    origin_ns: u64,
+) -> FoldedSamples {
+    let roles = roles(threads);
+    // Stacks numbered as first met, sorted at the end.
+    let mut ids: HashMap<StackKey, u32> = HashMap::new();
+    let mut stacks: Vec<(StackKey, u64)> = Vec::new();
+    let mut timed = Vec::new();
+    let mut unsymbolised = 0;
+    let mut profiler = 0;
+    for (i, sample) in kernel.samples.iter().enumerate() {
+        let role = roles.get(&sample.tid).copied();
+        let Some((frames, symbolised)) =
+            program_frames(kernel.sample_stacks.get(i), &sample.callchain, role)
+        else {
+            profiler += 1;
+            continue;
+        };
+        if !symbolised {
+            unsymbolised += 1;
+        }
+        let key = (thread_root(role, sample.tid), frames);
+        let id = *ids.entry(key).or_insert_with_key(|key| {
+            stacks.push((key.clone(), 0));
+            (stacks.len() - 1) as u32
+        });
+        stacks[id as usize].1 += 1;
+        timed.push(TimedSample {
+            time_ns: sample.time_ns.saturating_sub(origin_ns),
+            tid: sample.tid,
+            stack: id,
+        });
+    }
+    let mut order: Vec<usize> = (0..stacks.len()).collect();
+    order.sort_by(|&a, &b| stacks[a].0.cmp(&stacks[b].0));
+    let mut rank = vec![0u32; stacks.len()];
+    for (position, &id) in order.iter().enumerate() {
+        rank[id] = position as u32;
+    }
+    for sample in &mut timed {
+        sample.stack = rank[sample.stack as usize];
+    }
+    // The stacks are distinct, so the map keeps them all, in the order of `rank`.
+    let sorted: BTreeMap<StackKey, u64> = stacks.into_iter().collect();
     FoldedSamples {
         samples: CpuSamples {
             period_ns: kernel.sample_period_ns,
             total: kernel.samples.len() as u64,
-            stacks: stacks
-                .into_iter()
-                .map(|(frames, samples)| SampledStack { frames, samples })
-                .collect(),
+            profiler,
+            stacks: sampled_stacks(sorted),
+            timed,
         },
         unsymbolised,
+    }
+}
+
+/// A context-switch sample and its switch-out record are written in the same scheduler call:
+/// further apart than this, they are not the same switch.
+const SWITCH_SAMPLE_SLACK_NS: u64 = 100_000;
+
+/// Folds where threads were switched out, weighted by how long, from the context-switch
+/// samples (the stack at each switch-out) and the switch records (how long until the thread
+/// ran again); `None` when there are no such samples. The leaf says why the thread stopped:
+/// `[blocked]` (it waited: sleep, lock, I/O, a join) or `[preempted]` (runnable, but the CPU
+/// went to another thread).
+pub(crate) fn fold_switch_outs(
+    kernel: &KernelRecords,
+    switches: &[SwitchRecord],
+    threads: &[ThreadSummary],
+) -> Option<OffCpuStacks> {
+    if kernel.switch_samples.is_empty() {
+        return None;
+    }
+    let roles = roles(threads);
+    // On the kernel's ns time line. A thread's last switch-out, at its exit, has no
+    // switch-in: with no end of run (0) it is left out rather than counted as a wait.
+    let off_cpu = OffCpuIndex::from_switches(switches, |ns| ns, 0);
+    let mut matched: HashMap<u32, Vec<bool>> = off_cpu
+        .threads()
+        .map(|tid| (tid, vec![false; off_cpu.intervals(tid).len()]))
+        .collect();
+    let mut stacks: BTreeMap<StackKey, u64> = BTreeMap::new();
+    let mut result = OffCpuStacks::default();
+    for (i, sample) in kernel.switch_samples.iter().enumerate() {
+        let list = off_cpu.intervals(sample.tid);
+        // The interval whose switch-out is nearest the sample.
+        let at = list.partition_point(|iv| iv.start < sample.time_ns);
+        let nearest = [at.checked_sub(1), Some(at)]
+            .into_iter()
+            .flatten()
+            .filter(|&j| j < list.len())
+            .min_by_key(|&j| list[j].start.abs_diff(sample.time_ns))
+            .filter(|&j| list[j].start.abs_diff(sample.time_ns) <= SWITCH_SAMPLE_SLACK_NS);
+        let Some(j) = nearest else { continue };
+        let Some(seen) = matched.get_mut(&sample.tid).and_then(|v| v.get_mut(j)) else {
+            continue;
+        };
+        // A second sample near the same switch-out (a lost switch record) would count its
+        // interval twice.
+        if std::mem::replace(seen, true) {
+            continue;
+        }
+        let interval = &list[j];
+        let ns = interval.end - interval.start;
+        result.total_ns += ns;
+        let role = roles.get(&sample.tid).copied();
+        let Some((mut frames, _)) =
+            program_frames(kernel.switch_sample_stacks.get(i), &sample.callchain, role)
+        else {
+            result.profiler_ns += ns;
+            continue;
+        };
+        frames.push(leaf(interval.preempted).to_owned());
+        *stacks
+            .entry((thread_root(role, sample.tid), frames))
+            .or_default() += ns;
+    }
+    // Switch-outs of the program's threads whose sample was lost.
+    for (tid, seen) in &matched {
+        let role = roles.get(tid).copied();
+        if role == Some(WRITER_THREAD) {
+            continue;
+        }
+        let list = off_cpu.intervals(*tid);
+        for (interval, _) in list.iter().zip(seen).filter(|(_, seen)| !**seen) {
+            let ns = interval.end - interval.start;
+            result.total_ns += ns;
+            result.unmatched_ns += ns;
+            let frames = vec![
+                "[stack not recorded]".to_owned(),
+                leaf(interval.preempted).to_owned(),
+            ];
+            *stacks.entry((thread_root(role, *tid), frames)).or_default() += ns;
+        }
+    }
+    result.stacks = sampled_stacks(stacks);
+    Some(result)
+}
+
+fn leaf(preempted: bool) -> &'static str {
+    if preempted {
+        "[preempted]"
+    } else {
+        "[blocked]"
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::CpuSample;
+    use crate::kernel::{CpuSample, SwitchKind};
 
     fn frame(function: &str, inlined: bool) -> Frame {
         Frame {
@@ -76,45 +327,241 @@ mod tests {
         }
     }
 
+    fn names(frames: &[&str]) -> Vec<String> {
+        frames.iter().map(|f| (*f).to_owned()).collect()
+    }
+
+    fn thread(tid: u32, role: &str) -> ThreadSummary {
+        ThreadSummary {
+            tid,
+            name: None,
+            role: role.to_owned(),
+            rayon_index: None,
+            rayon_pool: None,
+            first_seen_ns: 0,
+            last_seen_ns: 0,
+            on_cpu_ns: None,
+            off_cpu_preempted_ns: None,
+            off_cpu_voluntary_ns: None,
+            switches_voluntary: None,
+            switches_preempted: None,
+            events: 0,
+            lost_events: 0,
+            cpu_samples: 0,
+        }
+    }
+
     #[test]
-    fn folds_symbolised_stacks_and_falls_back_to_addresses() {
-        let sample = |callchain: Vec<u64>| CpuSample {
-            time_ns: 0,
-            tid: 1,
+    fn the_thread_start_is_left_out() {
+        let stack = names(&[
+            "[libc.so.6]",
+            "std::thread::lifecycle::{closure#1}_[i]",
+            "std::sys::backtrace::__rust_begin_short_backtrace<F, ()>",
+            "rayon_core::registry::main_loop",
+            "work",
+        ]);
+        assert_eq!(
+            without_thread_start(stack),
+            names(&["rayon_core::registry::main_loop", "work"])
+        );
+        // Sampled in std's own start-up: kept as it is.
+        let start = names(&[
+            "main",
+            "std::sys::backtrace::__rust_begin_short_backtrace<fn()>",
+        ]);
+        assert_eq!(without_thread_start(start.clone()), start);
+    }
+
+    #[test]
+    fn recursion_folds_into_the_outermost_call() {
+        let stack = names(&[
+            "main",
+            "sort",
+            "join",
+            "helper",
+            "join",
+            "sort",
+            "join",
+            "sort",
+            "partition",
+        ]);
+        assert_eq!(fold_recursion(stack), names(&["main", "sort", "partition"]));
+        let plain = names(&["main", "a", "b"]);
+        assert_eq!(fold_recursion(plain.clone()), plain);
+    }
+
+    #[test]
+    fn profiler_time_is_split_from_user_code_under_its_wrappers() {
+        let probe = names(&[
+            "main",
+            "work",
+            "parprof_rt::recorder::record",
+            "core::core_arch::x86::rdtsc::_rdtsc",
+        ]);
+        assert_eq!(without_profiler_frames(probe), None);
+        let clock = names(&["main", "parprof_rt::clock::now", "[vdso]"]);
+        assert_eq!(without_profiler_frames(clock), None);
+        let wrapped = names(&["main", "parprof_rt::region::join", "user::work"]);
+        assert_eq!(
+            without_profiler_frames(wrapped),
+            Some(names(&["main", "user::work"]))
+        );
+    }
+
+    #[test]
+    fn switch_outs_are_weighted_by_the_time_until_the_switch_in() {
+        let switch = |time_ns: u64, tid: u32, kind: SwitchKind| SwitchRecord {
+            time_ns,
+            tid,
+            cpu: 0,
+            kind,
+        };
+        let sample = |time_ns: u64, tid: u32| CpuSample {
+            time_ns,
+            tid,
+            cpu: 0,
+            callchain: vec![2, 1],
+        };
+        let switches = [
+            // A 10 µs sleep, its sample written 40 ns after the switch-out record.
+            switch(1_000, 1, SwitchKind::OutVoluntary),
+            switch(11_000, 1, SwitchKind::In),
+            // A 500 ns preemption, sampled twice (the second must not count it again).
+            switch(20_000, 1, SwitchKind::OutPreempted),
+            switch(20_500, 1, SwitchKind::In),
+            // A 300 ns wait whose sample was lost.
+            switch(30_000, 1, SwitchKind::OutVoluntary),
+            switch(30_300, 1, SwitchKind::In),
+            // The thread's exit: no switch-in, no wait.
+            switch(400_000, 1, SwitchKind::OutVoluntary),
+            // The profiler's writer waits 700 ns (sampled) and 50 ns (not sampled).
+            switch(5_000, 9, SwitchKind::OutVoluntary),
+            switch(5_700, 9, SwitchKind::In),
+            switch(6_000, 9, SwitchKind::OutVoluntary),
+            switch(6_050, 9, SwitchKind::In),
+        ];
+        let mut switches = switches.to_vec();
+        switches.sort_by_key(|s| s.time_ns);
+        let user = vec![frame("main", false), frame("wait_for_input", false)];
+        let kernel = KernelRecords {
+            switch_samples: vec![
+                sample(1_040, 1),
+                sample(5_000, 9),
+                sample(20_000, 1),
+                sample(20_010, 1),
+                sample(400_000, 1),
+                // Far from every switch-out of its thread: not one of them.
+                sample(700_000, 1),
+            ],
+            switch_sample_stacks: vec![
+                user.clone(),
+                vec![frame("parprof_rt::writer::run", false)],
+                user.clone(),
+                user.clone(),
+                user.clone(),
+                user,
+            ],
+            ..KernelRecords::default()
+        };
+        let threads = [thread(1, "poller"), thread(9, WRITER_THREAD)];
+        let folded = fold_switch_outs(&kernel, &switches, &threads).expect("samples");
+        let stacks: Vec<(String, String, u64)> = folded
+            .stacks
+            .iter()
+            .map(|s| (s.thread.clone(), s.frames.join(";"), s.weight))
+            .collect();
+        assert_eq!(
+            stacks,
+            [
+                (
+                    "poller".to_owned(),
+                    "[stack not recorded];[blocked]".to_owned(),
+                    300
+                ),
+                (
+                    "poller".to_owned(),
+                    "main;wait_for_input;[blocked]".to_owned(),
+                    10_000
+                ),
+                (
+                    "poller".to_owned(),
+                    "main;wait_for_input;[preempted]".to_owned(),
+                    500
+                ),
+            ]
+        );
+        assert_eq!(
+            (folded.total_ns, folded.profiler_ns, folded.unmatched_ns),
+            (10_000 + 500 + 300 + 700, 700, 300)
+        );
+        let none = KernelRecords::default();
+        assert_eq!(fold_switch_outs(&none, &switches, &threads), None);
+    }
+
+    #[test]
+    fn folds_by_thread_and_falls_back_to_addresses() {
+        let sample = |tid: u32, callchain: Vec<u64>| CpuSample {
+            time_ns: 1000 + u64::from(tid),
+            tid,
             cpu: 0,
             callchain,
         };
         let kernel = KernelRecords {
             samples: vec![
-                sample(vec![2, 1]),
-                sample(vec![2, 1]),
-                sample(vec![0x20, 0x10]),
-                sample(vec![]),
+                sample(1, vec![2, 1]),
+                sample(1, vec![2, 1]),
+                sample(2, vec![0x20, 0x10]),
+                sample(3, vec![]),
+                sample(2, vec![4, 3]),
+                sample(9, vec![6, 5]),
             ],
             sample_stacks: vec![
                 vec![frame("main", false), frame("work", true)],
                 vec![frame("main", false), frame("work", true)],
                 vec![],
+                vec![],
+                vec![frame("start", false), frame("parprof_rt::clock::now", true)],
+                vec![frame("start", false), frame("write", false)],
             ],
             sample_period_ns: 1000,
             ..KernelRecords::default()
         };
-        let folded = fold(&kernel);
+        let threads = [
+            thread(1, "main"),
+            thread(2, "rayon worker 0 (pool 0)"),
+            thread(9, WRITER_THREAD),
+        ];
+        let folded = fold(&kernel, &threads, 1000);
         assert_eq!(folded.unsymbolised, 2);
-        let stacks: Vec<(String, u64)> = folded
+        let stacks: Vec<(String, String, u64)> = folded
             .samples
             .stacks
             .iter()
-            .map(|s| (s.frames.join(";"), s.samples))
+            .map(|s| (s.thread.clone(), s.frames.join(";"), s.weight))
             .collect();
         assert_eq!(
             stacks,
             [
-                ("0x10;0x20".to_owned(), 1),
-                ("[unknown]".to_owned(), 1),
-                ("main;work_[i]".to_owned(), 2)
+                ("main".to_owned(), "main;work_[i]".to_owned(), 2),
+                (
+                    "rayon worker 0 (pool 0)".to_owned(),
+                    "0x10;0x20".to_owned(),
+                    1
+                ),
+                ("thread 3".to_owned(), "[unknown]".to_owned(), 1),
             ]
         );
-        assert_eq!((folded.samples.total, folded.samples.period_ns), (4, 1000));
+        let samples = &folded.samples;
+        assert_eq!(
+            (samples.total, samples.profiler, samples.period_ns),
+            (6, 2, 1000)
+        );
+        // The kept samples in time, each pointing at its (sorted) stack.
+        let timed: Vec<(u64, u32, u32)> = samples
+            .timed
+            .iter()
+            .map(|t| (t.time_ns, t.tid, t.stack))
+            .collect();
+        assert_eq!(timed, [(1, 1, 0), (1, 1, 0), (2, 2, 1), (3, 3, 2)]);
     }
 }

@@ -7,15 +7,24 @@
 //!
 //! 1. `too_fine_granularity`: local + stolen tasks per worker per second above
 //!    [`Thresholds::tasks_per_worker_per_s`];
-//! 2. `excessive_stealing`: stolen tasks ÷ local tasks above [`Thresholds::stolen_per_local`];
+//! 2. `excessive_stealing`: stolen tasks ÷ local tasks above [`Thresholds::stolen_per_local`]
+//!    — also looked for first in the inactive pair when a run makes many tasks (at least 8 per
+//!    worker): a linear spawn's thieves wait for the one spawner rather than search when they
+//!    have no CPU of their own (more workers than CPUs, a busy machine);
 //! 3. `insufficient_parallel_slack`: GS→GS + GS→W transitions per worker per second above
 //!    [`Thresholds::search_wait_per_worker_per_s`];
 //! 4. `load_imbalance`: otherwise (inactive overhead high, searches and sleeps rare).
 //!
+//! A fifth looks at the machine rather than the work: `oversubscription`, when the workers
+//! spent more than [`Thresholds::preempted`] of their time switched out while runnable in UC,
+//! LQ or GS (ready to run, but no CPU for them): more workers than the CPUs the program may use
+//! (affinity, cgroup quota), or CPUs taken by other programs.
+//!
 //! The impact of a diagnosis is the overhead it explains, spread over the workers: the region
 //! would end that much sooner without it, hence the speedup if fixed.
 
-use super::lifecycle::RegionReport;
+use super::lifecycle::{RegionReport, WaitSource};
+use crate::units::{human_count, human_duration};
 use serde::Serialize;
 
 /// Thresholds of the diagnoses; every field is configurable.
@@ -38,6 +47,14 @@ pub struct Thresholds {
     /// sleep); 5,000 per second means it cycles through search and sleep more than ~150 times
     /// a second, i.e. it keeps being woken up for work that is gone.
     pub search_wait_per_worker_per_s: f64,
+    /// Time switched out while runnable in UC, LQ or GS, as a share of worker time, above
+    /// which a region is `oversubscription`. Default 0.10: on a machine with a CPU per worker
+    /// a worker waits for a CPU only in short moments.
+    pub preempted: f64,
+    /// Regions that ran for less than this in all (ns) are not diagnosed: a worker that
+    /// starts a few hundred microseconds late is most of such a region, and there is
+    /// nothing to win. Default 1 ms.
+    pub min_elapsed_ns: u64,
 }
 
 impl Default for Thresholds {
@@ -48,6 +65,8 @@ impl Default for Thresholds {
             tasks_per_worker_per_s: 400_000.0,
             stolen_per_local: 1.0,
             search_wait_per_worker_per_s: 5_000.0,
+            preempted: 0.10,
+            min_elapsed_ns: 1_000_000,
         }
     }
 }
@@ -59,6 +78,7 @@ pub enum Code {
     ExcessiveStealing,
     InsufficientParallelSlack,
     LoadImbalance,
+    Oversubscription,
 }
 
 impl Code {
@@ -69,6 +89,7 @@ impl Code {
             Code::ExcessiveStealing => "excessive_stealing",
             Code::InsufficientParallelSlack => "insufficient_parallel_slack",
             Code::LoadImbalance => "load_imbalance",
+            Code::Oversubscription => "oversubscription",
         }
     }
 }
@@ -138,11 +159,12 @@ impl Figures {
 /// causes of inactive overhead could not be looked for, which the user is told.
 pub fn hidden_wait_note(r: &RegionReport, t: &Thresholds) -> Option<String> {
     let worker_ns = r.worker_ns();
-    if worker_ns <= 0.0 {
+    // With the hooks, a worker yielding in rayon's idle loop is counted as waiting already.
+    if worker_ns <= 0.0 || r.wait_source == WaitSource::Hooks {
         return None;
     }
     let inactive = r.inactive_overhead_ns as f64 / worker_ns;
-    let with_yields = (r.inactive_overhead_ns + r.search_preempted_ns) as f64 / worker_ns;
+    let with_yields = (r.inactive_overhead_ns + r.preempted_ns.gs) as f64 / worker_ns;
     (inactive <= t.inactive_overhead && with_yields > t.inactive_overhead).then(|| {
         format!(
             "Region `{}`: searching workers were switched out while runnable for {:.1} ms ({:.0}% of worker \
@@ -150,16 +172,16 @@ pub fn hidden_wait_note(r: &RegionReport, t: &Thresholds) -> Option<String> {
              That time counts as search (GS), not wait (W), so insufficient parallel slack and load imbalance \
              could not be looked for; profile it on an otherwise idle machine to tell.",
             r.name,
-            r.search_preempted_ns as f64 / 1e6,
-            100.0 * r.search_preempted_ns as f64 / worker_ns
+            r.preempted_ns.gs as f64 / 1e6,
+            100.0 * r.preempted_ns.gs as f64 / worker_ns
         )
     })
 }
 
-/// The diagnoses of a region, in the spec's order; empty when the region has no workers or
-/// no time.
-pub fn diagnose(r: &RegionReport, t: &Thresholds) -> Vec<Diagnosis> {
-    if r.workers == 0 || r.elapsed_ns == 0 {
+/// The diagnoses of a region, in the spec's order, then `oversubscription`; empty when the
+/// region has no workers or no time. `usable_cpus`: the CPUs the program could use.
+pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> Vec<Diagnosis> {
+    if r.workers == 0 || r.elapsed_ns == 0 || r.elapsed_ns < t.min_elapsed_ns {
         return Vec::new();
     }
     let f = Figures {
@@ -180,28 +202,14 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds) -> Vec<Diagnosis> {
         }
         let ratio = r.tasks.stolen as f64 / r.tasks.local.max(1) as f64;
         if ratio > t.stolen_per_local {
-            let summary = format!(
-                "{} tasks stolen for {} taken from the workers' own deques ({ratio:.1} : 1, threshold {}); \
-                 {:.0}% of worker time is spent looking for tasks.",
-                r.tasks.stolen,
-                r.tasks.local,
-                t.stolen_per_local,
-                active_share * 100.0
-            );
-            out.push(Diagnosis {
-                code: Code::ExcessiveStealing,
-                evidence: opened("stolen_per_local", ratio, summary),
-                threshold: t.stolen_per_local,
-                impact: f.impact(active_ns),
-                advice: format!(
-                    "One thread creates most of the tasks and the others steal them one by one — typically a \
-                     loop of `spawn`s (or `par_bridge` over a sequential iterator). Split the work recursively so \
-                     that every worker creates tasks for itself: replace `for x in items {{ s.spawn(..) }}` by \
-                     `items.par_iter().for_each(..)` (or `par_chunks(n)` with n ≈ items ÷ {}), or spawn two \
-                     halves with `rayon::join` and recurse until a piece is small.",
-                    r.workers * 8
-                ),
-            });
+            out.push(stealing(
+                r,
+                t,
+                ratio,
+                active_share,
+                f.impact(active_ns),
+                opened,
+            ));
         }
     }
     let inactive_ns = r.inactive_overhead_ns as f64;
@@ -213,45 +221,35 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds) -> Vec<Diagnosis> {
             t.inactive_overhead,
         );
         let freq = (r.transitions.gs_gs + r.transitions.gs_w) as f64 / f.workers / f.elapsed_s;
-        if freq > t.search_wait_per_worker_per_s {
-            let summary = format!(
-                "Workers fail to find work {freq:.0} times per second each (GS->GS {} and GS->W {}, threshold {}), \
-                 while {:.0}% of worker time is spent asleep; each run of the region creates {:.1} \
-                 tasks for {} workers.",
-                r.transitions.gs_gs,
-                r.transitions.gs_w,
-                t.search_wait_per_worker_per_s,
-                inactive_share * 100.0,
-                f.tasks_per_run,
-                r.workers
-            );
-            out.push(Diagnosis {
-                code: Code::InsufficientParallelSlack,
-                evidence: opened("search_wait_per_worker_per_s", freq, summary),
-                threshold: t.search_wait_per_worker_per_s,
-                impact: f.impact(inactive_ns),
-                advice: format!(
-                    "The region creates fewer tasks than there are free workers, so idle workers are woken for \
-                     work that is already gone. Give the pool more independent work at once: parallelise the loop \
-                     that runs the region (one `par_iter` over all its runs instead of {:.0} small runs), or cut \
-                     each run into at least {} pieces (`with_max_len`, smaller `par_chunks`); or run it in a \
-                     smaller pool (`ThreadPoolBuilder::new().num_threads({})`) so that the extra workers stop \
-                     waking up.",
-                    f.runs,
-                    r.workers * 4,
-                    (f.tasks_per_run.ceil() as usize).clamp(1, r.workers)
-                ),
-            });
+        let ratio = r.tasks.stolen as f64 / r.tasks.local.max(1) as f64;
+        // A linear spawn whose thieves wait for the one spawner (they have no CPU of their
+        // own to search on, or nothing to search for between its spawns): idle, not
+        // searching. Many tasks per run tell it from a lack of tasks (slack).
+        let linear_spawn = ratio > t.stolen_per_local
+            && f.tasks_per_run >= (8 * r.workers) as f64
+            && !out.iter().any(|d| d.code == Code::ExcessiveStealing);
+        if linear_spawn {
+            out.push(stealing(
+                r,
+                t,
+                ratio,
+                inactive_share,
+                f.impact(inactive_ns),
+                opened,
+            ));
+        } else if freq > t.search_wait_per_worker_per_s || few_tasks_per_run(r, &f) {
+            out.push(slack(r, t, &f, freq, opened));
         } else {
             let longest = r.task_ns.max as f64 / r.task_ns.median.max(1) as f64;
             let summary = format!(
                 "{:.0}% of worker time is spent asleep while the region runs, yet workers rarely search again \
-                 ({freq:.0} failed searches and sleeps per second each, under {}): they ran out of work and \
-                 stayed idle. The longest task took {:.3} ms, {longest:.0}× the median ({:.3} ms).",
+                 ({} failed searches and sleeps per second each, under {}): they ran out of work and \
+                 stayed idle. The longest task took {}, {longest:.0}× the median ({}).",
                 inactive_share * 100.0,
-                t.search_wait_per_worker_per_s,
-                r.task_ns.max as f64 / 1e6,
-                r.task_ns.median as f64 / 1e6
+                human_count(freq),
+                human_count(t.search_wait_per_worker_per_s),
+                human_duration(r.task_ns.max),
+                human_duration(r.task_ns.median)
             );
             out.push(Diagnosis {
                 code: Code::LoadImbalance,
@@ -269,7 +267,210 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds) -> Vec<Diagnosis> {
             });
         }
     }
+    if let Some(d) = oversubscription(r, t, &f, usable_cpus) {
+        out.push(d);
+    }
     out
+}
+
+fn stealing(
+    r: &RegionReport,
+    t: &Thresholds,
+    ratio: f64,
+    overhead_share: f64,
+    impact: Impact,
+    opened: impl Fn(&'static str, f64, String) -> Evidence,
+) -> Diagnosis {
+    let summary = format!(
+        "{} tasks stolen for {} taken from the workers' own deques ({ratio:.1} : 1, threshold {}); \
+         {:.0}% of worker time is spent looking for or waiting for tasks.",
+        human_count(r.tasks.stolen as f64),
+        human_count(r.tasks.local as f64),
+        t.stolen_per_local,
+        overhead_share * 100.0
+    );
+    Diagnosis {
+        code: Code::ExcessiveStealing,
+        evidence: opened("stolen_per_local", ratio, summary),
+        threshold: t.stolen_per_local,
+        impact,
+        advice: format!(
+            "One thread creates most of the tasks and the others steal them one by one — typically a \
+             loop of `spawn`s (or `par_bridge` over a sequential iterator). Split the work recursively so \
+             that every worker creates tasks for itself: replace `for x in items {{ s.spawn(..) }}` by \
+             `items.par_iter().for_each(..)` (or `par_chunks(n)` with n ≈ items ÷ {}), or spawn two \
+             halves with `rayon::join` and recurse until a piece is small.",
+            r.workers * 8
+        ),
+    }
+}
+
+/// A run makes fewer tasks than the region has workers, counted exactly (rayon-core hooks).
+fn few_tasks_per_run(r: &RegionReport, f: &Figures) -> bool {
+    r.wait_source == WaitSource::Hooks && f.tasks_per_run < r.workers as f64
+}
+
+fn capitalised(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
+}
+
+fn slack(
+    r: &RegionReport,
+    t: &Thresholds,
+    f: &Figures,
+    freq: f64,
+    opened: impl Fn(&'static str, f64, String) -> Evidence,
+) -> Diagnosis {
+    let inactive_ns = r.inactive_overhead_ns as f64;
+    let workers = r.workers;
+    let per_run = if f.runs > 1.0 {
+        format!(
+            "each of its {:.0} runs creates {:.1} tasks for {workers} workers",
+            f.runs, f.tasks_per_run
+        )
+    } else {
+        format!(
+            "it creates {:.1} tasks for {workers} workers",
+            f.tasks_per_run
+        )
+    };
+    let few_tasks = f.tasks_per_run < workers as f64;
+    let why = if few_tasks {
+        "fewer tasks than there are workers"
+    } else {
+        "too few at a time to keep the workers busy: they finish in a burst, and idle workers are woken for work that is already gone"
+    };
+    let searches = format!(
+        "workers fail to find work {} times per second each (GS->GS {} and GS->W {}, threshold {})",
+        human_count(freq),
+        human_count(r.transitions.gs_gs as f64),
+        human_count(r.transitions.gs_w as f64),
+        human_count(t.search_wait_per_worker_per_s),
+    );
+    let idle = inactive_ns / f.worker_ns * 100.0;
+    // On a busy machine search rounds are slow and the rate stays low; with exact task counts
+    // a run that makes fewer tasks than workers decides it as well.
+    let (metric, value, threshold, summary) = if freq > t.search_wait_per_worker_per_s {
+        let summary =
+            format!("{searches}, while {idle:.0}% of worker time is spent idle; {per_run}: {why}.");
+        (
+            "search_wait_per_worker_per_s",
+            freq,
+            t.search_wait_per_worker_per_s,
+            summary,
+        )
+    } else {
+        let summary =
+            format!("{per_run}: {why}; {idle:.0}% of worker time is spent idle ({searches}).");
+        (
+            "tasks_per_run_per_worker",
+            f.tasks_per_run / workers as f64,
+            1.0,
+            summary,
+        )
+    };
+    let summary = capitalised(&summary);
+    let cut = if few_tasks {
+        format!(
+            "cut each run into at least {} pieces (`with_max_len`, smaller `par_chunks`, or split the work with `join` until pieces are small)",
+            workers * 4
+        )
+    } else {
+        "give each run more independent pieces at once (a finer `with_max_len`/`par_chunks`), so that workers that wake find work"
+            .to_owned()
+    };
+    let pool = (f.tasks_per_run.ceil() as usize).clamp(1, workers.max(1));
+    let smaller_pool = if pool < workers {
+        format!(
+            "; or run it in a smaller pool (`ThreadPoolBuilder::new().num_threads({pool})`) so that the extra workers stop waking up"
+        )
+    } else {
+        String::new()
+    };
+    Diagnosis {
+        code: Code::InsufficientParallelSlack,
+        evidence: opened(metric, value, summary),
+        threshold,
+        impact: f.impact(inactive_ns),
+        advice: format!(
+            "The region's runs leave workers without work. Per run: {cut}{smaller_pool}."
+        ),
+    }
+}
+
+/// `oversubscription`: the workers were ready to run but had no CPU for much of the region.
+fn oversubscription(
+    r: &RegionReport,
+    t: &Thresholds,
+    f: &Figures,
+    usable_cpus: Option<f64>,
+) -> Option<Diagnosis> {
+    let p = &r.preempted_ns;
+    // Without the hooks, a preempted search may be an idle worker yielding: left out.
+    let searching = if r.wait_source == WaitSource::Hooks {
+        p.gs
+    } else {
+        0
+    };
+    // What the profiler's own writer took is not the program's doing.
+    let preempted_ns = (p.uc + p.lq + searching).saturating_sub(r.profiler_cpu_ns) as f64;
+    let share = preempted_ns / f.worker_ns;
+    if share <= t.preempted {
+        return None;
+    }
+    // Workers that were not asleep, on average over the region.
+    let awake = (f.worker_ns - (r.state_ns.w - p.w) as f64) / (f.elapsed_s * 1e9);
+    let (cause, advice) = match usable_cpus {
+        Some(cpus) if r.workers as f64 > cpus => (
+            format!(
+                "the pool has {} workers for {cpus:.1} usable CPUs (affinity and cgroup quota)",
+                r.workers
+            ),
+            format!(
+                "Size the pool to the CPUs the program may use: `ThreadPoolBuilder::new().num_threads({n})`, or `RAYON_NUM_THREADS={n}` for the global pool. rayon counts the CPUs it sees, not the container's quota; and a pool built inside another pool's task (a nested pool) adds its workers to the first one's — install it once, outside, or share one pool.",
+                n = cpus.floor().max(1.0) as usize
+            ),
+        ),
+        Some(cpus) => (
+            format!(
+                "{:.1} workers were awake on average for {cpus:.1} usable CPUs: other programs (or other threads of this one) took the CPUs",
+                awake
+            ),
+            "Other work competed for the CPUs: profile on an otherwise idle machine, or leave CPUs to the other work with a smaller pool (`num_threads`, `RAYON_NUM_THREADS`)."
+                .to_owned(),
+        ),
+        None => (
+            "the CPUs the program may use are not known".to_owned(),
+            "Match the pool size to the CPUs the program may use (`num_threads`, `RAYON_NUM_THREADS`) and run it on an otherwise idle machine."
+                .to_owned(),
+        ),
+    };
+    let summary = format!(
+        "Workers were ready to run but switched out for {:.0}% of worker time ({:.1} ms in user code, {:.1} ms \
+         finding tasks, less {:.1} ms the profiler's trace writer ran; threshold {:.0}%): {cause}.",
+        share * 100.0,
+        p.uc as f64 / 1e6,
+        (p.lq + searching) as f64 / 1e6,
+        r.profiler_cpu_ns as f64 / 1e6,
+        t.preempted * 100.0
+    );
+    Some(Diagnosis {
+        code: Code::Oversubscription,
+        evidence: Evidence {
+            metric: "preempted_share",
+            value: share,
+            overhead: "preempted_share",
+            overhead_share: share,
+            overhead_threshold: t.preempted,
+            summary,
+        },
+        threshold: t.preempted,
+        impact: f.impact(preempted_ns),
+        advice,
+    })
 }
 
 /// The evidence of a diagnosis in the pair of causes that `overhead` (at `share`, above
@@ -300,10 +501,11 @@ fn too_fine(
     let factor = (2.0 * rate / t.tasks_per_worker_per_s).ceil();
     let target_ns = 2.0 * 1e9 / t.tasks_per_worker_per_s;
     let summary = format!(
-        "{rate:.0} tasks per second per worker (threshold {:.0}); the median task lasts {} ns and {:.0}% of \
+        "{} tasks per second per worker (threshold {}); the median task lasts {} and {:.0}% of \
          worker time is spent finding tasks.",
-        t.tasks_per_worker_per_s,
-        r.task_ns.median,
+        human_count(rate),
+        human_count(t.tasks_per_worker_per_s),
+        human_duration(r.task_ns.median),
         r.active_overhead_ns as f64 / f.worker_ns * 100.0
     );
     Diagnosis {
@@ -339,6 +541,7 @@ mod tests {
         RegionReport {
             site: 1,
             name: "r".into(),
+            implicit: false,
             instances: 10,
             elapsed_ns: 1_000_000_000,
             workers: 4,
@@ -357,7 +560,9 @@ mod tests {
             transitions,
             active_overhead_ns: lq_gs_ns,
             inactive_overhead_ns: w_ns,
-            search_preempted_ns: 0,
+            preempted_ns: StateNs::default(),
+            profiler_cpu_ns: 0,
+            wait_source: WaitSource::Switches,
             gs_gs_source: SearchRounds::Counted,
             per_worker: Vec::new(),
             diagnoses: Vec::new(),
@@ -369,20 +574,141 @@ mod tests {
     fn idle_time_hidden_by_yields_is_told_not_diagnosed() {
         let t = Thresholds::default();
         let mut busy_machine = region(MANY, 0, 100_000_000, QUIET);
-        busy_machine.search_preempted_ns = 500_000_000;
+        busy_machine.preempted_ns.gs = 500_000_000;
         let note = hidden_wait_note(&busy_machine, &t).expect("a note");
         assert!(note.contains("for 500.0 ms (12% of worker time)"), "{note}");
         assert!(codes(&busy_machine).is_empty());
         // Few yields, or a wait already over its threshold (diagnosed as usual): no note.
-        busy_machine.search_preempted_ns = 200_000_000;
+        busy_machine.preempted_ns.gs = 200_000_000;
         assert_eq!(hidden_wait_note(&busy_machine, &t), None);
         let mut waiting = region(MANY, 0, 500_000_000, QUIET);
-        waiting.search_preempted_ns = 500_000_000;
+        waiting.preempted_ns.gs = 500_000_000;
         assert_eq!(hidden_wait_note(&waiting, &t), None);
+        // With the hooks, yields in rayon's idle loop are already counted as waiting.
+        busy_machine.preempted_ns.gs = 500_000_000;
+        busy_machine.wait_source = WaitSource::Hooks;
+        assert_eq!(hidden_wait_note(&busy_machine, &t), None);
+    }
+
+    #[test]
+    fn workers_without_a_cpu_are_oversubscription_with_a_pool_size() {
+        let t = Thresholds::default();
+        let mut r = region(FEW, 0, 0, QUIET);
+        // 4 workers for 1 s; 600 ms of it switched out while runnable in user code: 15 %.
+        r.preempted_ns.uc = 600_000_000;
+        let d = diagnose(&r, &t, Some(2.0));
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].code, Code::Oversubscription);
+        assert_eq!(d[0].evidence.value, 0.15);
+        assert!(
+            d[0].evidence
+                .summary
+                .contains("4 workers for 2.0 usable CPUs"),
+            "{}",
+            d[0].evidence.summary
+        );
+        assert!(d[0].advice.contains("num_threads(2)"), "{}", d[0].advice);
+        assert!(
+            d[0].advice.contains("RAYON_NUM_THREADS=2"),
+            "{}",
+            d[0].advice
+        );
+        // As many CPUs as workers: other programs took them.
+        let other = diagnose(&r, &t, Some(4.0)).remove(0);
+        assert!(
+            other.evidence.summary.contains("other programs"),
+            "{}",
+            other.evidence.summary
+        );
+        // Under the threshold, and preempted idle time (W), are not oversubscription.
+        r.preempted_ns.uc = 300_000_000;
+        r.preempted_ns.w = 2_000_000_000;
+        assert!(diagnose(&r, &t, Some(2.0)).is_empty());
+    }
+
+    #[test]
+    fn a_region_shorter_than_the_minimum_is_not_diagnosed() {
+        let r = RegionReport {
+            elapsed_ns: 999_999,
+            ..region(FEW, 0, 4_000_000_000, QUIET)
+        };
+        assert!(codes(&r).is_empty());
+        let t = Thresholds {
+            min_elapsed_ns: 0,
+            ..Thresholds::default()
+        };
+        assert!(!diagnose(&r, &t, None).is_empty());
+    }
+
+    #[test]
+    fn with_exact_task_counts_fewer_tasks_than_workers_per_run_is_slack() {
+        // 10 runs of 2 tasks for 4 workers, idle most of the time, few failed searches per
+        // second (a busy machine makes rounds slow).
+        let two_per_run = TaskCounts {
+            local: 10,
+            stolen: 10,
+            injected: 0,
+            inline: 0,
+        };
+        let mut r = region(two_per_run, 0, ACTIVE, QUIET);
+        assert_eq!(
+            codes(&r),
+            vec![Code::LoadImbalance],
+            "rate alone: imbalance"
+        );
+        r.wait_source = WaitSource::Hooks;
+        let d = diagnose(&r, &Thresholds::default(), None).remove(0);
+        assert_eq!(d.code, Code::InsufficientParallelSlack);
+        assert_eq!(
+            (d.evidence.metric, d.evidence.value, d.threshold),
+            ("tasks_per_run_per_worker", 0.5, 1.0)
+        );
+        assert!(
+            d.evidence
+                .summary
+                .starts_with("Each of its 10 runs creates 2.0 tasks for 4 workers: fewer tasks"),
+            "{}",
+            d.evidence.summary
+        );
+        assert!(d.advice.contains("num_threads(2)"), "{}", d.advice);
+    }
+
+    #[test]
+    fn slack_advice_fits_a_region_run_many_times_with_enough_tasks() {
+        // 10 runs of 27.1 tasks each for 4 workers: enough tasks per run, so the advice is
+        // about each run and never says there are fewer tasks than workers.
+        let tasks = TaskCounts {
+            local: 200,
+            stolen: 71,
+            injected: 0,
+            inline: 0,
+        };
+        let r = region(tasks, 0, 1_000_000_000, BUSY);
+        let d = diagnose(&r, &Thresholds::default(), Some(4.0)).remove(0);
+        assert_eq!(d.code, Code::InsufficientParallelSlack);
+        assert!(
+            d.evidence
+                .summary
+                .contains("each of its 10 runs creates 27.1 tasks for 4 workers"),
+            "{}",
+            d.evidence.summary
+        );
+        assert!(
+            !d.evidence.summary.contains("fewer tasks"),
+            "{}",
+            d.evidence.summary
+        );
+        assert!(
+            d.advice
+                .starts_with("The region's runs leave workers without work. Per run:"),
+            "{}",
+            d.advice
+        );
+        assert!(!d.advice.contains("instead of"), "{}", d.advice);
     }
 
     fn codes(r: &RegionReport) -> Vec<Code> {
-        diagnose(r, &Thresholds::default())
+        diagnose(r, &Thresholds::default(), None)
             .into_iter()
             .map(|d| d.code)
             .collect()
@@ -464,10 +790,21 @@ mod tests {
             inline: 0,
         };
         assert!(codes(&region(tiny_stolen, 100_000_000, 100_000_000, BUSY)).is_empty());
-        // Active overhead opens causes 1 and 2 only; inactive overhead 3 and 4 only.
+        // Active overhead opens causes 1 and 2 only; inactive overhead 3 and 4, and 2 when a
+        // run makes many tasks (a linear spawn whose thieves wait for the spawner).
         assert_eq!(codes(&region(FEW, ACTIVE, 0, BUSY)), Vec::<Code>::new());
         assert_eq!(
             codes(&region(tiny_stolen, 0, ACTIVE, QUIET)),
+            vec![Code::ExcessiveStealing]
+        );
+        let few_stolen = TaskCounts {
+            local: 1,
+            stolen: 20,
+            injected: 0,
+            inline: 0,
+        };
+        assert_eq!(
+            codes(&region(few_stolen, 0, ACTIVE, QUIET)),
             vec![Code::LoadImbalance]
         );
     }
@@ -497,13 +834,21 @@ mod tests {
             tasks_per_worker_per_s: 100.0,
             ..Thresholds::default()
         };
-        let found: Vec<Code> = diagnose(&r, &strict).into_iter().map(|d| d.code).collect();
+        let found: Vec<Code> = diagnose(&r, &strict, None)
+            .into_iter()
+            .map(|d| d.code)
+            .collect();
         assert_eq!(found, vec![Code::TooFineGranularity]);
     }
 
     #[test]
     fn evidence_impact_and_advice_are_quantitative() {
-        let d = diagnose(&region(MANY, ACTIVE, 0, QUIET), &Thresholds::default()).remove(0);
+        let d = diagnose(
+            &region(MANY, ACTIVE, 0, QUIET),
+            &Thresholds::default(),
+            None,
+        )
+        .remove(0);
         assert_eq!(d.evidence.metric, "tasks_per_worker_per_s");
         assert_eq!(d.evidence.value, 2_000_000.0);
         assert_eq!(d.threshold, 400_000.0);
@@ -531,6 +876,7 @@ mod tests {
         let d = diagnose(
             &region(FEW, 0, 4_000_000_000, QUIET),
             &Thresholds::default(),
+            None,
         )
         .remove(0);
         assert!(d.impact.speedup_if_fixed.is_finite());
@@ -540,7 +886,8 @@ mod tests {
                     workers: 0,
                     ..region(FEW, 0, 0, QUIET)
                 },
-                &Thresholds::default()
+                &Thresholds::default(),
+                None
             )
             .is_empty()
         );

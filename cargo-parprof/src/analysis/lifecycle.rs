@@ -2,10 +2,11 @@
 //!
 //! Each rayon worker is, at every moment, in one of four states: UC (running a task of a
 //! region), LQ (looking in its own deque), GS (searching other deques and the injector) or W
-//! (asleep). The runtime records when tasks begin and end on each worker (with their origin:
-//! inline, local, stolen, injected) and when a fork (`join`, `scope`, a parallel iterator)
-//! returns to the code that waited in it (`TaskResume`); the kernel records when a thread is
-//! switched out. The states are rebuilt from both:
+//! (idle). Each state's time is also split into running and switched out while runnable
+//! ([`RegionReport::preempted_ns`]). The runtime records when tasks begin and end on each
+//! worker (with their origin: inline, local, stolen, injected) and when a fork (`join`,
+//! `scope`, a parallel iterator) returns to the code that waited in it (`TaskResume`); the
+//! kernel records when a thread is switched out. The states are rebuilt from both:
 //!
 //! - **UC** from a `TaskBegin` (or a region's begin on a worker, or a `TaskResume`) to the next
 //!   `TaskEnd`; a task that begins while the worker is in UC (the first half of a join started
@@ -18,6 +19,11 @@
 //!   while the worker is switched out voluntarily, which is W (GS→W at the switch-out, W→GS at
 //!   the switch-in). A preemption does not change the state: the worker is still searching.
 //! - A worker's time before its first event is a search with no LQ part (it was idle).
+//! - With the rayon-core hooks (`cargo parprof` builds them into the program), each failed
+//!   search round and each sleep is in the trace: from a search's first failed round on, the
+//!   worker is idle, so its time off the CPU — asleep, or yielding to other programs in
+//!   rayon's spin rounds — is W, its time on the CPU GS; GS→GS counts the rounds and GS→W the
+//!   idle episodes (see [`HookedSearch`]). The rest of this list is how it is done without.
 //! - GS→GS, the failed search rounds, are counted from switch records where they exist: each
 //!   switch-out of a searching worker while runnable is a `yield_now` of rayon's idle loop (or
 //!   a preemption) that ended a round, and each sleep follows rayon's 33 failed rounds, so a
@@ -43,8 +49,11 @@ mod state_spans;
 use super::EventConsumer;
 use super::diagnoses::{self, Diagnosis, Thresholds};
 use super::distribution::DurationDistribution;
+use super::model::worker_name;
 use super::offcpu::{OffCpu, OffCpuIndex};
-use parprof_rt::trace::{Event, EventKind, NO_WORKER, SiteRecord, TaskOrigin, ThreadRecord};
+use parprof_rt::trace::{
+    Event, EventKind, NO_WORKER, SiteKind, SiteRecord, TaskOrigin, ThreadRecord,
+};
 use serde::Serialize;
 use state_spans::{KeptStretch, Longest, Split, Stretch};
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -173,6 +182,18 @@ pub enum SearchRounds {
     Estimated,
 }
 
+/// How idle time (W) was told from search (GS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitSource {
+    /// rayon-core hooks: a searching worker is idle from its first failed round (yielding or
+    /// asleep) until it finds work; rounds and sleeps are counted exactly.
+    Hooks,
+    /// Context-switch records only: a searching worker is idle while switched out voluntarily
+    /// (asleep); a yield under load looks like a preemption and counts as search.
+    Switches,
+}
+
 /// One worker's lifecycle within one region.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WorkerLifecycle {
@@ -183,8 +204,8 @@ pub struct WorkerLifecycle {
     pub tasks: TaskCounts,
     pub state_ns: StateNs,
     pub transitions: Transitions,
-    /// See [`RegionReport::search_preempted_ns`].
-    pub search_preempted_ns: u64,
+    /// See [`RegionReport::preempted_ns`].
+    pub preempted_ns: StateNs,
 }
 
 /// The lifecycle of one parallel region (all its runs), with its diagnoses.
@@ -192,6 +213,9 @@ pub struct WorkerLifecycle {
 pub struct RegionReport {
     pub site: u32,
     pub name: String,
+    /// An implicit region: a call site that entered a pool from outside with no named region
+    /// current (rayon-core hooks), named after the calling function.
+    pub implicit: bool,
     /// Runs of the region (begin/end pairs).
     pub instances: u64,
     /// Wall-clock time during which at least one run was in progress.
@@ -209,11 +233,17 @@ pub struct RegionReport {
     pub active_overhead_ns: u64,
     /// W while the region runs.
     pub inactive_overhead_ns: u64,
-    /// Part of GS during which the searching worker was switched out while runnable: a
-    /// preemption, or rayon's idle loop yielding to other programs. On a machine busy with
-    /// other work, idle workers yield instead of sleeping, so their idle time shows here (as
-    /// search) rather than as W.
-    pub search_preempted_ns: u64,
+    /// The part of each state's time during which the worker was switched out while runnable
+    /// (preempted by another thread, or yielding in rayon's idle loop), summed over the
+    /// workers: the rest of `state_ns` is running (or, in W, asleep). Without rayon-core hooks,
+    /// idle workers that yield on a busy machine show here under GS rather than in W.
+    pub preempted_ns: StateNs,
+    /// CPU time the profiler's trace writer ran while the region ran: on a machine with no
+    /// spare CPU it preempts workers, which `oversubscription` does not blame on the program.
+    pub profiler_cpu_ns: u64,
+    /// How W was told from GS: from the hooks' search rounds and sleeps (`hooks`), or from
+    /// the switch records only (`switches`).
+    pub wait_source: WaitSource,
     pub gs_gs_source: SearchRounds,
     pub per_worker: Vec<WorkerLifecycle>,
     pub diagnoses: Vec<Diagnosis>,
@@ -248,6 +278,21 @@ struct Gap {
     kind: GapEnd,
     /// The region of the event that closed it (where a folded gap is counted).
     region: u32,
+    /// What the rayon-core hooks saw during the gap.
+    search: HookedSearch,
+}
+
+/// The search rounds and sleeps the rayon-core hooks recorded during one gap of a worker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct HookedSearch {
+    /// The end of the first failed round: the worker has looked everywhere once and found
+    /// nothing, so from then until the gap ends, time off the CPU is idle (W), whether it
+    /// sleeps or yields in rayon's spin rounds: on a busy machine each yield can last a whole
+    /// time slice of another program, and counting that as search would hide the idle time.
+    /// Time on the CPU is still search (GS): the rounds themselves.
+    idle_from: Option<u64>,
+    rounds: u32,
+    sleeps: u32,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -270,6 +315,11 @@ struct Folded {
     steal: Sum,
     /// By bit length of the gap, so that each bucket's mean says whether it was a search.
     resume: [Sum; 65],
+    /// Of the folded gaps: idle time after a first failed round (hooks), its rounds, and the
+    /// idle episodes (gaps with a failed round).
+    idle_ticks: u64,
+    rounds: u64,
+    idle_episodes: u64,
 }
 
 impl Default for Folded {
@@ -278,6 +328,9 @@ impl Default for Folded {
             local: Sum::default(),
             steal: Sum::default(),
             resume: [Sum::default(); 65],
+            idle_ticks: 0,
+            rounds: 0,
+            idle_episodes: 0,
         }
     }
 }
@@ -289,8 +342,9 @@ struct Acc {
     lq: u64,
     gs: u64,
     w: u64,
-    /// Part of `gs` switched out while runnable (see [`RegionReport::search_preempted_ns`]).
-    gs_preempted: u64,
+    /// Parts of `lq`, `gs` and `w` switched out while runnable (see
+    /// [`RegionReport::preempted_ns`]); the UC part is derived at finish.
+    preempted: StateNs,
     transitions: Transitions,
     tasks: TaskCounts,
     /// Ran a task of the region or its body: the thread's pool works for the region.
@@ -313,7 +367,9 @@ struct ThreadState {
     in_uc: bool,
     /// Start of the current UC interval or gap.
     since: u64,
-    first: Option<(u64, GapEnd)>,
+    first: Option<(u64, GapEnd, HookedSearch)>,
+    /// What the hooks saw since the current gap began.
+    search: HookedSearch,
     gap_after_task: bool,
     accs: HashMap<u32, Acc>,
     stored: Vec<Gap>,
@@ -370,6 +426,7 @@ impl ThreadState {
         parents: &HashMap<u32, u32>,
     ) -> Option<Gap> {
         let since = std::mem::replace(&mut self.since, ts);
+        let search = std::mem::take(&mut self.search);
         let len = ts.saturating_sub(since);
         if self.in_uc {
             if let Some(top) = self.frames.last().map(|f| f.region) {
@@ -390,6 +447,7 @@ impl ThreadState {
             after_task: self.gap_after_task,
             kind,
             region,
+            search,
         })
     }
 
@@ -449,11 +507,22 @@ impl ThreadState {
 
     fn fold(&mut self, gap: Gap, parents: &HashMap<u32, u32>) {
         let len = gap.end - gap.start;
-        self.for_chain(parents, gap.region, |a| match gap.kind {
-            GapEnd::Local => a.folded.local.add(len),
-            GapEnd::Steal => a.folded.steal.add(len),
-            GapEnd::Resume => a.folded.resume[64 - len.leading_zeros() as usize].add(len),
-            GapEnd::Idle => {}
+        // Without the switch records here, only a search that slept is taken as idle after
+        // its first failed round.
+        let idle = match gap.search.idle_from {
+            Some(t) if gap.search.sleeps > 0 => gap.end.saturating_sub(t.max(gap.start)),
+            _ => 0,
+        };
+        self.for_chain(parents, gap.region, |a| {
+            match gap.kind {
+                GapEnd::Local => a.folded.local.add(len),
+                GapEnd::Steal => a.folded.steal.add(len),
+                GapEnd::Resume => a.folded.resume[64 - len.leading_zeros() as usize].add(len),
+                GapEnd::Idle => return,
+            }
+            a.folded.idle_ticks += idle;
+            a.folded.rounds += u64::from(gap.search.rounds);
+            a.folded.idle_episodes += u64::from(gap.search.idle_from.is_some());
         });
     }
 }
@@ -487,6 +556,13 @@ pub struct LifecycleBuilder {
     parents: HashMap<u32, u32>,
     first_ts: u64,
     last_ts: u64,
+    /// The trace has search and sleep events of rayon-core hooks.
+    hooked: bool,
+    implicit: HashSet<u32>,
+    /// The CPUs the program could use, for the oversubscription diagnosis.
+    usable_cpus: Option<f64>,
+    /// The runtime's trace-writer threads: the profiler's own CPU use.
+    profiler_threads: Vec<u32>,
 }
 
 impl EventConsumer for LifecycleBuilder {
@@ -516,11 +592,18 @@ impl LifecycleBuilder {
             parents: HashMap::new(),
             first_ts: u64::MAX,
             last_ts: 0,
+            hooked: false,
+            implicit: HashSet::new(),
+            usable_cpus: None,
+            profiler_threads: Vec::new(),
         }
     }
 
     /// A site record: region sites give their region its name.
     pub fn on_site(&mut self, site: &SiteRecord) {
+        if site.kind == SiteKind::ImplicitRegion {
+            self.implicit.insert(site.id);
+        }
         self.names.insert(site.id, site.name.clone());
     }
 
@@ -536,6 +619,10 @@ impl LifecycleBuilder {
         let close = match kind {
             // Probes and the recorder's own waits happen inside whatever state the thread is in.
             EventKind::Enter | EventKind::Exit | EventKind::BufferStall => return,
+            EventKind::SearchRound | EventKind::SleepBegin | EventKind::SleepEnd => {
+                self.on_search(tid, kind, event.ts);
+                return;
+            }
             EventKind::TaskBegin => match TaskOrigin::from_u8(event.flags) {
                 Some(origin) => Close::Begin(origin),
                 None => return,
@@ -553,7 +640,7 @@ impl LifecycleBuilder {
         // start is known.
         let first = t.first.is_none();
         if first {
-            t.first = Some((event.ts, close.gap_end()));
+            t.first = Some((event.ts, close.gap_end(), std::mem::take(&mut t.search)));
             t.since = event.ts;
         }
         // A timestamp that goes backwards on a thread is taken as simultaneous.
@@ -653,6 +740,36 @@ impl LifecycleBuilder {
         }
     }
 
+    /// The CPUs the program could use (affinity, cgroup quota), for `oversubscription`.
+    pub fn set_usable_cpus(&mut self, cpus: f64) {
+        self.usable_cpus = Some(cpus);
+    }
+
+    /// The threads of the profiler's runtime in the program (its trace writer), whose CPU time
+    /// is the profiler's, not the program's.
+    pub fn set_profiler_threads(&mut self, tids: impl IntoIterator<Item = u32>) {
+        self.profiler_threads = tids.into_iter().collect();
+    }
+
+    /// A search round failed, or a worker fell asleep or woke (rayon-core hooks): noted for
+    /// the gap in progress.
+    fn on_search(&mut self, tid: u32, kind: EventKind, ts: u64) {
+        self.hooked = true;
+        self.first_ts = self.first_ts.min(ts);
+        self.last_ts = self.last_ts.max(ts);
+        let t = self.threads.entry(tid).or_default();
+        if t.in_uc {
+            return;
+        }
+        let search = &mut t.search;
+        match kind {
+            EventKind::SearchRound => search.rounds += 1,
+            EventKind::SleepBegin => search.sleeps += 1,
+            _ => return,
+        }
+        search.idle_from.get_or_insert(ts);
+    }
+
     /// The lifecycle of every region, longest first, with its diagnoses, and the spans of
     /// the timeline. `offcpu` holds the switched-out intervals on the trace's tick time line;
     /// `ns_per_tick` converts ticks.
@@ -699,6 +816,7 @@ impl LifecycleBuilder {
             search_min: (SEARCH_MIN_NS / ns_per_tick) as u64,
             round_ticks: (ROUND_NS / ns_per_tick).max(1.0),
             counted,
+            hooked: self.hooked,
         };
 
         let workers: Vec<u32> = {
@@ -719,13 +837,14 @@ impl LifecycleBuilder {
             let mut gaps = std::mem::take(&mut t.stored);
             let streamed = gaps.len();
             match t.first {
-                Some((first, kind)) => {
+                Some((first, kind, search)) => {
                     gaps.push(Gap {
                         start: run_start,
                         end: first,
                         after_task: false,
                         kind,
                         region: 0,
+                        search,
                     });
                     if !t.in_uc {
                         let after_task = t.gap_after_task;
@@ -735,6 +854,7 @@ impl LifecycleBuilder {
                             after_task,
                             kind: GapEnd::Idle,
                             region: 0,
+                            search: t.search,
                         });
                     }
                 }
@@ -744,6 +864,7 @@ impl LifecycleBuilder {
                     after_task: false,
                     kind: GapEnd::Idle,
                     region: 0,
+                    search: t.search,
                 }),
             }
             // The leading and trailing gaps were not offered while streaming.
@@ -768,6 +889,12 @@ impl LifecycleBuilder {
             }
             for (region, acc) in t.accs.iter_mut() {
                 shape.classify_folded(lq_est.get(region).copied().unwrap_or(0), acc);
+                let preempted_in_runs: u64 = windows.get(region).map_or(0, |wins| {
+                    wins.iter()
+                        .map(|&(a, b)| offcpu.within(tid, a, b).preempted)
+                        .sum()
+                });
+                acc.preempted.uc = uc_preempted(acc, preempted_in_runs);
             }
         }
 
@@ -801,7 +928,11 @@ impl LifecycleBuilder {
                             tid: *tid,
                             rayon_index: record.rayon_index,
                             pool: record.pool,
-                            name: record.name.clone(),
+                            name: if record.name.is_empty() {
+                                worker_name(record.rayon_index, record.pool)
+                            } else {
+                                record.name.clone()
+                            },
                             tasks: acc.tasks,
                             state_ns: StateNs {
                                 uc: ns(acc.uc),
@@ -810,14 +941,21 @@ impl LifecycleBuilder {
                                 w: ns(acc.w),
                             },
                             transitions: acc.transitions,
-                            search_preempted_ns: ns(acc.gs_preempted),
+                            preempted_ns: StateNs {
+                                uc: ns(acc.preempted.uc),
+                                lq: ns(acc.preempted.lq),
+                                gs: ns(acc.preempted.gs),
+                                w: ns(acc.preempted.w),
+                            },
                         }
                     })
                     .collect();
                 let mut state_ns = StateNs::default();
+                let mut preempted_ns = StateNs::default();
                 let mut transitions = Transitions::default();
                 for w in &per_worker {
                     state_ns.add(&w.state_ns);
+                    preempted_ns.add(&w.preempted_ns);
                     transitions.add(&w.transitions);
                 }
                 let d = &racc.durations;
@@ -828,6 +966,7 @@ impl LifecycleBuilder {
                         .get(&region)
                         .cloned()
                         .unwrap_or_else(|| format!("region #{region}")),
+                    implicit: self.implicit.contains(&region),
                     instances: racc.windows.len() as u64,
                     elapsed_ns: ns(windows[&region].iter().map(|(a, b)| b - a).sum()),
                     workers: per_worker.len(),
@@ -841,7 +980,21 @@ impl LifecycleBuilder {
                     transitions,
                     active_overhead_ns: state_ns.lq + state_ns.gs,
                     inactive_overhead_ns: state_ns.w,
-                    search_preempted_ns: per_worker.iter().map(|w| w.search_preempted_ns).sum(),
+                    preempted_ns,
+                    profiler_cpu_ns: ns(self
+                        .profiler_threads
+                        .iter()
+                        .flat_map(|&tid| {
+                            windows[&region].iter().map(move |&(a, b)| {
+                                (b - a).saturating_sub(offcpu.within(tid, a, b).total())
+                            })
+                        })
+                        .sum()),
+                    wait_source: if self.hooked {
+                        WaitSource::Hooks
+                    } else {
+                        WaitSource::Switches
+                    },
                     gs_gs_source: if counted {
                         SearchRounds::Counted
                     } else {
@@ -850,7 +1003,7 @@ impl LifecycleBuilder {
                     per_worker,
                     diagnoses: Vec::new(),
                 };
-                report.diagnoses = diagnoses::diagnose(&report, thresholds);
+                report.diagnoses = diagnoses::diagnose(&report, thresholds, self.usable_cpus);
                 report
             })
             .collect();
@@ -866,12 +1019,20 @@ impl LifecycleBuilder {
             search_min: shape.search_min,
             offcpu,
             capacity: self.stretches.capacity(),
+            hooked: self.hooked,
         };
         Lifecycle {
             regions: reports,
             timeline: split.timeline(self.stretches),
         }
     }
+}
+
+/// The UC part of a worker's preempted time in a region: what the switch records show inside
+/// the region's runs, less the parts already found in its gaps (LQ, GS, W), at most its UC time.
+fn uc_preempted(acc: &Acc, preempted_in_runs: u64) -> u64 {
+    let in_gaps = acc.preempted.lq + acc.preempted.gs + acc.preempted.w;
+    preempted_in_runs.saturating_sub(in_gaps).min(acc.uc)
 }
 
 /// Sorted, disjoint windows.
@@ -897,6 +1058,25 @@ struct Shape {
     search_min: u64,
     round_ticks: f64,
     counted: bool,
+    /// Searches and sleeps come from rayon-core hooks (see [`HookedSearch`]).
+    hooked: bool,
+}
+
+/// Where the search part of a gap lies: the window it is counted in, where its LQ part ends,
+/// and the search time inside the window.
+#[derive(Clone, Copy)]
+struct SearchPart {
+    window: (u64, u64),
+    lq_end: u64,
+    within: (u64, u64),
+}
+
+/// Preempted time (switched out while runnable) within `[a, b]`.
+fn preempted_within(off: &[OffCpu], a: u64, b: u64) -> u64 {
+    off.iter()
+        .filter(|o| o.preempted)
+        .map(|o| overlap(o.start, o.end, a, b))
+        .sum()
 }
 
 impl Shape {
@@ -915,6 +1095,7 @@ impl Shape {
         };
         if !search {
             acc.lq += c1 - c0;
+            acc.preempted.lq += preempted_within(off, c0, c1);
             if inside(b) {
                 acc.transitions.lq_uc += 1;
             }
@@ -926,6 +1107,76 @@ impl Shape {
             a
         };
         acc.lq += overlap(a, lq_end, c0, c1);
+        acc.preempted.lq += preempted_within(off, c0, lq_end.min(c1));
+        if gap.after_task && c0 <= lq_end && lq_end <= c1.max(lq_end.min(b)) && window.0 <= lq_end {
+            acc.transitions.lq_gs += 1;
+        }
+        let part = SearchPart {
+            window,
+            lq_end,
+            within: (lq_end.max(c0), c1),
+        };
+        if self.hooked {
+            self.classify_hooked_search(gap, &part, off, acc);
+        } else {
+            self.classify_switched_search(gap, &part, off, acc);
+        }
+        if gap.kind != GapEnd::Idle && inside(b) {
+            acc.transitions.gs_uc += 1;
+        }
+    }
+
+    /// The search part of a gap, told apart by the hooks: idle from the first failed round
+    /// on. Its rounds and sleeps count where the idle time began.
+    fn classify_hooked_search(&self, gap: &Gap, part: &SearchPart, off: &[OffCpu], acc: &mut Acc) {
+        let SearchPart {
+            window,
+            lq_end,
+            within: (s0, s1),
+        } = *part;
+        let idle_from = gap
+            .search
+            .idle_from
+            .map_or(gap.end, |t| t.clamp(lq_end, gap.end));
+        // Idle: switched out after the first failed round, asleep or yielding to others.
+        let w: u64 = off
+            .iter()
+            .map(|o| overlap(o.start, o.end, idle_from.max(s0), s1))
+            .sum();
+        acc.w += w;
+        acc.gs += s1.saturating_sub(s0).saturating_sub(w);
+        acc.preempted.gs += preempted_within(off, s0, idle_from.min(s1));
+        acc.preempted.w += preempted_within(off, idle_from.max(s0), s1);
+        // GS→W once per idle episode (the first failed round: the worker gives up, then
+        // yields or sleeps until work appears), W→GS when it found work after one. Counting
+        // episodes rather than sleeps keeps the rate the same on a busy machine, where rounds
+        // are slow and a worker may never reach rayon's sleep.
+        let began = gap.search.idle_from.map_or(lq_end, |_| idle_from);
+        if window.0 <= began && began <= window.1 {
+            let episode = u64::from(gap.search.idle_from.is_some());
+            acc.transitions.gs_gs += u64::from(gap.search.rounds);
+            acc.transitions.gs_w += episode;
+            if gap.kind != GapEnd::Idle {
+                acc.transitions.w_gs += episode;
+            }
+        }
+    }
+
+    /// The search part of a gap, told apart by the switch records only: idle while switched
+    /// out voluntarily (asleep).
+    fn classify_switched_search(
+        &self,
+        gap: &Gap,
+        part: &SearchPart,
+        off: &[OffCpu],
+        acc: &mut Acc,
+    ) {
+        let SearchPart {
+            window,
+            lq_end,
+            within: (s0, s1),
+        } = *part;
+        let (a, b) = (gap.start, gap.end);
         // Time counts where it falls. The transitions of a search that follows a task of this
         // region count for it up to the worker's first sleep, even past the end of the run:
         // workers woken for work that is already gone are this region's cost.
@@ -934,19 +1185,14 @@ impl Shape {
                 .find(|o| !o.preempted && o.start >= lq_end)
                 .map_or(b, |o| o.start)
         } else {
-            c1
+            s1
         };
-        let (r0, r1) = (lq_end.max(c0), c1.max(tail_end));
-        if gap.after_task && c0 <= lq_end && lq_end <= r1 {
-            acc.transitions.lq_gs += 1;
-        }
-        // The search part: its time inside the window, its transitions within [r0, r1].
-        let (s0, s1) = (lq_end.max(c0), c1);
+        let (r0, r1) = (s0, s1.max(tail_end));
         let (mut w, mut w_counted, mut sleeps, mut yields) = (0, 0, 0, 0);
         for o in off {
             if o.preempted {
                 yields += u64::from(r0 <= o.start && o.start < r1);
-                acc.gs_preempted += overlap(o.start, o.end, s0, s1);
+                acc.preempted.gs += overlap(o.start, o.end, s0, s1);
                 continue;
             }
             w += overlap(o.start, o.end, s0, s1);
@@ -973,9 +1219,6 @@ impl Shape {
         } else {
             (r1.saturating_sub(r0).saturating_sub(w_counted) as f64 / self.round_ticks) as u64
         };
-        if gap.kind != GapEnd::Idle && inside(b) {
-            acc.transitions.gs_uc += 1;
-        }
     }
 
     /// Adds the folded gaps: no windows, no switch records (their sleeps count as GS).
@@ -992,11 +1235,12 @@ impl Shape {
             acc.gs += gs;
             acc.transitions.lq_gs += s.count;
             acc.transitions.gs_uc += s.count;
-            // With switch records a short search has no yield to count; without, estimate.
-            if !self.counted {
+            // Hooks and switch records count rounds; without either, estimate.
+            if !self.counted && !self.hooked {
                 acc.transitions.gs_gs += (gs as f64 / self.round_ticks) as u64;
             }
         };
+        let gs_before = acc.gs;
         local_like(acc, folded.local);
         search(acc, folded.steal);
         for bucket in folded.resume.into_iter().filter(|s| s.count > 0) {
@@ -1006,6 +1250,13 @@ impl Shape {
                 local_like(acc, bucket);
             }
         }
+        // The hooks' idle time in folded searches is W, not GS.
+        let idle = folded.idle_ticks.min(acc.gs - gs_before);
+        acc.gs -= idle;
+        acc.w += idle;
+        acc.transitions.gs_gs += folded.rounds;
+        acc.transitions.gs_w += folded.idle_episodes;
+        acc.transitions.w_gs += folded.idle_episodes;
     }
 }
 
@@ -1226,6 +1477,87 @@ mod tests {
             (30 + 720, 960)
         );
         assert_eq!(r.gs_gs_source, SearchRounds::Counted);
+    }
+
+    #[test]
+    fn with_hooks_a_search_is_idle_off_the_cpu_after_its_first_failed_round() {
+        let mut b = builder(1);
+        feed(
+            &mut b,
+            MAIN,
+            &[
+                region(0, EventKind::RegionBegin),
+                region(1000, EventKind::RegionEnd),
+            ],
+        );
+        let round = |ts| ev(ts, EventKind::SearchRound, 1, TaskOrigin::Inline);
+        feed(
+            &mut b,
+            0,
+            &[
+                ev(100, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected),
+                end(200),
+                // Two failed rounds (yielding 220..240 to another program), then a sleep.
+                round(210),
+                round(250),
+                ev(300, EventKind::SleepBegin, 0, TaskOrigin::Inline),
+                ev(700, EventKind::SleepEnd, 0, TaskOrigin::Inline),
+                ev(800, EventKind::TaskBegin, 1, TaskOrigin::Stolen),
+                end(900),
+            ],
+        );
+        let off = offcpu(&[(0, 220, 240, true), (0, 300, 700, false)]);
+        let Lifecycle {
+            mut regions,
+            timeline,
+        } = b.finish(&off, 1.0, &Thresholds::default());
+        let waits: Vec<(u64, u64)> = timeline
+            .worker_states
+            .iter()
+            .filter(|s| s.tid == 0 && s.state == WorkerState::Wait)
+            .map(|s| (s.start, s.end))
+            .collect();
+        assert_eq!(
+            waits,
+            [(220, 240), (300, 700)],
+            "the timeline shows what is counted"
+        );
+        let r = regions.remove(0);
+        assert_eq!(r.wait_source, WaitSource::Hooks);
+        let w0 = &r.per_worker[0];
+        // Search 200..800: on the CPU until 210 and after the first round (GS 10 + 170);
+        // off it after the first round: 20 yielding, 400 asleep (W 420). Before the first
+        // task and after the last, searches without a failed round: GS 100 + 100.
+        assert_eq!(
+            w0.state_ns,
+            StateNs {
+                uc: 200,
+                lq: 0,
+                gs: 380,
+                w: 420
+            }
+        );
+        assert_eq!(
+            w0.preempted_ns,
+            StateNs {
+                w: 20,
+                ..StateNs::default()
+            }
+        );
+        assert_eq!(
+            w0.transitions,
+            Transitions {
+                uc_lq: 2,
+                lq_uc: 0,
+                uc_uc: 0,
+                lq_gs: 2,
+                gs_uc: 2,
+                gs_gs: 2,
+                gs_w: 1,
+                w_gs: 1
+            }
+        );
+        assert_eq!(w0.name, "w0");
     }
 
     #[test]

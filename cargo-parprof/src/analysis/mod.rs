@@ -27,7 +27,7 @@ pub use trace_file::{TracePick, pick_trace};
 
 use crate::counters::CounterRecords;
 use crate::kernel::{KernelRecords, SwitchRecord};
-use active_time::{ActiveTime, ActiveTimeResult};
+use active_time::{ActiveTime, ActiveTimeResult, PathFrame};
 use attributed_counters::{AttributionContext, SpanCollector};
 use diagnoses::Thresholds;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -189,6 +189,14 @@ pub fn analyse_with_counters(
     let mut active = ActiveTime::new(&off_cpu, &header.calibration, opts.max_timeline_spans);
     let mut activity = ThreadActivity::default();
     let mut lifecycle = LifecycleBuilder::new(opts.max_timeline_spans);
+    lifecycle.set_usable_cpus(kernel.capabilities.cpus.usable());
+    lifecycle.set_profiler_threads(
+        kernel
+            .thread_names
+            .iter()
+            .filter(|(_, name)| name == parprof_rt::trace::WRITER_THREAD_NAME)
+            .map(|(tid, _)| *tid),
+    );
     let mut counter_spans = SpanCollector::new(
         !counters.counters.is_empty(),
         trace_path
@@ -229,7 +237,6 @@ pub fn analyse_with_counters(
         lifecycle.on_thread(thread);
     }
     let lifecycle = lifecycle.finish(&off_cpu, converter.ns_per_tick(), &opts.thresholds);
-    let folded = cpu_stacks::fold(kernel);
 
     let origin_ns = [
         opened.as_ref().map(|_| header.start.monotonic_ns),
@@ -249,7 +256,10 @@ pub fn analyse_with_counters(
         switches_recorded,
         converter: &converter,
         origin_ns,
+        pid: opened.as_ref().map(|_| header.pid).or(opts.child_pid),
     });
+    let folded = cpu_stacks::fold(kernel, &threads, origin_ns);
+    let offcpu_stacks = cpu_stacks::fold_switch_outs(kernel, &switches, &threads);
     let lost_events = contents.lost_by_thread.values().sum::<u64>().max(
         opened
             .as_ref()
@@ -270,6 +280,7 @@ pub fn analyse_with_counters(
     );
     notes.extend(measurement_notes(&MeasurementFacts {
         kernel,
+        counters_unavailable: !counters.unavailable.is_empty(),
         completeness: &contents.completeness,
         has_trace: opened.is_some(),
         lost_events,
@@ -326,6 +337,7 @@ pub fn analyse_with_counters(
     Ok(Analysis {
         target: TargetInfo::default(),
         exit: ExitStatus::default(),
+        rayon_hooks: None,
         capabilities: kernel.capabilities.clone(),
         trace: TraceSummary {
             file: trace_path.map(|p| p.display().to_string()),
@@ -342,6 +354,7 @@ pub fn analyse_with_counters(
         call_paths,
         outermost_calls,
         cpu_samples: folded.samples,
+        offcpu_stacks,
         timeline,
         regions: lifecycle.regions,
         counters: counters_analysis,
@@ -489,6 +502,9 @@ fn read_chunks(
     contents
 }
 
+/// The frame of a rayon task in a call path (`report.json`'s `call_paths`, `active.folded`).
+pub const TASK_FRAME_NAME: &str = "[rayon task]";
+
 fn site_name(sites: &HashMap<u32, SiteRecord>, site: u32) -> String {
     sites
         .get(&site)
@@ -548,7 +564,10 @@ fn call_path_summaries(
         .map(|(path, node)| CallPathSummary {
             path: path
                 .into_iter()
-                .map(|site| site_name(sites, site))
+                .map(|key| match PathFrame::of_key(key) {
+                    PathFrame::Probe(site) | PathFrame::Region(site) => site_name(sites, site),
+                    PathFrame::Task(_) => TASK_FRAME_NAME.to_owned(),
+                })
                 .collect(),
             calls: node.calls,
             active_ns: ns(node.active),
@@ -564,10 +583,7 @@ fn call_path_summaries(
 }
 
 fn outermost_calls(active: &ActiveTimeResult, ns: impl Fn(u64) -> u64) -> ProbedTime {
-    let mut sum = active_time::CallTotals::default();
-    for root in active.call_paths.roots() {
-        sum.add(root);
-    }
+    let sum = &active.outermost;
     ProbedTime {
         calls: sum.calls,
         elapsed_ns: ns(sum.elapsed),
@@ -667,6 +683,17 @@ struct MeasurementFacts<'a> {
     unsymbolised_samples: u64,
     /// Count and total ns.
     buffer_stalls: (u64, u64),
+    /// Some counters asked for could not be opened: the counters' note names them with the
+    /// reason, which for hardware counters is the capability's.
+    counters_unavailable: bool,
+}
+
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// What could not be measured, or may be off, in words for the user.
@@ -701,7 +728,10 @@ fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
             reason(&caps.cpu_samples)
         ));
     }
-    if !caps.hardware_counters.available {
+    if caps.context_switches.available && !caps.switch_stacks.available {
+        notes.push(format!("{}.", capitalised(&reason(&caps.switch_stacks))));
+    }
+    if !caps.hardware_counters.available && !facts.counters_unavailable {
         notes.push(format!(
             "Hardware counters were not used ({}).",
             reason(&caps.hardware_counters)

@@ -6,6 +6,12 @@
 use crate::kernel::Capabilities;
 use serde::Serialize;
 
+/// How reports name an unnamed rayon worker (rayon's threads have no name unless the pool's
+/// builder gives them one; the kernel calls them all after the program).
+pub fn worker_name(rayon_index: u16, pool: u32) -> String {
+    format!("rayon worker {rayon_index} (pool {pool})")
+}
+
 /// Everything every report needs, from one pass over the trace and the kernel's records.
 #[derive(Clone, Debug, Serialize)]
 pub struct Analysis {
@@ -13,6 +19,9 @@ pub struct Analysis {
     pub target: TargetInfo,
     /// How the target exited (filled by the caller).
     pub exit: ExitStatus,
+    /// Whether the build recorded rayon's lifecycle (filled by the caller; `None`: not known,
+    /// e.g. a trace analysed on its own).
+    pub rayon_hooks: Option<crate::rayon_hooks::RayonHooks>,
     pub capabilities: Capabilities,
     pub trace: TraceSummary,
     /// `None` when the program wrote no trace: kernel times are then used as they are.
@@ -26,6 +35,8 @@ pub struct Analysis {
     /// Totals over the outermost probe calls: the whole probed time, each moment counted once.
     pub outermost_calls: ProbedTime,
     pub cpu_samples: CpuSamples,
+    /// Where threads waited or were preempted (`None` without context-switch samples).
+    pub offcpu_stacks: Option<OffCpuStacks>,
     pub timeline: Timeline,
     /// Parallel regions with their worker lifecycles and diagnoses, longest first.
     pub regions: Vec<super::lifecycle::RegionReport>,
@@ -136,6 +147,10 @@ pub struct CalibrationRow {
 pub struct ThreadSummary {
     pub tid: u32,
     pub name: Option<String>,
+    /// What the thread is, as flamegraphs name their roots: `main`, `rayon worker 3 (pool 1)`,
+    /// else its name (`thread <tid>` when it has none). The profiler's writer thread is
+    /// `parprof-writer`.
+    pub role: String,
     pub rayon_index: Option<u16>,
     /// Rayon pool identity (0 for the global pool) when the thread is a rayon worker.
     pub rayon_pool: Option<u32>,
@@ -219,15 +234,50 @@ pub struct CallPathSummary {
 pub struct CpuSamples {
     pub period_ns: u64,
     pub total: u64,
+    /// Samples taken in the profiler's own code (probe entry and exit, clock reads, the trace
+    /// writer thread): the probe overhead, left out of `stacks`.
+    pub profiler: u64,
     /// Sorted by stack.
     pub stacks: Vec<SampledStack>,
+    /// Every sample kept in `stacks`, in time order: for views that place samples in time
+    /// (the interactive profile).
+    #[serde(skip)]
+    pub timed: Vec<TimedSample>,
+}
+
+/// One cpu-clock sample on the timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimedSample {
+    /// Since [`Timeline::origin_monotonic_ns`].
+    pub time_ns: u64,
+    pub tid: u32,
+    /// Index in [`CpuSamples::stacks`].
+    pub stack: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SampledStack {
-    /// Frames root first; inlined frames end in `_[i]`, unsymbolised ones are addresses.
+    /// Role of the sampled thread ([`ThreadSummary::role`]).
+    pub thread: String,
+    /// Frames root first, recursion folded (see [`super::cpu_stacks`]); inlined frames end in `_[i]`, unsymbolised ones are addresses.
     pub frames: Vec<String>,
-    pub samples: u64,
+    /// Samples (cpu flamegraph) or switched-out ns (off-CPU flamegraph).
+    pub weight: u64,
+}
+
+/// Where threads were switched out, weighted by how long: the stack at each switch-out (a
+/// context-switch sample) with the time until the thread was switched in again.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OffCpuStacks {
+    /// Switched-out time of the program's threads that ended with a switch-in.
+    pub total_ns: u64,
+    /// Of it, the profiler's own waits (its writer thread, probes waiting for buffer room),
+    /// left out of `stacks`.
+    pub profiler_ns: u64,
+    /// Of it, switch-outs whose sample was lost: under `[stack not recorded]`.
+    pub unmatched_ns: u64,
+    /// Sorted by stack; the leaf frame is `[blocked]` or `[preempted]`.
+    pub stacks: Vec<SampledStack>,
 }
 
 /// The spans of the timeline view, bounded in number: the longest are kept.

@@ -2,7 +2,7 @@
 //! switched out.
 
 use super::EventConsumer;
-use super::model::ThreadSummary;
+use super::model::{ThreadSummary, worker_name};
 use super::offcpu::OffCpuIndex;
 use crate::kernel::{KernelRecords, SwitchKind};
 use parprof_rt::trace::{Event, NO_WORKER, ThreadRecord, TickConverter};
@@ -48,6 +48,22 @@ pub(crate) struct ThreadSources<'a> {
     pub switches_recorded: bool,
     pub converter: &'a TickConverter,
     pub origin_ns: u64,
+    /// The profiled process's id: its main thread has the same tid.
+    pub pid: Option<u32>,
+}
+
+/// Name of the profiler's trace writer thread in the profiled process.
+pub(crate) const WRITER_THREAD: &str = "parprof-writer";
+
+/// What a thread is, for a reader: `main`, `rayon worker 3 (pool 1)` (the global pool is
+/// pool 0), else its name or `thread <tid>`.
+fn role(tid: u32, pid: Option<u32>, name: Option<&str>, worker: Option<&ThreadRecord>) -> String {
+    match (worker, name) {
+        _ if pid == Some(tid) => "main".to_owned(),
+        (Some(w), _) => format!("rayon worker {} (pool {})", w.rayon_index, w.pool),
+        (None, Some(name)) => name.to_owned(),
+        (None, None) => format!("thread {tid}"),
+    }
 }
 
 impl ThreadActivity {
@@ -116,12 +132,13 @@ impl ThreadActivity {
         tids.into_iter()
             .map(|(tid, sighting)| {
                 let record = sources.trace_threads.get(&tid);
+                let worker = record.filter(|r| r.rayon_index != NO_WORKER);
                 let name = record
                     .map(|r| r.name.as_str())
                     .filter(|n| !n.is_empty())
-                    .or_else(|| kernel_names.get(&tid).copied())
-                    .map(str::to_owned);
-                let worker = record.filter(|r| r.rayon_index != NO_WORKER);
+                    .map(str::to_owned)
+                    .or_else(|| worker.map(|w| worker_name(w.rayon_index, w.pool)))
+                    .or_else(|| kernel_names.get(&tid).map(|n| n.to_string()));
                 let kernel = counts.get(&tid);
                 let (first, last) = sighting.map_or((0, 0), |s| (s.first, s.last));
                 let switched = sources
@@ -129,6 +146,7 @@ impl ThreadActivity {
                     .then(|| sources.off_cpu.within(tid, first, last));
                 ThreadSummary {
                     tid,
+                    role: role(tid, sources.pid, name.as_deref(), worker),
                     name,
                     rayon_index: worker.map(|r| r.rayon_index),
                     rayon_pool: worker.map(|r| r.pool),

@@ -1,14 +1,19 @@
 //! Flamegraphs rendered with inferno, and their folded text.
 //!
 //! - `active.folded` / `active.svg`: self active time per probe call path, in ns;
-//! - `cpu.folded` / `cpu.svg`: cpu-clock samples per call stack, in samples (inlined frames end
-//!   in `_[i]`).
+//! - `cpu.folded` / `cpu.svg`: cpu-clock samples per call stack, in samples, one root per
+//!   thread named by its role (`main`, `rayon worker 3 (pool 1)`; all threads under one root
+//!   `all threads` with `--merge-threads`). Inlined frames end in `_[i]`. Recursion is folded:
+//!   a function appears at most once per stack, the frames between its first appearance and a
+//!   deeper repeat are removed, so a recursive call's samples count under its outermost call.
+//!   The profiler's own frames are not shown: a sample inside them counts as probe overhead
+//!   (the subtitle gives its share), and its wrappers around user code are left out.
 //!
 //! The output is deterministic: folded lines are sorted, the options are fixed and colours come
 //! from a hash of the frame name (inferno's `deterministic`), never from a random generator.
 
 use super::human_duration;
-use crate::analysis::Analysis;
+use crate::analysis::{Analysis, OffCpuStacks, SampledStack};
 use inferno::flamegraph::color::{MultiPalette, Palette};
 use inferno::flamegraph::{self, Options};
 use std::collections::BTreeMap;
@@ -47,14 +52,30 @@ pub fn active_folded(analysis: &Analysis) -> Folded {
     )
 }
 
-/// cpu-clock samples per call stack.
-pub fn cpu_folded(analysis: &Analysis) -> Folded {
+/// Root of a merged flamegraph.
+const ALL_THREADS: &str = "all threads";
+
+/// Stacks (cpu-clock samples, or switched-out ns) under their thread's role or, with
+/// `merge_threads`, under one root for all threads.
+pub fn stacks_folded(stacks: &[SampledStack], merge_threads: bool) -> Folded {
+    let stacks: Vec<(Vec<String>, u64)> = stacks
+        .iter()
+        .map(|s| {
+            let root = if merge_threads {
+                ALL_THREADS
+            } else {
+                &s.thread
+            };
+            let frames = std::iter::once(root.to_owned())
+                .chain(s.frames.iter().cloned())
+                .collect();
+            (frames, s.weight)
+        })
+        .collect();
     fold(
-        analysis
-            .cpu_samples
-            .stacks
+        stacks
             .iter()
-            .map(|s| (s.frames.as_slice(), s.samples)),
+            .map(|(frames, weight)| (frames.as_slice(), *weight)),
     )
 }
 
@@ -127,8 +148,11 @@ pub fn write_cpu_svg(
 ) -> anyhow::Result<()> {
     let samples = &analysis.cpu_samples;
     let subtitle = format!(
-        "cpu-clock samples every {}, all threads; inlined frames end in _[i]",
-        human_duration(samples.period_ns)
+        "cpu-clock samples every {}, one root per thread; recursion folded; inlined frames end in _[i]; \
+         {} of {} samples in the profiler's probes and writer thread, left out",
+        human_duration(samples.period_ns),
+        samples.profiler,
+        samples.total,
     );
     let mut options = options("CPU samples", subtitle, "samples", "Function:");
     let message = match &analysis.capabilities.cpu_samples.reason {
@@ -140,6 +164,31 @@ pub fn write_cpu_svg(
     render(folded, &mut options, &message, out)
 }
 
+pub fn write_offcpu_svg(
+    offcpu: &OffCpuStacks,
+    folded: &Folded,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let unmatched = if offcpu.unmatched_ns > 0 {
+        format!(", {} without a stack", human_duration(offcpu.unmatched_ns))
+    } else {
+        String::new()
+    };
+    let subtitle = format!(
+        "{} switched out, by the stack where each thread stopped: [blocked] or [preempted]; the \
+         profiler's own waits ({}) left out{unmatched}",
+        human_duration(offcpu.total_ns),
+        human_duration(offcpu.profiler_ns),
+    );
+    let mut options = options(
+        "Off-CPU time (switched-out time, ns)",
+        subtitle,
+        "ns",
+        "Function:",
+    );
+    render(folded, &mut options, "No thread was switched out.", out)
+}
+
 fn xml_text(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -149,6 +198,7 @@ fn xml_text(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::CpuSamples;
 
     #[test]
     fn folded_lines_are_sorted_merged_and_escaped() {
@@ -162,5 +212,24 @@ mod tests {
         let mut out = Vec::new();
         write_folded(&folded, &mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "a 3\nmain;f<[u8, 4]> 7\n");
+    }
+
+    #[test]
+    fn cpu_stacks_are_rooted_at_their_thread_or_merged() {
+        let mut cpu = CpuSamples::default();
+        for (thread, samples) in [("main", 2), ("rayon worker 1 (pool 0)", 3)] {
+            cpu.stacks.push(crate::analysis::SampledStack {
+                thread: thread.to_owned(),
+                frames: vec!["f".to_owned()],
+                weight: samples,
+            });
+        }
+        let lines = |merge| {
+            let mut out = Vec::new();
+            write_folded(&stacks_folded(&cpu.stacks, merge), &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(lines(false), "main;f 2\nrayon worker 1 (pool 0);f 3\n");
+        assert_eq!(lines(true), "all threads;f 5\n");
     }
 }

@@ -8,9 +8,11 @@
 //! up elements by id and take the page's first `<svg>` for their own, and break each other.
 
 use super::regions::{diagnosed, impact_text};
-use super::{completeness_text, correction_sentence, exit_text};
+use super::tables;
+use super::{completeness_text, correction_sentence, exit_text, relative_error};
 use crate::analysis::Analysis;
 use crate::analysis::attribution::ShareKind;
+use crate::units::counter_figure;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -19,12 +21,26 @@ use std::fmt::Write as _;
 pub struct HtmlInput {
     pub title: String,
     pub summary_lines: Vec<String>,
-    /// (code, text), e.g. ("too-fine-granularity", "region sum_rows: 1.2M tasks/s/thread …").
-    pub diagnoses: Vec<(String, String)>,
+    pub diagnoses: Vec<HtmlDiagnosis>,
+    /// The tables of `report.md`: regions, probes, threads.
+    pub tables: Vec<HtmlTable>,
     /// (title, SVG document).
     pub svgs: Vec<(String, String)>,
     pub items: Vec<HtmlItem>,
 }
+
+/// One diagnosis, shown as a card.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct HtmlDiagnosis {
+    /// e.g. `too_fine_granularity`.
+    pub code: String,
+    pub region: String,
+    pub evidence: String,
+    pub impact: String,
+    pub advice: String,
+}
+
+pub use super::tables::Table as HtmlTable;
 
 /// A task, probe or region with its attributed counters.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -68,18 +84,24 @@ pub fn render(input: &HtmlInput) -> String {
     if input.diagnoses.is_empty() {
         html.push_str("<p class=\"none\">No diagnosis: nothing exceeded its threshold.</p>\n");
     } else {
-        html.push_str("<ul>\n");
-        for (code, text) in &input.diagnoses {
+        for d in &input.diagnoses {
             let _ = writeln!(
                 html,
-                "<li><code>{}</code> {}</li>",
-                escape(code),
-                escape(text)
+                "<div class=\"card\"><h3><code>{}</code> in region <code>{}</code></h3>\n\
+                 <dl><dt>Evidence</dt><dd>{}</dd><dt>Impact</dt><dd>{}</dd>\
+                 <dt>Advice</dt><dd>{}</dd></dl></div>",
+                escape(&d.code),
+                escape(&d.region),
+                escape(&d.evidence),
+                escape(&d.impact),
+                escape(&d.advice)
             );
         }
-        html.push_str("</ul>\n");
     }
     html.push_str("</section>\n");
+    for table in &input.tables {
+        table_section(&mut html, table);
+    }
 
     html.push_str("<section id=\"figures\">\n<h2>Figures</h2>\n");
     for (i, (caption, svg)) in input.svgs.iter().enumerate() {
@@ -130,7 +152,7 @@ pub fn input_of(analysis: &Analysis, svgs: Vec<(String, String)>) -> HtmlInput {
         let totals: Vec<String> = c
             .collected
             .iter()
-            .map(|x| format!("{} {}", x.name, format_number(x.total)))
+            .map(|x| format!("{} {}", x.name, counter_figure(&x.name, x.total)))
             .collect();
         summary_lines.push(format!(
             "Counters over the run: {}. Probes and tasks get a {}; regions a {}.",
@@ -143,17 +165,12 @@ pub fn input_of(analysis: &Analysis, svgs: Vec<(String, String)>) -> HtmlInput {
     summary_lines.extend(analysis.notes.iter().map(|n| format!("Note: {n}")));
 
     let diagnoses = diagnosed(&analysis.regions)
-        .map(|(region, d)| {
-            (
-                d.code.as_str().to_string(),
-                format!(
-                    "region {}: {}; impact: {}; advice: {}",
-                    region.name,
-                    d.evidence.summary,
-                    impact_text(region, d),
-                    d.advice
-                ),
-            )
+        .map(|(region, d)| HtmlDiagnosis {
+            code: d.code.as_str().to_owned(),
+            region: region.name.clone(),
+            evidence: d.evidence.summary.clone(),
+            impact: impact_text(region, d),
+            advice: d.advice.clone(),
         })
         .collect();
 
@@ -180,6 +197,11 @@ pub fn input_of(analysis: &Analysis, svgs: Vec<(String, String)>) -> HtmlInput {
         title: format!("parprof: {name}"),
         summary_lines,
         diagnoses,
+        tables: vec![
+            tables::regions(analysis),
+            tables::probes(analysis),
+            tables::threads(analysis),
+        ],
         svgs,
         items,
     }
@@ -218,12 +240,15 @@ fn items_section(html: &mut String, items: &[HtmlItem]) {
         for c in &counters {
             match item.counters.iter().find(|x| x.counter == *c) {
                 Some(x) => {
+                    let value = counter_figure(c, x.value);
                     let _ = write!(
                         html,
-                        "<td class=\"num\" title=\"{}\">{} <span class=\"err\">± {}</span></td>",
-                        x.share.describe(),
+                        "<td class=\"num\" title=\"{} ± {} ({})\">{} <span class=\"err\">{}</span></td>",
                         format_number(x.value),
-                        format_number(x.error)
+                        format_number(x.error),
+                        x.share.describe(),
+                        value,
+                        relative_error(x.value, x.error).trim()
                     );
                 }
                 None => html.push_str("<td class=\"num\">–</td>"),
@@ -237,6 +262,37 @@ fn items_section(html: &mut String, items: &[HtmlItem]) {
         );
     }
     html.push_str("</tbody>\n</table>\n</section>\n");
+}
+
+fn table_section(html: &mut String, table: &HtmlTable) {
+    let _ = writeln!(
+        html,
+        "<section id=\"{}\">\n<h2>{}</h2>",
+        escape(&table.id),
+        escape(&table.title)
+    );
+    if table.rows.is_empty() {
+        html.push_str("<p class=\"none\">Nothing recorded.</p>\n</section>\n");
+        return;
+    }
+    html.push_str("<div class=\"table\"><table>\n<thead><tr>");
+    for h in &table.header {
+        let _ = write!(html, "<th>{}</th>", escape(h));
+    }
+    html.push_str("</tr></thead>\n<tbody>\n");
+    for row in &table.rows {
+        html.push_str("<tr>");
+        for (i, cell) in row.iter().enumerate() {
+            let class = if i == 0 { "" } else { " class=\"num\"" };
+            let _ = write!(html, "<td{class}>{}</td>", escape(cell));
+        }
+        html.push_str("</tr>\n");
+    }
+    html.push_str("</tbody></table></div>\n");
+    if let Some(note) = &table.note {
+        let _ = writeln!(html, "<p class=\"note\">{}</p>", escape(note));
+    }
+    html.push_str("</section>\n");
 }
 
 fn embed_svg(html: &mut String, caption: &str, svg: &str) {
@@ -354,8 +410,11 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.
 h1 { font-size: 1.5rem; } h2 { font-size: 1.2rem; border-bottom: 1px solid #ddd; padding-bottom: .2rem; margin-top: 2rem; }
 code { background: #f3f3f3; padding: 0 .3em; border-radius: 3px; }
 .none { color: #777; font-style: italic; }
+.card { border: 1px solid #e3d3a8; background: #fffaf0; border-radius: 6px; padding: .4rem 1rem; margin: .8rem 0; }
+.card h3 { font-size: 1rem; margin: .4rem 0; } .card dt { font-weight: 600; } .card dd { margin: 0 0 .4rem 1rem; }
+.table { overflow-x: auto; } .note { color: #555; font-size: .9rem; }
 figure { margin: 1rem 0; } figcaption { font-weight: 600; margin-bottom: .4rem; }
-.svg { overflow-x: auto; } .svg svg { max-width: 100%; height: auto; }
+.svg { overflow-x: auto; } .svg svg { width: 100%; height: auto; }
 .svg-frame { width: 100%; border: 0; }
 table { border-collapse: collapse; width: 100%; font-size: .9rem; }
 th, td { border-bottom: 1px solid #eee; padding: .25rem .5rem; text-align: left; }
@@ -451,10 +510,14 @@ const SCRIPT: &str = r##"
 /// Test support shared by the browser tests: loads `page` in headless Chromium (the
 /// system's, or `PARPROF_CHROMIUM`) through `tests/browser/check_report.mjs`
 /// (playwright-core), selects the table rows at `selected`, and returns what the driver saw
-/// as JSON. Panics when the driver fails. `None`, with a message, when chromium, node or
+/// as JSON; with `screenshot`, saves a full-page PNG of it there. Panics when the driver fails. `None`, with a message, when chromium, node or
 /// playwright-core is missing (`.ci/install-browser` installs them); under `CI` that panics.
 #[doc(hidden)]
-pub fn check_in_browser(page: &std::path::Path, selected: &[usize]) -> Option<serde_json::Value> {
+pub fn check_in_browser(
+    page: &std::path::Path,
+    selected: &[usize],
+    screenshot: Option<&std::path::Path>,
+) -> Option<serde_json::Value> {
     use std::process::Command;
     let browser_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/browser");
     let chromium = std::env::var_os("PARPROF_CHROMIUM")
@@ -489,13 +552,16 @@ pub fn check_in_browser(page: &std::path::Path, selected: &[usize]) -> Option<se
         );
         return None;
     }
-    let output = Command::new("node")
+    let mut driver = Command::new("node");
+    driver
         .arg(browser_dir.join("check_report.mjs"))
         .arg(page)
         .args(selected.iter().map(usize::to_string))
-        .env("PARPROF_CHROMIUM", &chromium)
-        .output()
-        .expect("run node");
+        .env("PARPROF_CHROMIUM", &chromium);
+    if let Some(png) = screenshot {
+        driver.env("PARPROF_SCREENSHOT", png);
+    }
+    let output = driver.output().expect("run node");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -527,13 +593,27 @@ mod tests {
         let input = HtmlInput {
             title: "a <b> & \"c\"".into(),
             summary_lines: vec!["</script><script>alert(1)</script>".into()],
-            diagnoses: vec![("code<".into(), "text & more".into())],
+            diagnoses: vec![HtmlDiagnosis {
+                code: "code<".into(),
+                evidence: "text & more".into(),
+                ..HtmlDiagnosis::default()
+            }],
+            tables: vec![HtmlTable {
+                id: "t\"x".into(),
+                header: vec!["<th>".into()],
+                rows: vec![vec!["</td></table>".into()]],
+                ..HtmlTable::default()
+            }],
             svgs: Vec::new(),
             items: vec![item("probe", "</script><!-- f<T>", 1.0, 0.5)],
         };
         let html = render(&input);
         assert!(html.contains("<title>a &lt;b&gt; &amp; &quot;c&quot;</title>"));
         assert!(html.contains("&lt;/script&gt;&lt;script&gt;alert(1)"));
+        assert!(html.contains("<code>code&lt;</code>") && html.contains("text &amp; more"));
+        assert!(
+            html.contains("id=\"t&quot;x\"") && html.contains("<td>&lt;/td&gt;&lt;/table&gt;</td>")
+        );
         // Exactly the two scripts of the page end with `</script>`.
         assert_eq!(html.matches("</script>").count(), 2);
         assert!(!html.contains("<!-- f"));
@@ -602,7 +682,7 @@ mod tests {
             ..HtmlInput::default()
         });
         assert!(html.contains("<th>page-faults</th>"));
-        assert!(html.contains("1,500 <span class=\"err\">± 250</span>"));
+        assert!(html.contains(">1.5k <span class=\"err\">±17%</span>"));
         assert_eq!(html.matches("class=\"pick\"").count(), 2);
     }
 }

@@ -6,7 +6,7 @@
 use crate::analysis::attributed_counters::CountersAnalysis;
 use crate::analysis::diagnoses::Diagnosis;
 use crate::analysis::lifecycle::{
-    RegionReport, SearchRounds, StateNs, TaskNs, Transitions, WorkerLifecycle,
+    RegionReport, SearchRounds, StateNs, TaskNs, Transitions, WaitSource, WorkerLifecycle,
 };
 use crate::analysis::utilization::Utilization;
 use crate::analysis::{
@@ -14,6 +14,7 @@ use crate::analysis::{
     ProbedTime, TargetInfo, ThreadSummary, TraceSummary,
 };
 use crate::kernel::Capabilities;
+use crate::rayon_hooks::RayonHooks;
 use serde::Serialize;
 use std::io::Write;
 
@@ -26,6 +27,7 @@ struct Report<'a> {
     target: &'a TargetInfo,
     exit: &'a ExitStatus,
     capabilities: &'a Capabilities,
+    rayon_hooks: &'a Option<RayonHooks>,
     trace: &'a TraceSummary,
     clock: &'a Option<ClockInfo>,
     threads: &'a [ThreadSummary],
@@ -34,6 +36,7 @@ struct Report<'a> {
     call_paths: &'a [CallPathSummary],
     regions: Vec<Region<'a>>,
     cpu_samples: CpuSampleCounts,
+    offcpu: Option<OffCpuCounts>,
     timeline: TimelineCounts,
     counters: &'a Option<CountersAnalysis>,
     utilization: &'a Option<Utilization>,
@@ -50,6 +53,8 @@ struct Report<'a> {
 #[derive(Serialize)]
 struct Region<'a> {
     name: &'a str,
+    /// Named by `parallel_region!` (false) or a call site entering the pool (true).
+    implicit: bool,
     site: u32,
     instances: u64,
     elapsed_ns: u64,
@@ -64,7 +69,9 @@ struct Region<'a> {
     transitions: &'a Transitions,
     active_overhead_ns: u64,
     inactive_overhead_ns: u64,
-    search_preempted_ns: u64,
+    preempted_ns: &'a StateNs,
+    profiler_cpu_ns: u64,
+    wait_source: WaitSource,
     gs_gs_source: SearchRounds,
     diagnoses: &'a [Diagnosis],
     per_worker: &'a [WorkerLifecycle],
@@ -74,6 +81,7 @@ impl<'a> Region<'a> {
     fn new(r: &'a RegionReport) -> Self {
         Region {
             name: &r.name,
+            implicit: r.implicit,
             site: r.site,
             instances: r.instances,
             elapsed_ns: r.elapsed_ns,
@@ -88,7 +96,9 @@ impl<'a> Region<'a> {
             transitions: &r.transitions,
             active_overhead_ns: r.active_overhead_ns,
             inactive_overhead_ns: r.inactive_overhead_ns,
-            search_preempted_ns: r.search_preempted_ns,
+            preempted_ns: &r.preempted_ns,
+            profiler_cpu_ns: r.profiler_cpu_ns,
+            wait_source: r.wait_source,
             gs_gs_source: r.gs_gs_source,
             diagnoses: &r.diagnoses,
             per_worker: &r.per_worker,
@@ -100,6 +110,15 @@ impl<'a> Region<'a> {
 struct CpuSampleCounts {
     period_ns: u64,
     total: u64,
+    distinct_stacks: usize,
+}
+
+/// The off-CPU flamegraph's totals; its stacks are in `offcpu.folded`.
+#[derive(Serialize)]
+struct OffCpuCounts {
+    total_ns: u64,
+    profiler_ns: u64,
+    unmatched_ns: u64,
     distinct_stacks: usize,
 }
 
@@ -120,6 +139,7 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
         target: &analysis.target,
         exit: &analysis.exit,
         capabilities: &analysis.capabilities,
+        rayon_hooks: &analysis.rayon_hooks,
         trace: &analysis.trace,
         clock: &analysis.clock,
         threads: &analysis.threads,
@@ -132,6 +152,12 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
             total: analysis.cpu_samples.total,
             distinct_stacks: analysis.cpu_samples.stacks.len(),
         },
+        offcpu: analysis.offcpu_stacks.as_ref().map(|o| OffCpuCounts {
+            total_ns: o.total_ns,
+            profiler_ns: o.profiler_ns,
+            unmatched_ns: o.unmatched_ns,
+            distinct_stacks: o.stacks.len(),
+        }),
         timeline: TimelineCounts {
             spans: analysis.timeline.spans.len(),
             left_out_probe_spans: analysis.timeline.left_out_probe_spans,

@@ -1,12 +1,11 @@
 //! `report.md`: short enough for a pull-request comment.
 
-use super::regions::{codes, diagnosed, impact_text, state_percents, task_origins};
-use super::{
-    TOP_PROBES, completeness_text, correction_percent, correction_sentence, exit_text,
-    human_duration,
-};
+use super::regions::{diagnosed, impact_text};
+use super::tables::{self, Table};
+use super::{TOP_PROBES, completeness_text, correction_sentence, exit_text, relative_error};
 use crate::analysis::Analysis;
 use crate::analysis::attributed_counters::{AttributedItem, ItemKind};
+use crate::units::counter_figure;
 use std::fmt::Write;
 
 /// Threads listed (by on-CPU time).
@@ -17,10 +16,30 @@ fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
-/// "…and 3 more probes in `report.json`." after a table that shows `shown` of `total` rows.
-fn write_more(md: &mut String, total: usize, shown: usize, what: &str) {
-    if total > shown {
-        let _ = writeln!(md, "\n…and {} more {what}.", total - shown);
+/// `table`'s first `limit` rows, names in code, figures right-aligned; then "…and 3 more
+/// probes in `report.json`." for the rows left out.
+fn write_table(md: &mut String, table: &Table, limit: usize, what: &str) {
+    let _ = writeln!(md, "| {} |", table.header.join(" | "));
+    let _ = writeln!(
+        md,
+        "|---|{}",
+        "---:|".repeat(table.header.len().saturating_sub(1))
+    );
+    for row in table.rows.iter().take(limit) {
+        let mut cells = row.iter();
+        let name = cells
+            .next()
+            .map(|c| format!("`{}`", cell(c)))
+            .unwrap_or_default();
+        let figures: Vec<String> = cells.map(|c| cell(c)).collect();
+        let _ = writeln!(md, "| {name} | {} |", figures.join(" | "));
+    }
+    if table.rows.len() > limit {
+        let _ = writeln!(
+            md,
+            "\n…and {} more {what} in `report.json`.",
+            table.rows.len() - limit
+        );
     }
 }
 
@@ -53,64 +72,16 @@ pub fn render(analysis: &Analysis) -> String {
         md.push_str("No probe calls were recorded.\n\n");
     } else {
         let _ = writeln!(md, "### Top probes by self active time\n");
-        md.push_str(
-            "| probe | calls | self active | active | elapsed | correction | median call |\n",
-        );
-        md.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
-        for p in analysis.probes.iter().take(TOP_PROBES) {
-            let _ = writeln!(
-                md,
-                "| `{}` | {} | {} | {} | {} | {} | {} |",
-                cell(&p.name),
-                p.calls,
-                human_duration(p.self_active_ns),
-                human_duration(p.active_ns),
-                human_duration(p.elapsed_ns),
-                correction_percent(p.elapsed_ns, p.active_ns),
-                human_duration(p.median_active_ns),
-            );
-        }
-        write_more(
-            &mut md,
-            analysis.probes.len(),
-            TOP_PROBES,
-            "probes in `report.json`",
-        );
+        write_table(&mut md, &tables::probes(analysis), TOP_PROBES, "probes");
         if let Some(sentence) = correction_sentence(analysis) {
             let _ = writeln!(md, "\n**Correction:** {sentence}.");
         }
         md.push('\n');
     }
 
-    let mut threads: Vec<_> = analysis.threads.iter().collect();
-    threads.sort_by(|a, b| b.on_cpu_ns.cmp(&a.on_cpu_ns).then(a.tid.cmp(&b.tid)));
-    if !threads.is_empty() {
+    if !analysis.threads.is_empty() {
         let _ = writeln!(md, "### Threads\n");
-        md.push_str("| thread | on CPU | preempted | blocked | switches (vol./preempt.) |\n");
-        md.push_str("|---|---:|---:|---:|---:|\n");
-        let unknown = || "?".to_owned();
-        for t in threads.iter().take(TOP_THREADS) {
-            let name = t.name.as_deref().unwrap_or("");
-            let _ = writeln!(
-                md,
-                "| {} `{}` | {} | {} | {} | {} |",
-                t.tid,
-                cell(name),
-                t.on_cpu_ns.map_or_else(unknown, human_duration),
-                t.off_cpu_preempted_ns.map_or_else(unknown, human_duration),
-                t.off_cpu_voluntary_ns.map_or_else(unknown, human_duration),
-                match (t.switches_voluntary, t.switches_preempted) {
-                    (Some(v), Some(p)) => format!("{v} / {p}"),
-                    _ => unknown(),
-                },
-            );
-        }
-        write_more(
-            &mut md,
-            threads.len(),
-            TOP_THREADS,
-            "threads in `report.json`",
-        );
+        write_table(&mut md, &tables::threads(analysis), TOP_THREADS, "threads");
         md.push('\n');
     }
 
@@ -122,7 +93,15 @@ pub fn render(analysis: &Analysis) -> String {
         }
         md.push('\n');
     }
-    md.push_str("Flamegraphs: `active.svg`, `cpu.svg` · utilization: `utilization.svg` · timeline: `timeline.json` (Perfetto UI) · all of it: `report.html` · data: `report.json`\n");
+    let offcpu = if analysis.offcpu_stacks.is_some() {
+        ", `offcpu.svg`"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        md,
+        "Flamegraphs: `active.svg`, `cpu.svg`{offcpu} · utilization: `utilization.svg` · timeline: `timeline.json` (Perfetto UI) · interactive profile: `profile.json.gz` (Firefox Profiler: profiler.firefox.com, \"Load a profile from file\"; or `samply load`) · all of it: `report.html` · data: `report.json`"
+    );
     md
 }
 
@@ -162,16 +141,22 @@ fn write_counters(analysis: &Analysis, md: &mut String) {
             kind => write!(md, "| {} `{}` |", kind.label(), cell(&item.name)),
         };
         for x in &item.counters {
-            let _ = write!(md, " {:.0} ± {:.0} |", x.value, x.error);
+            let _ = write!(
+                md,
+                " {}{} |",
+                counter_figure(&x.counter, x.value),
+                relative_error(x.value, x.error)
+            );
         }
         md.push('\n');
     }
-    write_more(
-        md,
-        items.len(),
-        TOP_COUNTER_ITEMS,
-        "in `report.json` and `report.html`",
-    );
+    if items.len() > TOP_COUNTER_ITEMS {
+        let _ = writeln!(
+            md,
+            "\n…and {} more in `report.json` and `report.html`.",
+            items.len() - TOP_COUNTER_ITEMS
+        );
+    }
     md.push('\n');
 }
 
@@ -202,27 +187,9 @@ fn write_regions(analysis: &Analysis, md: &mut String) {
         );
     }
     let _ = writeln!(md, "\n### Parallel regions\n");
-    md.push_str(
-        "| region | runs | elapsed | workers | tasks | local / stolen / injected / inline | median task | UC | LQ | GS | W | diagnoses |\n",
-    );
-    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
-    for r in &analysis.regions {
-        let [uc, lq, gs, w] = state_percents(r);
-        let _ = writeln!(
-            md,
-            "| `{}` | {} | {} | {} | {} | {} | {} | {uc} | {lq} | {gs} | {w} | {} |",
-            cell(&r.name),
-            r.instances,
-            human_duration(r.elapsed_ns),
-            r.workers,
-            r.tasks.total(),
-            task_origins(r),
-            human_duration(r.task_ns.median),
-            codes(r)
-        );
+    let table = tables::regions(analysis);
+    write_table(md, &table, usize::MAX, "regions");
+    if let Some(note) = &table.note {
+        let _ = writeln!(md, "\n{note}\n");
     }
-    md.push_str(
-        "\nUC, LQ, GS, W: share of the workers' time running tasks, looking in their own deque, searching other \
-         deques, asleep.\n\n",
-    );
 }

@@ -1,15 +1,18 @@
 //! The reports: each is a view of one [`Analysis`]; none recomputes an analysis.
 
+pub mod firefox_profile;
 pub mod flamegraph;
 pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod plot;
 mod regions;
+pub mod tables;
 pub mod terminal;
 pub mod timeline;
 
 use crate::analysis::{Analysis, ExitStatus, TraceCompleteness};
+pub(crate) use crate::units::{human_count, human_duration, relative_error};
 use anyhow::Context;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -18,12 +21,23 @@ use std::path::{Path, PathBuf};
 /// Probes listed in the terminal summary and `report.md` (by self active time).
 pub(crate) const TOP_PROBES: usize = 10;
 
+/// How the views are drawn (the analysis is the same).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReportOptions {
+    /// One cpu flamegraph root for all threads instead of one per thread.
+    pub merge_threads: bool,
+}
+
 /// Writes every report file into `out_dir` and returns their paths, in a fixed order.
-pub fn write_all(analysis: &Analysis, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write_all(
+    analysis: &Analysis,
+    out_dir: &Path,
+    options: &ReportOptions,
+) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let active = flamegraph::active_folded(analysis);
-    let cpu = flamegraph::cpu_folded(analysis);
+    let cpu = flamegraph::stacks_folded(&analysis.cpu_samples.stacks, options.merge_threads);
     let mut written = vec![
         write_file(out_dir, "report.json", |w| json::write(analysis, w))?,
         write_file(out_dir, "report.md", |w| {
@@ -42,7 +56,19 @@ pub fn write_all(analysis: &Analysis, out_dir: &Path) -> anyhow::Result<Vec<Path
             flamegraph::write_cpu_svg(analysis, &cpu, w)
         })?,
         write_file(out_dir, "timeline.json", |w| timeline::write(analysis, w))?,
+        write_file(out_dir, "profile.json.gz", |w| {
+            firefox_profile::write(analysis, w)
+        })?,
     ];
+    if let Some(offcpu) = &analysis.offcpu_stacks {
+        let folded = flamegraph::stacks_folded(&offcpu.stacks, options.merge_threads);
+        written.push(write_file(out_dir, "offcpu.folded", |w| {
+            Ok(flamegraph::write_folded(&folded, w)?)
+        })?);
+        written.push(write_file(out_dir, "offcpu.svg", |w| {
+            flamegraph::write_offcpu_svg(offcpu, &folded, w)
+        })?);
+    }
     if let Some(u) = &analysis.utilization {
         let svg = plot::utilization_svg(u, &plot::region_spans(analysis, u))?;
         written.push(write_file(out_dir, "utilization.svg", |w| {
@@ -57,12 +83,17 @@ pub fn write_all(analysis: &Analysis, out_dir: &Path) -> anyhow::Result<Vec<Path
         ),
         ("cpu.svg", "CPU samples (flamegraph)"),
         (
+            "offcpu.svg",
+            "Off-CPU time: where threads waited or were preempted (flamegraph)",
+        ),
+        (
             "utilization.svg",
             "Parallelism over time: work executed vs. slots available",
         ),
     ];
     let svgs = figures
         .iter()
+        .filter(|(file, _)| written.contains(&out_dir.join(file)))
         .filter_map(|(file, caption)| {
             let svg = std::fs::read_to_string(out_dir.join(file)).ok()?;
             Some((caption.to_string(), svg))
@@ -87,28 +118,6 @@ fn write_file(
         .and_then(|()| Ok(out.flush()?))
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)
-}
-
-/// A duration for people: three significant digits and a unit.
-pub(crate) fn human_duration(ns: u64) -> String {
-    let ns = ns as f64;
-    let (value, unit) = if ns < 1e3 {
-        return format!("{ns} ns");
-    } else if ns < 1e6 {
-        (ns / 1e3, "µs")
-    } else if ns < 1e9 {
-        (ns / 1e6, "ms")
-    } else {
-        (ns / 1e9, "s")
-    };
-    let decimals = if value < 10.0 {
-        2
-    } else if value < 100.0 {
-        1
-    } else {
-        0
-    };
-    format!("{value:.decimals$} {unit}")
 }
 
 /// How much of `elapsed` the correction removed, as "−12.3%" (empty when nothing elapsed).

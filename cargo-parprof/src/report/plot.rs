@@ -9,8 +9,12 @@ use plotters::prelude::*;
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
-const WIDTH: u32 = 960;
+const WIDTH: u32 = 1200;
 const HEIGHT: u32 = 360;
+/// The legend's column, right of the plot: it covers nothing there.
+const LEGEND_WIDTH: u32 = 150;
+/// Plotters' estimate of a 12 px label's width per character.
+const LABEL_CHAR_PX: f64 = 7.0;
 const EXECUTED: RGBColor = RGBColor(31, 119, 180);
 const AVAILABLE: RGBColor = RGBColor(110, 110, 110);
 const REGION: RGBColor = RGBColor(255, 170, 60);
@@ -93,6 +97,7 @@ fn draw<DB: DrawingBackend>(
     regions: &[RegionSpan],
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     root.fill(&WHITE)?;
+    let (plot_area, legend_area) = root.split_horizontally(WIDTH - LEGEND_WIDTH);
     let to_ms = |ns: u64| ns as f64 / 1e6;
     let end_ms = u
         .periods
@@ -112,7 +117,7 @@ fn draw<DB: DrawingBackend>(
         format!("{} per {} µs", u.unit, u.period_ns / 1000)
     };
 
-    let mut chart = ChartBuilder::on(root)
+    let mut chart = ChartBuilder::on(&plot_area)
         .caption("Parallelism over time", ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(36)
@@ -125,7 +130,9 @@ fn draw<DB: DrawingBackend>(
         .disable_x_mesh()
         .draw()?;
 
-    // Regions first, under the data.
+    // Regions first, under the data; a label only where it fits in its band.
+    let (plot_px, _) = chart.plotting_area().dim_in_pixel();
+    let px_per_ms = f64::from(plot_px) / end_ms;
     for (name, start, end) in regions {
         let (a, b) = (
             to_ms(start.saturating_sub(u.origin_ns)),
@@ -138,11 +145,13 @@ fn draw<DB: DrawingBackend>(
             [(a, 0.0), (b, y_max)],
             REGION.mix(0.15).filled(),
         )))?;
-        chart.draw_series(std::iter::once(Text::new(
-            name.clone(),
-            (a, y_max),
-            ("sans-serif", 12).into_font().color(&REGION.mix(0.9)),
-        )))?;
+        if (b - a) * px_per_ms >= name.chars().count() as f64 * LABEL_CHAR_PX {
+            chart.draw_series(std::iter::once(Text::new(
+                name.clone(),
+                (a, y_max),
+                ("sans-serif", 12).into_font().color(&REGION.mix(0.9)),
+            )))?;
+        }
     }
 
     // Each period as a step: its value holds from its start to its end.
@@ -155,33 +164,51 @@ fn draw<DB: DrawingBackend>(
             })
             .collect::<Vec<_>>()
     };
-    chart
-        .draw_series(
-            AreaSeries::new(steps(|p| p.executed), 0.0, EXECUTED.mix(0.35)).border_style(EXECUTED),
-        )?
-        .label("executed")
-        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], EXECUTED.filled()));
-    chart
-        .draw_series(LineSeries::new(
-            steps(|p| p.available),
+    chart.draw_series(
+        AreaSeries::new(steps(|p| p.executed), 0.0, EXECUTED.mix(0.35)).border_style(EXECUTED),
+    )?;
+    chart.draw_series(LineSeries::new(
+        steps(|p| p.available),
+        AVAILABLE.stroke_width(2),
+    ))?;
+    draw_legend(&legend_area, !regions.is_empty())
+}
+
+/// The legend, in its own column right of the plot.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    with_regions: bool,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let font = ("sans-serif", 13).into_font();
+    let mut y = 60;
+    let mut entry = |label: &str,
+                     swatch: &dyn Fn(i32) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>|
+     -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+        swatch(y)?;
+        area.draw(&Text::new(label.to_owned(), (28, y - 7), font.clone()))?;
+        y += 24;
+        Ok(())
+    };
+    entry("executed", &|y| {
+        area.draw(&Rectangle::new(
+            [(6, y - 5), (20, y + 5)],
+            EXECUTED.mix(0.6).filled(),
+        ))
+    })?;
+    entry("available", &|y| {
+        area.draw(&PathElement::new(
+            [(6, y), (20, y)],
             AVAILABLE.stroke_width(2),
-        ))?
-        .label("available")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 14, y)], AVAILABLE.stroke_width(2)));
-    if !regions.is_empty() {
-        chart
-            .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())?
-            .label("parallel region")
-            .legend(|(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 14, y + 5)], REGION.mix(0.3).filled())
-            });
+        ))
+    })?;
+    if with_regions {
+        entry("parallel region", &|y| {
+            area.draw(&Rectangle::new(
+                [(6, y - 5), (20, y + 5)],
+                REGION.mix(0.3).filled(),
+            ))
+        })?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()?;
     Ok(())
 }
 

@@ -38,6 +38,19 @@ pub(crate) fn state_percents(region: &RegionReport) -> [String; 4] {
     })
 }
 
+/// Share of the region's worker time spent switched out while runnable (all states), as a
+/// whole percent: the workers' wait for a CPU.
+pub(crate) fn preempted_percent(region: &RegionReport) -> String {
+    let s = &region.state_ns;
+    let p = &region.preempted_ns;
+    let total = s.uc + s.lq + s.gs + s.w;
+    if total == 0 {
+        return "–".to_owned();
+    }
+    let preempted = p.uc + p.lq + p.gs + p.w;
+    format!("{:.0}%", preempted as f64 / total as f64 * 100.0)
+}
+
 /// "262139 / 9 / 2 / 0": local / stolen / injected / inline.
 pub(crate) fn task_origins(region: &RegionReport) -> String {
     let t = &region.tasks;

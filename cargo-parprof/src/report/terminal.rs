@@ -1,6 +1,7 @@
 //! The summary printed at the end of a run.
 
-use super::regions::{codes, diagnosed, impact_text, state_percents, task_origins};
+use super::regions::{diagnosed, impact_text};
+use super::tables;
 use super::{
     TOP_PROBES, completeness_text, correction_percent, correction_sentence, exit_text,
     human_duration,
@@ -111,34 +112,33 @@ fn write_regions(analysis: &Analysis, out: &mut String) {
         }
     }
     let _ = writeln!(out, "\nParallel regions (share of worker time per state):");
-    let _ = writeln!(
-        out,
-        "  {:>10}  {:>5}  {:>7}  {:>9}  {:>34}  {:>11}  {:>4}  {:>4}  {:>4}  {:>4}  region: diagnoses",
-        "elapsed",
-        "runs",
-        "workers",
-        "tasks",
-        "local / stolen / injected / inline",
-        "median task",
-        "UC",
-        "LQ",
-        "GS",
-        "W"
-    );
-    for r in &analysis.regions {
-        let [uc, lq, gs, w] = state_percents(r);
-        let _ = writeln!(
-            out,
-            "  {:>10}  {:>5}  {:>7}  {:>9}  {:>34}  {:>11}  {uc:>4}  {lq:>4}  {gs:>4}  {w:>4}  {}: {}",
-            human_duration(r.elapsed_ns),
-            r.instances,
-            r.workers,
-            r.tasks.total(),
-            task_origins(r),
-            human_duration(r.task_ns.median),
-            shorten(&r.name),
-            codes(r)
-        );
+    write_region_table(&tables::regions(analysis), out);
+}
+
+/// The regions' table with its figures in aligned columns, then each region's name and
+/// diagnoses (the table's first and last columns) at the end of its line.
+fn write_region_table(table: &tables::Table, out: &mut String) {
+    let last = table.header.len().saturating_sub(1);
+    let width = |i: usize| {
+        table
+            .rows
+            .iter()
+            .map(|row| row[i].chars().count())
+            .chain([table.header[i].chars().count()])
+            .max()
+            .unwrap_or(0)
+    };
+    let widths: Vec<usize> = (1..last).map(width).collect();
+    let line = |cells: &[String]| {
+        let figures: Vec<String> = (1..last)
+            .zip(&widths)
+            .map(|(i, w)| format!("{:>w$}", cells[i]))
+            .collect();
+        format!("  {}  ", figures.join("  "))
+    };
+    let _ = writeln!(out, "{}region: diagnoses", line(&table.header));
+    for row in &table.rows {
+        let _ = writeln!(out, "{}{}: {}", line(row), shorten(&row[0]), row[last]);
     }
 }
 

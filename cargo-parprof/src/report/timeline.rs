@@ -51,7 +51,7 @@ fn micros(ns: u64) -> f64 {
 
 /// Process id shown: the traced process, else the smallest tid (a process's main thread has
 /// the process's id, and is its first thread).
-fn process_id(analysis: &Analysis) -> u32 {
+pub(super) fn process_id(analysis: &Analysis) -> u32 {
     analysis
         .trace
         .pid

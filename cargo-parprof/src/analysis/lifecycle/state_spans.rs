@@ -168,6 +168,8 @@ pub(super) struct Split<'a> {
     pub search_min: u64,
     pub offcpu: &'a OffCpuIndex,
     pub capacity: usize,
+    /// Searches and sleeps come from the rayon-core hooks.
+    pub hooked: bool,
 }
 
 impl Split<'_> {
@@ -218,7 +220,7 @@ impl Split<'_> {
 
     /// Cuts a gap into LQ, GS and W as [`super::Shape::classify`] counts its time: LQ
     /// throughout when the worker found its next task at home, otherwise LQ for the region's
-    /// estimate (after a task), then GS except while switched out voluntarily (W). Each piece
+    /// estimate (after a task), then GS except while idle (W). Each piece
     /// is clipped to the runs of any region and labelled with the innermost region running
     /// where it starts.
     fn split_gap(
@@ -267,10 +269,18 @@ impl Split<'_> {
             a
         };
         piece(a, lq_end, WorkerState::LocalQueue);
+        // With the hooks, idle after the first failed round whenever off the CPU; without,
+        // only while switched out voluntarily (see `Shape::classify`).
+        let idle_from = gap.search.idle_from.map(|t| t.clamp(lq_end, b));
         let mut searching_since = lq_end;
         for off in self.offcpu.overlapping(tid, lq_end, b) {
-            let (s, e) = (off.start.max(searching_since), off.end.min(b));
-            if off.preempted || s >= e {
+            let idle_start = match idle_from {
+                Some(t) => off.start.max(t),
+                None if self.hooked || off.preempted => continue,
+                None => off.start,
+            };
+            let (s, e) = (idle_start.max(searching_since), off.end.min(b));
+            if s >= e {
                 continue;
             }
             piece(searching_since, s, WorkerState::GlobalSearch);

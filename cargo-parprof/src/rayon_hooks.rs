@@ -1,0 +1,427 @@
+//! Building the target with rayon-core hooks: every rayon task of the program recorded.
+//!
+//! Why here and this way: rayon's lifecycle events (a job runs, a join's halves, a worker
+//! searches or sleeps) happen inside rayon-core, in code the user did not write and cannot
+//! annotate. rayon-core has no hook API for them (its start/exit handlers see only thread
+//! start and end), and a wrapper around rayon's public functions sees only the calls written
+//! where it is applied. But `cargo parprof` runs the build, so it can build the program with
+//! its own rayon-core version edited at a few points:
+//!
+//! 1. find the rayon-core package the program resolves to (`cargo metadata`);
+//! 2. copy its sources (from cargo's registry cache, on this machine) into the build folder,
+//!    and insert a call into `parprof_rt::rayon_hooks` at each [`HOOK_POINTS`] anchor — a job
+//!    is created / runs, a join runs its halves and returns, a thread enters a pool from
+//!    outside, a worker starts, a search round fails, a worker sleeps;
+//! 3. add `parprof-rt` to the copy's dependencies and build the target with
+//!    `--config patch.crates-io.rayon-core.path=<copy>`.
+//!
+//! Nothing of rayon is in this repository, and the user's code and `Cargo.toml` are unchanged;
+//! cargo rewrites `Cargo.lock` for a patched build, so the lock file is restored afterwards.
+//! Each anchor must occur exactly once in the copy; a version whose sources differ (or that is
+//! not in [`SUPPORTED`]) is built unhooked and the report says so.
+
+use anyhow::{Context, Result, bail};
+use cargo_metadata::{Metadata, Package};
+use std::path::{Path, PathBuf};
+
+/// rayon-core versions whose hook points are known (`major.minor`).
+pub const SUPPORTED: &[&str] = &["1.12", "1.13"];
+
+/// One edit: `anchor` must occur exactly once in `file`; it is replaced by `replacement`
+/// (empty: `#[track_caller]` is inserted before it).
+struct HookPoint {
+    file: &'static str,
+    anchor: &'static str,
+    replacement: &'static str,
+}
+
+impl HookPoint {
+    fn replacement(&self) -> String {
+        if self.replacement.is_empty() {
+            let indent: String = self.anchor.chars().take_while(|c| *c == ' ').collect();
+            format!("{indent}#[track_caller]\n{}", self.anchor)
+        } else {
+            self.replacement.to_owned()
+        }
+    }
+}
+
+/// `#[track_caller]` on the function whose signature line is `anchor`.
+const fn track_caller(file: &'static str, anchor: &'static str) -> HookPoint {
+    HookPoint {
+        file,
+        anchor,
+        replacement: "",
+    }
+}
+
+const HOOK_POINTS: &[HookPoint] = &[
+    // Every job carries the tag of the thread that created it…
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "    execute_fn: unsafe fn(*const ()),\n}",
+        replacement: "    execute_fn: unsafe fn(*const ()),\n    parprof_tag: ::parprof_rt::rayon_hooks::Tag,\n}",
+    },
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "            execute_fn: <T as Job>::execute,\n",
+        replacement: "            execute_fn: <T as Job>::execute,\n            parprof_tag: ::parprof_rt::rayon_hooks::Tag::here(),\n",
+    },
+    // …and running it is a task of that tag's region.
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "    pub(super) unsafe fn execute(self) {\n",
+        replacement: "    pub(super) unsafe fn execute(self) {\n        let _parprof_task = ::parprof_rt::rayon_hooks::Task::begin(self.parprof_tag);\n",
+    },
+    // A FIFO spawn's queue wrapper is not a task: the job it runs is.
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "        self.inner.push(job_ref);\n        JobRef::new(self)\n",
+        replacement: "        self.inner.push(job_ref);\n        let mut fifo = JobRef::new(self);\n        fifo.parprof_tag = ::parprof_rt::rayon_hooks::Tag::NONE;\n        fifo\n",
+    },
+    // A join's first half runs inline…
+    HookPoint {
+        file: "src/join/mod.rs",
+        anchor: "        let status_a = unwind::halt_unwinding(call_a(oper_a, injected));\n",
+        replacement: "        let parprof_fork = ::parprof_rt::rayon_hooks::Fork::here();\n        let status_a = {\n            let _parprof_task = parprof_fork.inline_task();\n            unwind::halt_unwinding(call_a(oper_a, injected))\n        };\n",
+    },
+    // …its second half, popped back, runs without a job…
+    HookPoint {
+        file: "src/join/mod.rs",
+        anchor: "                let result_b = job_b.run_inline(injected);\n",
+        replacement: "                let result_b = {\n                    let _parprof_task = parprof_fork.local_task();\n                    job_b.run_inline(injected)\n                };\n                parprof_fork.resume();\n",
+    },
+    // …and the join returns to its caller.
+    HookPoint {
+        file: "src/join/mod.rs",
+        anchor: "        (result_a, job_b.into_result())\n",
+        replacement: "        parprof_fork.resume();\n        (result_a, job_b.into_result())\n",
+    },
+    // A thread outside every pool enters one: an implicit region when none is current, named
+    // after the call site. `#[track_caller]` on the way there carries the user's source
+    // location to it for direct calls (`join`, `scope`, `install`); calls made inside rayon
+    // (a parallel iterator) are named by the operation's type instead.
+    HookPoint {
+        file: "src/registry.rs",
+        anchor: "        thread_local!(static LOCK_LATCH",
+        replacement: "        let _parprof_entry = ::parprof_rt::rayon_hooks::PoolEntry::from_outside(::std::any::type_name::<OP>(), ::std::panic::Location::caller());\n        thread_local!(static LOCK_LATCH",
+    },
+    track_caller(
+        "src/registry.rs",
+        "    unsafe fn in_worker_cold<OP, R>(&self, op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/registry.rs",
+        "    pub(super) fn in_worker<OP, R>(&self, op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/registry.rs",
+        "pub(super) fn in_worker<OP, R>(op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/join/mod.rs",
+        "pub fn join<A, B, RA, RB>(oper_a: A, oper_b: B) -> (RA, RB)\n",
+    ),
+    track_caller(
+        "src/join/mod.rs",
+        "pub fn join_context<A, B, RA, RB>(oper_a: A, oper_b: B) -> (RA, RB)\n",
+    ),
+    track_caller(
+        "src/scope/mod.rs",
+        "pub fn scope<'scope, OP, R>(op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/scope/mod.rs",
+        "pub fn scope_fifo<'scope, OP, R>(op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/thread_pool/mod.rs",
+        "    pub fn install<OP, R>(&self, op: OP) -> R\n",
+    ),
+    // A worker of another pool waited for its operation here.
+    HookPoint {
+        file: "src/registry.rs",
+        anchor: "        current_thread.wait_until(&job.latch);\n",
+        replacement: "        current_thread.wait_until(&job.latch);\n        ::parprof_rt::rayon_hooks::fork_returned();\n",
+    },
+    HookPoint {
+        file: "src/registry.rs",
+        anchor: "    let index = worker_thread.index;\n",
+        replacement: "    let index = worker_thread.index;\n    ::parprof_rt::rayon_hooks::worker_started(index, registry as *const Registry as usize);\n",
+    },
+    // A scope's owner waited for its spawned jobs.
+    HookPoint {
+        file: "src/scope/mod.rs",
+        anchor: "        self.job_completed_latch.wait(owner);\n",
+        replacement: "        self.job_completed_latch.wait(owner);\n        ::parprof_rt::rayon_hooks::fork_returned();\n",
+    },
+    HookPoint {
+        file: "src/sleep/mod.rs",
+        anchor: "    ) {\n        if idle_state.rounds < ROUNDS_UNTIL_SLEEPY {\n",
+        replacement: "    ) {\n        ::parprof_rt::rayon_hooks::search_round(idle_state.rounds as u32);\n        if idle_state.rounds < ROUNDS_UNTIL_SLEEPY {\n",
+    },
+    HookPoint {
+        file: "src/sleep/mod.rs",
+        anchor: "            *is_blocked = true;\n",
+        replacement: "            let _parprof_sleep = ::parprof_rt::rayon_hooks::Sleep::begin();\n            *is_blocked = true;\n",
+    },
+];
+
+/// Whether the build records rayon's lifecycle, and why not.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum RayonHooks {
+    /// Built with the hooks in this rayon-core version.
+    Hooked { version: String },
+    /// The program does not use rayon.
+    NoRayon,
+    /// Built without hooks; the reason is said in the report.
+    Unavailable { reason: String },
+}
+
+/// A prepared hooked copy: the `--config` values that make cargo build with it.
+pub struct HookedBuild {
+    pub version: String,
+    pub config: Vec<String>,
+    /// The lock file cargo rewrites for the patched build.
+    pub lock_file: PathBuf,
+}
+
+/// Where the hooked copy of rayon-core `version` goes: a folder named as cargo names the
+/// registry's (`rayon-core-1.13.0`), so that frames of the copy are named `rayon_core::…`
+/// like the original's.
+fn hooked_copy_dir(build_dir: &Path, version: &str) -> PathBuf {
+    build_dir
+        .join("rayon-hooked")
+        .join(format!("rayon-core-{version}"))
+}
+
+/// Prepares the hooked copy of the target's rayon-core in `build_dir`, or says why not.
+pub fn prepare(manifest_path: &Path, build_dir: &Path) -> Result<HookedBuild, RayonHooks> {
+    let unavailable = |e: anyhow::Error| RayonHooks::Unavailable {
+        reason: format!("{e:#}"),
+    };
+    let metadata = cargo_metadata::MetadataCommand::new()
+        .manifest_path(manifest_path)
+        .exec()
+        .context("`cargo metadata` failed")
+        .map_err(unavailable)?;
+    let Some(rayon_core) = package(&metadata, "rayon-core") else {
+        return Err(RayonHooks::NoRayon);
+    };
+    let version = rayon_core.version.to_string();
+    let runtime = runtime_dependency(&metadata).map_err(unavailable)?;
+    let copy = hooked_copy_dir(build_dir, &version);
+    hooked_copy(rayon_core, &runtime, &copy).map_err(unavailable)?;
+    Ok(HookedBuild {
+        config: vec![format!(
+            "patch.crates-io.rayon-core.path={}",
+            toml_string(&copy.to_string_lossy())
+        )],
+        version,
+        lock_file: metadata
+            .workspace_root
+            .join("Cargo.lock")
+            .into_std_path_buf(),
+    })
+}
+
+fn package<'a>(metadata: &'a Metadata, name: &str) -> Option<&'a Package> {
+    metadata.packages.iter().find(|p| p.name.as_str() == name)
+}
+
+/// The `parprof-rt` dependency line for the copy: the program's own `parprof-rt` when it has
+/// one (one runtime in the process), else the one this `cargo parprof` was built from.
+fn runtime_dependency(metadata: &Metadata) -> Result<String> {
+    if let Some(rt) = package(metadata, "parprof-rt") {
+        return Ok(match &rt.source {
+            None => format!(
+                "path = {}",
+                toml_string(
+                    &rt.manifest_path
+                        .parent()
+                        .map_or_else(String::new, |p| p.to_string())
+                )
+            ),
+            Some(_) => format!("version = \"={}\"", rt.version),
+        });
+    }
+    let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("../parprof-rt");
+    if bundled.join("Cargo.toml").is_file() {
+        return Ok(format!(
+            "path = {}",
+            toml_string(&bundled.canonicalize()?.to_string_lossy())
+        ));
+    }
+    bail!(
+        "the program does not depend on parprof-rt and its sources ({}) are gone; add \
+         `parprof-rt` to the program's dependencies or reinstall cargo-parprof from its sources",
+        bundled.display()
+    )
+}
+
+/// Copies the package's sources to `copy` with the hooks inserted. Files are written only when
+/// their content changes, so that cargo does not rebuild an unchanged copy.
+fn hooked_copy(rayon_core: &Package, runtime: &str, copy: &Path) -> Result<()> {
+    let version = &rayon_core.version;
+    let minor = format!("{}.{}", version.major, version.minor);
+    if !SUPPORTED.contains(&minor.as_str()) {
+        bail!(
+            "rayon-core {version} is not a supported version (supported: {})",
+            SUPPORTED
+                .iter()
+                .map(|v| format!("{v}.x"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let source = rayon_core
+        .manifest_path
+        .parent()
+        .context("rayon-core's manifest has no folder")?
+        .as_std_path();
+    let mut edited: Vec<(PathBuf, String)> = Vec::new();
+    for file in walk(source)? {
+        let relative = file.strip_prefix(source)?.to_path_buf();
+        let mut text = match std::fs::read_to_string(&file) {
+            Ok(text) => text,
+            // A binary or unreadable file is copied as it is, below.
+            Err(_) => {
+                edited.push((relative, String::new()));
+                continue;
+            }
+        };
+        let name = relative.to_string_lossy().replace('\\', "/");
+        for point in HOOK_POINTS.iter().filter(|p| p.file == name) {
+            let found = text.matches(point.anchor).count();
+            if found != 1 {
+                bail!(
+                    "rayon-core {version}: hook point `{}` found {found} times in {} (expected once)",
+                    point.anchor.trim(),
+                    point.file
+                );
+            }
+            text = text.replacen(point.anchor, &point.replacement(), 1);
+        }
+        if name == "src/lib.rs" {
+            // Built as a path dependency, its warnings would be shown as if they were the user's.
+            text.insert_str(0, "#![allow(warnings)]\n");
+        }
+        if name == "Cargo.toml" {
+            text.push_str(&format!(
+                "\n# Added by cargo parprof: the hooks' runtime.\n[dependencies.parprof-rt]\n{runtime}\n"
+            ));
+        }
+        edited.push((relative, text));
+    }
+    for (relative, text) in edited {
+        let target = copy.join(&relative);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        if text.is_empty() {
+            std::fs::copy(source.join(&relative), &target)?;
+        } else if std::fs::read_to_string(&target).ok().as_deref() != Some(text.as_str()) {
+            std::fs::write(&target, text)
+                .with_context(|| format!("cannot write {}", target.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every file under `dir`, except a lock file (the copy resolves with the program's).
+fn walk(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in
+            std::fs::read_dir(&d).with_context(|| format!("cannot read {}", d.display()))?
+        {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path
+                .file_name()
+                .is_some_and(|n| n != "Cargo.lock" && n != ".cargo-ok")
+            {
+                files.push(path);
+            }
+        }
+    }
+    Ok(files)
+}
+
+fn toml_string(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Restores a workspace's `Cargo.lock` when dropped: a patched build rewrites it.
+pub struct LockFileGuard {
+    path: PathBuf,
+    saved: Option<Vec<u8>>,
+}
+
+impl LockFileGuard {
+    pub fn save(path: &Path) -> LockFileGuard {
+        let path = path.to_path_buf();
+        let saved = std::fs::read(&path).ok();
+        LockFileGuard { path, saved }
+    }
+}
+
+impl Drop for LockFileGuard {
+    fn drop(&mut self) {
+        let result = match &self.saved {
+            Some(bytes) => std::fs::write(&self.path, bytes),
+            None => std::fs::remove_file(&self.path),
+        };
+        if let Err(e) = result {
+            eprintln!(
+                "parprof: could not restore {} after the profiling build: {e}",
+                self.path.display()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This workspace's own rayon-core (a supported version) takes every hook point.
+    #[test]
+    fn the_workspace_rayon_core_takes_every_hook_point() {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+        let dir = tempfile::tempdir().unwrap();
+        let hooked = match prepare(&manifest, dir.path()) {
+            Ok(hooked) => hooked,
+            Err(status) => panic!("not hooked: {status:?}"),
+        };
+        let copy = hooked_copy_dir(dir.path(), &hooked.version);
+        for point in HOOK_POINTS {
+            let text = std::fs::read_to_string(copy.join(point.file)).unwrap();
+            let replacement = point.replacement();
+            assert_eq!(text.matches(&replacement).count(), 1, "{replacement}");
+        }
+        let manifest = std::fs::read_to_string(copy.join("Cargo.toml")).unwrap();
+        assert!(manifest.contains("[dependencies.parprof-rt]"));
+        assert!(hooked.config[0].starts_with("patch.crates-io.rayon-core.path="));
+    }
+
+    #[test]
+    fn an_anchor_that_is_missing_makes_the_version_unsupported() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+        let metadata = cargo_metadata::MetadataCommand::new()
+            .manifest_path(&manifest)
+            .exec()
+            .unwrap();
+        let mut rayon_core = package(&metadata, "rayon-core").unwrap().clone();
+        rayon_core.version = "1.5.0".parse().unwrap();
+        let err = hooked_copy(&rayon_core, "path = \"x\"", dir.path()).unwrap_err();
+        assert!(
+            format!("{err}").contains("not a supported version"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,146 @@
+//! The tables the reports share — parallel regions, probes, threads: one set of columns and
+//! cells, rendered by `report.md` and `report.html`.
+
+use super::regions::{codes, preempted_percent, state_percents, task_origins};
+use super::{correction_percent, correction_sentence, human_count, human_duration};
+use crate::analysis::Analysis;
+use serde::Serialize;
+
+/// A table of text cells; the first column names the row, the others are figures.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Table {
+    /// Element id of its section in `report.html`.
+    pub id: String,
+    pub title: String,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    /// A sentence under the table (what the columns mean).
+    pub note: Option<String>,
+}
+
+/// Every region, longest first.
+pub fn regions(analysis: &Analysis) -> Table {
+    Table {
+        id: "regions".into(),
+        title: "Parallel regions".into(),
+        header: [
+            "region",
+            "runs",
+            "elapsed",
+            "workers",
+            "tasks",
+            "local / stolen / injected / inline",
+            "median task",
+            "UC",
+            "LQ",
+            "GS",
+            "W",
+            "preempted",
+            "diagnoses",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: analysis
+            .regions
+            .iter()
+            .map(|r| {
+                let [uc, lq, gs, w] = state_percents(r);
+                vec![
+                    r.name.clone(),
+                    r.instances.to_string(),
+                    human_duration(r.elapsed_ns),
+                    r.workers.to_string(),
+                    human_count(r.tasks.total() as f64),
+                    task_origins(r),
+                    human_duration(r.task_ns.median),
+                    uc,
+                    lq,
+                    gs,
+                    w,
+                    preempted_percent(r),
+                    codes(r),
+                ]
+            })
+            .collect(),
+        note: Some(
+            "UC, LQ, GS, W: share of the workers' time running tasks, looking in their own deque, \
+             searching other deques, asleep; preempted: the part of it spent switched out while runnable."
+                .into(),
+        ),
+    }
+}
+
+/// Every probe, by self active time.
+pub fn probes(analysis: &Analysis) -> Table {
+    Table {
+        id: "probes".into(),
+        title: "Probes by self active time".into(),
+        header: [
+            "probe",
+            "calls",
+            "self active",
+            "active",
+            "elapsed",
+            "correction",
+            "median call",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: analysis
+            .probes
+            .iter()
+            .map(|p| {
+                vec![
+                    p.name.clone(),
+                    human_count(p.calls as f64),
+                    human_duration(p.self_active_ns),
+                    human_duration(p.active_ns),
+                    human_duration(p.elapsed_ns),
+                    correction_percent(p.elapsed_ns, p.active_ns),
+                    human_duration(p.median_active_ns),
+                ]
+            })
+            .collect(),
+        note: correction_sentence(analysis),
+    }
+}
+
+/// Every thread, the busiest first.
+pub fn threads(analysis: &Analysis) -> Table {
+    let mut threads: Vec<_> = analysis.threads.iter().collect();
+    threads.sort_by(|a, b| b.on_cpu_ns.cmp(&a.on_cpu_ns).then(a.tid.cmp(&b.tid)));
+    let unknown = || "?".to_owned();
+    Table {
+        id: "threads".into(),
+        title: "Threads".into(),
+        header: [
+            "thread",
+            "tid",
+            "on CPU",
+            "preempted",
+            "blocked",
+            "switches (vol. / preempt.)",
+            "cpu samples",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: threads
+            .iter()
+            .map(|t| {
+                vec![
+                    t.role.clone(),
+                    t.tid.to_string(),
+                    t.on_cpu_ns.map_or_else(unknown, human_duration),
+                    t.off_cpu_preempted_ns.map_or_else(unknown, human_duration),
+                    t.off_cpu_voluntary_ns.map_or_else(unknown, human_duration),
+                    match (t.switches_voluntary, t.switches_preempted) {
+                        (Some(v), Some(p)) => format!("{v} / {p}"),
+                        _ => unknown(),
+                    },
+                    t.cpu_samples.to_string(),
+                ]
+            })
+            .collect(),
+        note: None,
+    }
+}

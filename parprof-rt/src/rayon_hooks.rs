@@ -1,0 +1,398 @@
+//! Hooks that `cargo parprof` compiles into the program's own copy of rayon-core.
+//!
+//! `cargo parprof` builds the profiled program with a copy of the rayon-core version the program
+//! already uses, edited at a few points to call these functions (see `cargo-parprof`'s
+//! `rayon_hooks` module for the points and the supported versions). So every rayon task of
+//! the program is recorded — `join`, `scope`/`spawn`, `install`, parallel iterators, and what
+//! rayon itself or a dependency calls — wherever the call is written, without annotations:
+//!
+//! - every job carries the [`Tag`] of the thread that created it: the region current there
+//!   and the creating worker. Running a job is a task of that region ([`Task::begin`]), so a
+//!   stolen task counts in the region that created it;
+//! - a join's first half, and its second half when the joining worker pops it back, run
+//!   without a job: [`Fork`] records them as inline and local tasks, and the return of the
+//!   fork to the joining code ([`Fork::resume`], [`fork_returned`]);
+//! - a thread outside every pool that enters one ([`PoolEntry::from_outside`]) with no region
+//!   current opens an *implicit region*, named after the call site found in the type of the
+//!   operation it runs;
+//! - workers announce themselves when they start ([`worker_started`]), and record their failed
+//!   search rounds ([`search_round`]) and their sleeps ([`Sleep`]).
+//!
+//! Not a public API: the names and signatures change with the edits.
+
+use crate::recorder;
+use crate::region::{self, NOT_A_WORKER, RegionGuard};
+use crate::trace::{EventKind, NO_WORKER, SiteKind, TaskOrigin};
+use std::collections::BTreeMap;
+use std::panic::Location;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU32;
+
+/// What a job carries from the thread that created it: the region current there (high half)
+/// and the creating thread's worker identity (low half). 0 when nothing is recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tag(u64);
+
+impl Tag {
+    /// A job created outside every region: its task is not recorded.
+    pub const NONE: Tag = Tag(0);
+
+    /// The tag of a job created on the calling thread now.
+    #[inline(always)]
+    pub fn here() -> Tag {
+        if region::recording_off() {
+            return Tag::NONE;
+        }
+        let context = region::context();
+        if context >> 32 == 0 {
+            Tag::NONE
+        } else {
+            Tag(context)
+        }
+    }
+
+    fn region(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+
+    fn creator(self) -> u32 {
+        self.0 as u32
+    }
+
+    /// How the calling thread obtained a job with this tag, by comparing the creating worker
+    /// with the executing one.
+    fn origin_here(self) -> TaskOrigin {
+        origin(self.creator(), region::context() as u32)
+    }
+}
+
+/// The origin of a job created by `creator` and run by `me` (worker identities).
+fn origin(creator: u32, me: u32) -> TaskOrigin {
+    if creator == me {
+        TaskOrigin::Local
+    } else if creator == NOT_A_WORKER || (creator & 0xFFFF) != (me & 0xFFFF) {
+        // From outside every pool, or from a worker of another pool.
+        TaskOrigin::Injected
+    } else {
+        TaskOrigin::Stolen
+    }
+}
+
+/// A task running on this thread: its begin is recorded when made, its end (unwinding
+/// included) when dropped, and its region is current meanwhile.
+#[must_use = "the task lasts until this guard is dropped"]
+pub struct Task {
+    /// 0 when nothing was recorded.
+    region: u32,
+    previous: u32,
+}
+
+impl Task {
+    const INERT: Task = Task {
+        region: 0,
+        previous: 0,
+    };
+
+    /// A job with this tag starts running on the calling thread.
+    #[inline(always)]
+    pub fn begin(tag: Tag) -> Task {
+        if tag == Tag::NONE {
+            return Task::INERT;
+        }
+        Task::begin_as(tag, tag.origin_here())
+    }
+
+    #[inline(always)]
+    fn begin_as(tag: Tag, origin: TaskOrigin) -> Task {
+        let region = tag.region();
+        let creator = (tag.creator() >> 16) as u16;
+        let previous = region::set_region(region);
+        if recorder::record(EventKind::TaskBegin, region, creator, origin as u8) {
+            Task { region, previous }
+        } else {
+            region::set_region(previous);
+            Task::INERT
+        }
+    }
+}
+
+impl Drop for Task {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if self.region != 0 {
+            recorder::record(EventKind::TaskEnd, self.region, 0, 0);
+            region::set_region(self.previous);
+        }
+    }
+}
+
+/// A `join` in progress on the calling worker.
+pub struct Fork(Tag);
+
+impl Fork {
+    #[inline(always)]
+    pub fn here() -> Fork {
+        Fork(Tag::here())
+    }
+
+    /// The first half, run directly by the joining worker.
+    #[inline(always)]
+    pub fn inline_task(&self) -> Task {
+        if self.0 == Tag::NONE {
+            return Task::INERT;
+        }
+        Task::begin_as(self.0, TaskOrigin::Inline)
+    }
+
+    /// The second half, popped back from the joining worker's own deque.
+    #[inline(always)]
+    pub fn local_task(&self) -> Task {
+        if self.0 == Tag::NONE {
+            return Task::INERT;
+        }
+        Task::begin_as(self.0, TaskOrigin::Local)
+    }
+
+    /// The join returns to the code that called it.
+    #[inline(always)]
+    pub fn resume(&self) {
+        if self.0 != Tag::NONE && self.0.creator() != NOT_A_WORKER {
+            recorder::record(EventKind::TaskResume, self.0.region(), 0, 0);
+        }
+    }
+}
+
+/// A fork that waited for its jobs (`scope`, a cross-pool `install`) returns on the calling
+/// thread.
+#[inline(always)]
+pub fn fork_returned() {
+    Fork::here().resume();
+}
+
+/// A thread outside every pool runs an operation in a pool and waits for it.
+#[must_use = "the entry lasts until this guard is dropped"]
+pub struct PoolEntry(#[allow(dead_code)] RegionGuard);
+
+impl PoolEntry {
+    /// `operation` is `std::any::type_name` of the operation and `caller` the location the
+    /// call into rayon-core was made from: they name the call site of an implicit region
+    /// when no region is current.
+    pub fn from_outside(operation: &'static str, caller: &'static Location<'static>) -> PoolEntry {
+        if region::recording_off() || !recorder::is_enabled() || region::current_region() != 0 {
+            return PoolEntry(RegionGuard::INERT);
+        }
+        PoolEntry(RegionGuard::begin(implicit_region(operation, caller)))
+    }
+}
+
+/// Implicit-region sites by the addresses of the operation's type name (one per monomorphised
+/// call) and of the caller's location, and by call-site name and location, so that one call
+/// site made of several operation types is one region.
+#[allow(clippy::type_complexity)]
+static IMPLICIT_REGIONS: Mutex<(
+    BTreeMap<(usize, usize), u32>,
+    BTreeMap<(String, String, u32), u32>,
+)> = Mutex::new((BTreeMap::new(), BTreeMap::new()));
+
+#[cold]
+fn implicit_region(operation: &'static str, caller: &'static Location<'static>) -> u32 {
+    let mut regions = IMPLICIT_REGIONS.lock().unwrap_or_else(|e| e.into_inner());
+    let (by_address, by_site) = &mut *regions;
+    let key = (
+        operation.as_ptr() as usize,
+        caller as *const Location as usize,
+    );
+    if let Some(&id) = by_address.get(&key) {
+        return id;
+    }
+    // A location inside rayon (a parallel iterator's own join) says nothing of the user's call.
+    let (file, line) = if in_rayon_sources(caller.file()) {
+        (String::new(), 0)
+    } else {
+        (caller.file().to_owned(), caller.line())
+    };
+    let site = (call_site_name(operation), file, line);
+    let id = match by_site.get(&site) {
+        Some(&id) => id,
+        None => {
+            // One slot per implicit region for the program's lifetime: a handful of statics.
+            let slot: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+            let (name, file, line) = &site;
+            let name = match line {
+                0 => name.clone(),
+                _ => format!("{name} ({file}:{line})"),
+            };
+            let id = recorder::register_site(slot, SiteKind::ImplicitRegion, name, file, *line);
+            by_site.insert(site, id);
+            id
+        }
+    };
+    by_address.insert(key, id);
+    id
+}
+
+/// Whether a source path lies in rayon's or rayon-core's own sources (cargo's registry
+/// folders `rayon-1.12.0`, `rayon-core-1.13.0`; the hooked copy of the latter is named so too).
+fn in_rayon_sources(file: &str) -> bool {
+    file.split(['/', '\\']).any(|part| {
+        let version = part
+            .strip_prefix("rayon-core-")
+            .or_else(|| part.strip_prefix("rayon-"));
+        version.is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
+    })
+}
+
+/// Crates whose paths are the machinery between a call site and the pool, not the call site.
+const MACHINERY: &[&str] = &[
+    "rayon",
+    "rayon_core",
+    "core",
+    "std",
+    "alloc",
+    "parprof_rt",
+    "crossbeam_deque",
+    "crossbeam_utils",
+    "either",
+];
+
+/// The call site named by the type of the operation a thread runs in a pool: the first path in
+/// it outside rayon and the standard library, without its closure suffixes (the function whose
+/// closure the operation runs), e.g. `rayon_core::join::join_context<quicksort::quick_sort<i32>
+/// ::{{closure}}, …>::{{closure}}` → `quicksort::quick_sort`. An operation made only of rayon's
+/// own types (`par_sort` of integers) is named by the first rayon path below rayon-core.
+pub(crate) fn call_site_name(operation: &str) -> String {
+    let paths = operation
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':' || c == '{' || c == '}'))
+        // A path that starts with `::` continues a qualified one (`<impl X for T>::f`).
+        .filter(|p| p.contains("::") && !p.starts_with("::"))
+        .map(|p| {
+            let mut p = p.trim_end_matches(':');
+            while let Some(stripped) = p.strip_suffix("::{{closure}}") {
+                p = stripped;
+            }
+            p
+        });
+    let mut rayon_path = None;
+    for path in paths {
+        let krate = path.split("::").next().unwrap_or(path);
+        if !MACHINERY.contains(&krate) {
+            return path.to_owned();
+        }
+        if rayon_path.is_none() && krate == "rayon" && !path.starts_with("rayon::iter::plumbing") {
+            rayon_path = Some(path);
+        }
+    }
+    rayon_path.unwrap_or("rayon").to_owned()
+}
+
+/// Pools by the address of their registry, numbered in the order their first worker started.
+static POOLS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Worker `index` of the pool whose registry is at `registry` starts: the thread gets its
+/// identity and its record in the trace, so that workers that never run a task still appear,
+/// idle, in the analysis.
+pub fn worker_started(index: usize, registry: usize) {
+    if region::recording_off() {
+        return;
+    }
+    let pool = {
+        let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+        match pools.iter().position(|&r| r == registry) {
+            Some(p) => p,
+            None => {
+                pools.push(registry);
+                pools.len() - 1
+            }
+        }
+    };
+    // Indexes and pools past what a u16 holds are clamped: not a practical case.
+    let index = index.min(usize::from(NO_WORKER) - 1) as u16;
+    region::set_worker(index, pool.min(usize::from(u16::MAX) - 1) as u16);
+    recorder::register_current_thread();
+}
+
+/// A searching worker's round over the deques and the injector found nothing; `rounds` counts
+/// the failed rounds of this search so far.
+#[inline]
+pub fn search_round(rounds: u32) {
+    if region::recording_off() {
+        return;
+    }
+    let rounds = rounds.min(u32::from(u16::MAX)) as u16;
+    recorder::record(EventKind::SearchRound, region::current_region(), rounds, 0);
+}
+
+/// A worker sleeping until work arrives: recorded from when it blocks until it wakes.
+#[must_use = "the sleep lasts until this guard is dropped"]
+pub struct Sleep(bool);
+
+impl Sleep {
+    pub fn begin() -> Sleep {
+        if region::recording_off() {
+            return Sleep(false);
+        }
+        Sleep(recorder::record(
+            EventKind::SleepBegin,
+            region::current_region(),
+            0,
+            0,
+        ))
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if self.0 {
+            recorder::record(EventKind::SleepEnd, region::current_region(), 0, 0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_compares_the_creating_worker_with_the_executing_one() {
+        let worker = |index: u32, pool: u32| (index << 16) | pool;
+        assert_eq!(origin(worker(2, 0), worker(2, 0)), TaskOrigin::Local);
+        assert_eq!(origin(worker(2, 0), worker(3, 0)), TaskOrigin::Stolen);
+        assert_eq!(origin(NOT_A_WORKER, worker(1, 0)), TaskOrigin::Injected);
+        assert_eq!(origin(worker(1, 1), worker(1, 0)), TaskOrigin::Injected);
+    }
+
+    #[test]
+    fn locations_in_rayon_sources_are_told_apart() {
+        assert!(in_rayon_sources(
+            "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/rayon-1.12.0/src/iter/plumbing/mod.rs"
+        ));
+        assert!(in_rayon_sources(
+            "/w/target/parprof/build/rayon-hooked/rayon-core-1.13.0/src/join/mod.rs"
+        ));
+        assert!(!in_rayon_sources("examples/demo_quicksort.rs"));
+        assert!(!in_rayon_sources("/home/me/rayon-demo/src/main.rs"));
+    }
+
+    #[test]
+    fn call_sites_are_the_first_path_outside_rayon_and_std() {
+        assert_eq!(
+            call_site_name(
+                "rayon_core::join::join_context<rayon_core::join::join<quicksort::quick_sort<i32>::{{closure}}, quicksort::quick_sort<i32>::{{closure}}, (), ()>::{{closure}}, rayon_core::join::join<quicksort::quick_sort<i32>::{{closure}}, quicksort::quick_sort<i32>::{{closure}}, (), ()>::{{closure}}, (), ()>::{{closure}}"
+            ),
+            "quicksort::quick_sort"
+        );
+        assert_eq!(
+            call_site_name(
+                "rayon_core::thread_pool::ThreadPool::install<app::io::load::{{closure}}, alloc::vec::Vec<u8>>::{{closure}}"
+            ),
+            "app::io::load"
+        );
+        assert_eq!(
+            call_site_name(
+                "rayon_core::join::join_context<rayon::slice::mergesort::par_mergesort<i32, core::cmp::impls::<impl core::cmp::PartialOrd for i32>::lt>::{{closure}}>::{{closure}}"
+            ),
+            "rayon::slice::mergesort::par_mergesort"
+        );
+        assert_eq!(call_site_name("()"), "rayon");
+    }
+}
