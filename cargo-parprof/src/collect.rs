@@ -21,7 +21,9 @@ use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Counter, SampleFlag, Sampler};
 
 use crate::counters::CounterOptions;
-use crate::kernel::{Capabilities, Capability, CpuSample, KernelRecords, SwitchRecord};
+use crate::kernel::{
+    Capabilities, Capability, CpuSample, KernelRecords, SwitchRecord, ThreadStart,
+};
 use crate::perf::{
     CollectorThread, Cursor, PERF_CONTEXT_MAX, PERF_RECORD_COMM, PERF_RECORD_FORK,
     PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MMAP,
@@ -590,6 +592,7 @@ impl Parsed {
             malformed.saturating_add(switch_stacks.malformed),
         );
         let thread_names = thread_names(&comms, &forks);
+        let thread_starts = thread_starts(&forks);
         let (samples, sample_pids): (Vec<CpuSample>, Vec<u32>) = samples.into_iter().unzip();
         let (switch_samples, switch_sample_pids): (Vec<CpuSample>, Vec<u32>) =
             switch_samples.into_iter().unzip();
@@ -597,6 +600,7 @@ impl Parsed {
             kernel: KernelRecords {
                 capabilities,
                 switches,
+                thread_starts,
                 samples,
                 sample_stacks: Vec::new(),
                 switch_samples,
@@ -612,6 +616,20 @@ impl Parsed {
             side_band: SideBand { maps, forks, execs },
         }
     }
+}
+
+/// The threads the process created, from its fork records, in time order.
+fn thread_starts(forks: &[ForkEvent]) -> Vec<ThreadStart> {
+    let mut starts: Vec<ThreadStart> = forks
+        .iter()
+        .filter(|f| f.pid == f.ppid && f.tid != f.pid)
+        .map(|f| ThreadStart {
+            time_ns: f.time_ns,
+            tid: f.tid,
+        })
+        .collect();
+    starts.sort_by_key(|s| (s.time_ns, s.tid));
+    starts
 }
 
 /// The last name of every thread. A new thread has its creator's name until it renames

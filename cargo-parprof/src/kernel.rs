@@ -56,6 +56,14 @@ pub struct SwitchRecord {
     pub kind: SwitchKind,
 }
 
+/// A thread the profiled process created (a `PERF_RECORD_FORK` within the process): runnable
+/// from `time_ns` on, though it has no CPU until its first switch-in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThreadStart {
+    pub time_ns: u64,
+    pub tid: u32,
+}
+
 /// One cpu-clock sample with its user call chain (instruction pointers, leaf first).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuSample {
@@ -78,6 +86,8 @@ pub struct KernelRecords {
     pub capabilities: Capabilities,
     /// Sorted by time.
     pub switches: Vec<SwitchRecord>,
+    /// Threads created during the run, sorted by time.
+    pub thread_starts: Vec<ThreadStart>,
     /// Sorted by time.
     pub samples: Vec<CpuSample>,
     /// Symbolised stacks of `samples`, root first, in the same order (empty when not symbolised).

@@ -622,7 +622,7 @@ mod tests {
                 kind,
             })
             .collect();
-        OffCpuIndex::from_switches(&records, |t| t, 2000)
+        OffCpuIndex::from_switches(&records, &[], |t| t, 2000)
     }
 
     fn calibration(enter: u32, exit: u32) -> Vec<Calibration> {

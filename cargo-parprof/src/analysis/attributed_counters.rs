@@ -1370,6 +1370,7 @@ mod tests {
                 cpu: 0,
                 kind: crate::kernel::SwitchKind::OutVoluntary,
             }],
+            &[],
             |t| t,
             100,
         );

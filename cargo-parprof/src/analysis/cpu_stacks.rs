@@ -243,8 +243,9 @@ pub(crate) fn fold_switch_outs(
     }
     let roles = roles(threads);
     // On the kernel's ns time line. A thread's last switch-out, at its exit, has no
-    // switch-in: with no end of run (0) it is left out rather than counted as a wait.
-    let off_cpu = OffCpuIndex::from_switches(switches, |ns| ns, 0);
+    // switch-in: with no end of run (0) it is left out rather than counted as a wait. A new
+    // thread's wait for its first CPU has no switch-out, so no stack: left out too.
+    let off_cpu = OffCpuIndex::from_switches(switches, &[], |ns| ns, 0);
     let mut matched: HashMap<u32, Vec<bool>> = off_cpu
         .threads()
         .map(|tid| (tid, vec![false; off_cpu.intervals(tid).len()]))

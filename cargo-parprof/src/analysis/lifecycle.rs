@@ -1348,7 +1348,7 @@ mod tests {
             });
         }
         records.sort_by_key(|r| r.time_ns);
-        OffCpuIndex::from_switches(&records, |t| t, u64::MAX)
+        OffCpuIndex::from_switches(&records, &[], |t| t, u64::MAX)
     }
 
     fn finish(b: LifecycleBuilder, off: &OffCpuIndex) -> RegionReport {

@@ -184,7 +184,8 @@ pub fn analyse_with_counters(
         .map(|e| e.end.ticks)
         .max(last_kernel_ns.map(to_ticks))
         .unwrap_or(0);
-    let off_cpu = OffCpuIndex::from_switches(&switches, to_ticks, end_of_run);
+    let off_cpu =
+        OffCpuIndex::from_switches(&switches, &kernel.thread_starts, to_ticks, end_of_run);
 
     let mut active = ActiveTime::new(&off_cpu, &header.calibration, opts.max_timeline_spans);
     let mut activity = ThreadActivity::default();

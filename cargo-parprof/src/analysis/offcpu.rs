@@ -1,10 +1,11 @@
 //! Switched-out intervals of every thread, on the trace's tick time line.
 //!
 //! Built from the kernel's switch records: each switch-out is paired with the next switch-in
-//! of the same thread. Queries answer "how long was thread T switched out within [a, b]"
+//! of the same thread. A thread created during the run is runnable from its creation to its
+//! first switch-in: a new pool's workers that wait for a CPU are preempted, not absent. Queries answer "how long was thread T switched out within [a, b]"
 //! in O(log n) through prefix sums.
 
-use crate::kernel::{SwitchKind, SwitchRecord};
+use crate::kernel::{SwitchKind, SwitchRecord, ThreadStart};
 use std::collections::HashMap;
 
 /// One interval during which a thread was not on a CPU.
@@ -61,10 +62,16 @@ impl OffCpuIndex {
     /// sorted by time. A switch-out without a later switch-in lasts until `end_of_run`.
     pub fn from_switches(
         switches: &[SwitchRecord],
+        thread_starts: &[ThreadStart],
         to_ticks: impl Fn(u64) -> u64,
         end_of_run: u64,
     ) -> Self {
-        let mut open: HashMap<u32, (u64, bool)> = HashMap::new();
+        // A new thread waits for a CPU as a preempted one does; its first switch-out, if the
+        // switch-in was lost, replaces the wait.
+        let mut open: HashMap<u32, (u64, bool)> = thread_starts
+            .iter()
+            .map(|s| (s.tid, (to_ticks(s.time_ns), true)))
+            .collect();
         let mut per_thread: HashMap<u32, Vec<OffCpu>> = HashMap::new();
         for s in switches {
             let t = to_ticks(s.time_ns);
@@ -198,7 +205,7 @@ mod tests {
             rec(1225, SwitchKind::OutVoluntary),
             rec(1411, SwitchKind::In),
         ];
-        let idx = OffCpuIndex::from_switches(&switches, |t| t, 5000);
+        let idx = OffCpuIndex::from_switches(&switches, &[], |t| t, 5000);
         assert_eq!(
             idx.within(1, 900, 1550),
             SwitchedOut {
@@ -220,7 +227,34 @@ mod tests {
 
     #[test]
     fn a_switch_out_without_switch_in_lasts_to_the_end_of_the_run() {
-        let idx = OffCpuIndex::from_switches(&[rec(100, SwitchKind::OutVoluntary)], |t| t, 400);
+        let idx =
+            OffCpuIndex::from_switches(&[rec(100, SwitchKind::OutVoluntary)], &[], |t| t, 400);
         assert_eq!(idx.within(1, 0, 1000).voluntary, 300);
+    }
+
+    #[test]
+    fn a_new_thread_is_preempted_until_its_first_switch_in() {
+        let starts = [
+            ThreadStart {
+                time_ns: 40,
+                tid: 1,
+            },
+            ThreadStart {
+                time_ns: 50,
+                tid: 2,
+            },
+        ];
+        let switches = [rec(100, SwitchKind::In), rec(150, SwitchKind::OutVoluntary)];
+        let idx = OffCpuIndex::from_switches(&switches, &starts, |t| t, 400);
+        // Thread 1 waited 40..100 for a CPU, then slept from 150 on.
+        assert_eq!(
+            idx.within(1, 0, 1000),
+            SwitchedOut {
+                preempted: 60,
+                voluntary: 250
+            }
+        );
+        // Thread 2 never got a CPU before the run ended.
+        assert_eq!(idx.within(2, 0, 1000).preempted, 350);
     }
 }
