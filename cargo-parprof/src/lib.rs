@@ -18,3 +18,4 @@ pub mod steal;
 pub mod symbolize;
 pub mod target;
 pub mod units;
+pub mod unwind;

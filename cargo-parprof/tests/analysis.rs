@@ -158,7 +158,6 @@ fn kernel() -> KernelRecords {
             switch(11_225, SwitchKind::OutVoluntary),
             switch(11_411, SwitchKind::In),
         ],
-        thread_starts: Vec::new(),
         samples: vec![sample(10_950), sample(11_300), sample(11_450)],
         sample_stacks: vec![
             vec![frame("main", false), frame("app::f", false)],
@@ -184,6 +183,7 @@ fn kernel() -> KernelRecords {
         malformed_records: 1,
         thread_names: vec![(MAIN, "app".into())],
         steal_ns: Some(12_500_000),
+        ..KernelRecords::default()
     }
 }
 

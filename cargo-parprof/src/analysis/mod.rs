@@ -363,6 +363,7 @@ pub fn analyse_with_counters(
         lost_events,
         lost_kernel_records: kernel.lost_records,
         malformed_kernel_records: kernel.malformed_records,
+        call_chains: kernel.call_chains,
         steal_ns: kernel.steal_ns,
         buffer_stalls: BufferStalls {
             count: active.buffer_stalls.count,
@@ -727,6 +728,13 @@ fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
         notes.push(format!(
             "No CPU flamegraph: cpu-clock samples were not recorded ({}).",
             reason(&caps.cpu_samples)
+        ));
+    }
+    if caps.cpu_samples.available && !caps.stack_copies.available {
+        notes.push(format!(
+            "CPU flamegraph: call chains from frame pointers only, no stack copies ({}); callers of code built \
+             without frame pointers (the standard library, libc) may be missing.",
+            reason(&caps.stack_copies)
         ));
     }
     if caps.context_switches.available && !caps.switch_stacks.available {

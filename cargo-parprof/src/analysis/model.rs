@@ -52,6 +52,8 @@ pub struct Analysis {
     pub lost_kernel_records: u64,
     /// Kernel records that could not be decoded and were skipped.
     pub malformed_kernel_records: u64,
+    /// How the cpu samples' call chains were obtained.
+    pub call_chains: crate::kernel::UnwindCounts,
     /// CPU time the hypervisor gave to other guests during the run, all CPUs (`None`: not
     /// measurable here). Probe times may include up to that much: no switch shows it.
     pub steal_ns: Option<u64>,
