@@ -2,7 +2,8 @@
 //! example (`#[probe]` on a quicksort recursing to single elements, 3 M integers, about 6 M
 //! probed calls) run directly (probes off) and under parprof, rounds alternating:
 //! `cargo bench --bench hot_probe`. Prints the slowdown of the program (its wall time from
-//! release to exit), the trace's bytes per event, and the probe's active and elapsed time.
+//! release to exit), the trace's bytes per call and per recorded event, and the probe's active
+//! and elapsed time. `PARPROF_SAMPLING=off` in the environment records every call.
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
 use cargo_parprof::collect::CollectOptions;
@@ -63,7 +64,7 @@ fn main() -> anyhow::Result<()> {
         .iter()
         .find(|p| p.name.ends_with("quicksort"))
         .ok_or_else(|| anyhow::anyhow!("no quicksort probe in the analysis"))?;
-    let events = 2 * probe.calls;
+    let timed = probe.calls - probe.unrecorded_calls;
     let (d, p) = (median(direct), median(profiled));
     println!("probed_quicksort (3 M integers), {ROUNDS} rounds, medians:");
     println!(
@@ -71,10 +72,12 @@ fn main() -> anyhow::Result<()> {
         p / d
     );
     println!(
-        "  trace: {} calls, {events} events, {:.1} MB, {:.2} bytes per event",
+        "  trace: {} calls, {timed} timed (2 events each), {:.2} MB: {:.2} bytes per call, {:.2} per \
+         timed call's event",
         probe.calls,
         trace_bytes as f64 / 1e6,
-        trace_bytes as f64 / events as f64
+        trace_bytes as f64 / probe.calls as f64,
+        trace_bytes as f64 / (2 * timed).max(1) as f64
     );
     println!(
         "  probe: elapsed {:.1} ms, active {:.1} ms (active ≤ elapsed: {})",

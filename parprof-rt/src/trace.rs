@@ -103,11 +103,16 @@ pub enum EventKind {
     SleepBegin = 10,
     /// The sleeping worker woke up; `id` as for `SearchRound`.
     SleepEnd = 11,
+    /// `aux` calls of the probe site `id` ran without being recorded (the site is hot on this
+    /// thread and sampled, see the runtime's `sampling` module). They ran after the thread's
+    /// previous event, inside the call that was innermost then, and cost `aux` × this kind's
+    /// calibrated cost; writing the event took the time up to the thread's next event.
+    Unrecorded = 12,
 }
 
 impl EventKind {
     /// Every event kind, for calibration tables and exhaustive checks.
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 12] = [
         Self::Enter,
         Self::Exit,
         Self::RegionBegin,
@@ -119,6 +124,7 @@ impl EventKind {
         Self::SearchRound,
         Self::SleepBegin,
         Self::SleepEnd,
+        Self::Unrecorded,
     ];
 
     pub fn from_u8(v: u8) -> Option<Self> {
@@ -179,6 +185,17 @@ impl Event {
             id,
             aux: 0,
             kind: kind as u8,
+            flags: 0,
+        }
+    }
+
+    /// `count` unrecorded calls of `site` (see [`EventKind::Unrecorded`]).
+    pub const fn unrecorded(ts: u64, site: u32, count: u16) -> Event {
+        Event {
+            ts,
+            id: site,
+            aux: count,
+            kind: EventKind::Unrecorded as u8,
             flags: 0,
         }
     }

@@ -292,6 +292,7 @@ pub fn analyse_with_counters(
         unsymbolised_samples: folded.unsymbolised,
         buffer_stalls: (active.buffer_stalls.count, ns(active.buffer_stalls.ticks)),
     }));
+    notes.extend(sampled_probes_note(&probes));
     if lifecycle
         .regions
         .iter()
@@ -513,6 +514,33 @@ fn site_name(sites: &HashMap<u32, SiteRecord>, site: u32) -> String {
         .map_or_else(|| format!("site #{site}"), |s| s.name.clone())
 }
 
+/// Which probes the runtime sampled, once for all of them.
+fn sampled_probes_note(probes: &[ProbeSummary]) -> Option<String> {
+    let sampled: Vec<String> = probes
+        .iter()
+        .filter(|p| p.unrecorded_calls > 0)
+        .map(|p| {
+            format!(
+                "{} ({} of {} calls)",
+                p.name,
+                crate::units::human_count(p.unrecorded_calls as f64),
+                crate::units::human_count(p.calls as f64)
+            )
+        })
+        .collect();
+    (!sampled.is_empty()).then(|| {
+        format!(
+            "Hot probes were sampled to keep their cost bounded (calls under {} µs apart on a thread: one in {} \
+             timed, every call counted; `PARPROF_SAMPLING=off` times them all): {}. Their times add the untimed \
+             calls as copies of the timed ones (exact for recursion nested in a timed call), and their per-call \
+             figures are of timed calls.",
+            parprof_rt::sampling::HOT_SPACING_NS / 1000,
+            parprof_rt::sampling::HOT_PERIOD,
+            sampled.join(", ")
+        )
+    })
+}
+
 fn probe_summaries(
     active: &ActiveTimeResult,
     sites: &HashMap<u32, SiteRecord>,
@@ -531,6 +559,7 @@ fn probe_summaries(
                 file: record.map(|r| r.file.clone()).unwrap_or_default(),
                 line: record.map_or(0, |r| r.line),
                 calls: totals.calls,
+                unrecorded_calls: totals.unrecorded_calls,
                 elapsed_ns: ns(totals.elapsed),
                 active_ns: ns(totals.active),
                 self_active_ns: ns(totals.self_active),
