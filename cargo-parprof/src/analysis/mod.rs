@@ -25,8 +25,8 @@ pub use cpu_stacks::INLINED_SUFFIX;
 pub use model::*;
 pub use trace_file::{TracePick, pick_trace};
 
-use crate::counters::CounterRecords;
 use crate::kernel::{KernelRecords, SwitchRecord};
+use crate::recording::counters::CounterRecords;
 use active_time::{ActiveTime, ActiveTimeResult, PathFrame};
 use attributed_counters::{AttributionContext, SpanCollector};
 use diagnoses::Thresholds;

@@ -1,0 +1,3 @@
+//! The run folder's records: what the analysis reads.
+
+pub mod counters;
