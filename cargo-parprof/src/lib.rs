@@ -15,6 +15,7 @@ pub mod rayon_hooks;
 pub mod recording;
 pub mod report;
 pub mod run_history;
+pub mod run_report;
 pub mod steal;
 pub mod symbolize;
 pub mod target;

@@ -17,7 +17,7 @@ use crate::bench_harness::Harness;
 use crate::kernel::KernelRecords;
 use crate::rayon_hooks::RayonHooks;
 use counters::CounterRecords;
-pub use format::{Loaded, RecordsError};
+pub use format::{Completeness, Loaded, RecordsError};
 use serde::{Deserialize, Serialize};
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
