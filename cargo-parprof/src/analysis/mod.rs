@@ -900,7 +900,8 @@ fn capitalised(text: &str) -> String {
         .unwrap_or_default()
 }
 
-/// What could not be measured, or may be off, in words for the user.
+/// What could not be measured, or may be off, in words for the user: the trace's state and
+/// the capabilities, then what was lost, then what the probes and samples could not resolve.
 fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
     let mut notes = Vec::new();
     let caps = &facts.kernel.capabilities;
@@ -941,6 +942,14 @@ fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
             reason(&caps.hardware_counters)
         ));
     }
+    notes.extend(loss_notes(facts));
+    notes.extend(resolution_notes(facts));
+    notes
+}
+
+/// Events, records and time lost to full buffers, steal time or bad records.
+fn loss_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
+    let mut notes = Vec::new();
     if facts.lost_events > 0 {
         notes.push(format!(
             "{} trace events were lost on {} thread(s) (the runtime's buffers were full): probe figures there may \
@@ -975,6 +984,12 @@ fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
             facts.kernel.malformed_records
         ));
     }
+    notes
+}
+
+/// Probe events that did not nest or had no calibration, spans left out, unsymbolised samples.
+fn resolution_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
+    let mut notes = Vec::new();
     let a = facts.active;
     if a.total() > 0 {
         notes.push(format!(

@@ -362,8 +362,33 @@ pub fn write(recording: &Recording, out: impl Write) -> io::Result<()> {
     let mut w = PartWriter { out };
     let meta = serde_json::to_vec(&Meta::of(recording))?;
     w.part(PartKind::Meta, &meta)?;
+    write_kernel_lists(&mut w, &recording.kernel)?;
+    for (index, series) in recording.counters.counters.iter().enumerate() {
+        let mut prefix = Vec::new();
+        put_varint(&mut prefix, index as u64);
+        w.list(
+            PartKind::CounterSamples,
+            &prefix,
+            &series.cpu_samples,
+            |b, s| {
+                put_varint(b, s.time_ns);
+                put_varint(b, s.cpu.into());
+                b.extend_from_slice(&s.value.to_bits().to_le_bytes());
+            },
+        )?;
+    }
+    let counts = list_counts(recording);
+    let mut end = Vec::new();
+    put_varint(&mut end, counts.len() as u64);
+    for count in counts {
+        put_varint(&mut end, count);
+    }
+    w.part(PartKind::End, &end)?;
+    w.out.flush()
+}
 
-    let k = &recording.kernel;
+/// The tables of call chains and stacks, then the kernel's lists that refer to them.
+fn write_kernel_lists(w: &mut PartWriter<impl Write>, k: &KernelRecords) -> io::Result<()> {
     let mut tables = SampleTables {
         functions: Table::new(),
         callchains: Table::new(),
@@ -419,29 +444,7 @@ pub fn write(recording: &Recording, out: impl Write) -> io::Result<()> {
         &[],
         &switch_sample_stacks,
         put_id,
-    )?;
-    for (index, series) in recording.counters.counters.iter().enumerate() {
-        let mut prefix = Vec::new();
-        put_varint(&mut prefix, index as u64);
-        w.list(
-            PartKind::CounterSamples,
-            &prefix,
-            &series.cpu_samples,
-            |b, s| {
-                put_varint(b, s.time_ns);
-                put_varint(b, s.cpu.into());
-                b.extend_from_slice(&s.value.to_bits().to_le_bytes());
-            },
-        )?;
-    }
-    let counts = list_counts(recording);
-    let mut end = Vec::new();
-    put_varint(&mut end, counts.len() as u64);
-    for count in counts {
-        put_varint(&mut end, count);
-    }
-    w.part(PartKind::End, &end)?;
-    w.out.flush()
+    )
 }
 
 /// The lengths of the lists the end part counts, in its order.
@@ -733,29 +736,16 @@ impl Decoder {
         let k = &mut self.recording.kernel;
         match kind {
             PartKind::Meta => return Err("a second meta part".into()),
-            PartKind::Functions => {
-                let names = c.list(|c| {
-                    let len = c.count()?;
-                    String::from_utf8(c.take(len)?.to_vec())
-                        .map_err(|_| "a function name is not UTF-8".into())
-                })?;
-                self.functions.extend(names);
-            }
-            PartKind::Callchains => {
-                let chains = c.list(|c| c.list(|c| Ok(c.varint()?)))?;
-                self.callchains.extend(chains);
-            }
+            PartKind::Functions => self.functions.extend(c.list(|c| {
+                let len = c.count()?;
+                String::from_utf8(c.take(len)?.to_vec())
+                    .map_err(|_| "a function name is not UTF-8".into())
+            })?),
+            PartKind::Callchains => self
+                .callchains
+                .extend(c.list(|c| c.list(|c| Ok(c.varint()?)))?),
             PartKind::Stacks => {
-                let functions = &self.functions;
-                let stacks = c.list(|c| {
-                    c.list(|c| {
-                        let code = c.varint()?;
-                        Ok(Frame {
-                            function: lookup(functions, code / 2, "function")?.clone(),
-                            inlined: code % 2 == 1,
-                        })
-                    })
-                })?;
+                let stacks = stack_table(c, &self.functions)?;
                 self.stacks.extend(stacks);
             }
             PartKind::Switches => k.switches.extend(c.list(|c| {
@@ -811,6 +801,19 @@ impl Decoder {
         }
         Ok(false)
     }
+}
+
+/// Stacks of frames, each frame a function id × 2 + inlined.
+fn stack_table(c: &mut Cursor<'_>, functions: &[String]) -> Result<Vec<Vec<Frame>>, String> {
+    c.list(|c| {
+        c.list(|c| {
+            let code = c.varint()?;
+            Ok(Frame {
+                function: lookup(functions, code / 2, "function")?.clone(),
+                inlined: code % 2 == 1,
+            })
+        })
+    })
 }
 
 fn samples(c: &mut Cursor<'_>, callchains: &[Vec<u64>]) -> Result<Vec<CpuSample>, String> {
