@@ -758,3 +758,99 @@ mod counter_flag_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod report_flag_tests {
+    use super::*;
+
+    fn report_args(flags: &[&str]) -> ReportArgs {
+        let args = ["cargo", "parprof", "report", "run-folder"]
+            .iter()
+            .chain(flags);
+        match parse_invocation(args) {
+            Ok(Invocation::Report(args)) => args,
+            other => panic!("not a report invocation: {other:?}"),
+        }
+    }
+
+    fn recorded() -> RecordedOptions {
+        RecordedOptions {
+            thresholds: Thresholds {
+                preempted: 0.25,
+                active_overhead: 0.5,
+                min_elapsed_ns: 7,
+                ..Thresholds::default()
+            },
+            utilization_period_ns: 3_000_000,
+            merge_threads: true,
+        }
+    }
+
+    #[test]
+    fn without_flags_a_run_is_reported_with_its_own_options() {
+        let args = report_args(&[]);
+        assert_eq!(args.run, PathBuf::from("run-folder"));
+        assert_eq!(args.options(&recorded()), recorded());
+    }
+
+    #[test]
+    fn flags_given_override_only_their_option() {
+        let args = report_args(&[
+            "--preempted-threshold",
+            "0.9",
+            "--min-region-elapsed",
+            "2ms",
+            "--period",
+            "500us",
+            "-o",
+            "elsewhere",
+        ]);
+        let options = args.options(&recorded());
+        assert_eq!(
+            options.thresholds,
+            Thresholds {
+                preempted: 0.9,
+                min_elapsed_ns: 2_000_000,
+                ..recorded().thresholds
+            }
+        );
+        assert_eq!(options.utilization_period_ns, 500_000);
+        assert!(options.merge_threads);
+        assert_eq!(args.output, Some(PathBuf::from("elsewhere")));
+    }
+
+    #[test]
+    fn every_threshold_flag_overrides_its_threshold() {
+        let flags = [
+            "--active-overhead-threshold",
+            "--inactive-overhead-threshold",
+            "--tasks-per-worker-per-s-threshold",
+            "--stolen-per-local-threshold",
+            "--search-wait-per-worker-per-s-threshold",
+            "--preempted-threshold",
+        ];
+        for flag in flags {
+            let options = report_args(&[flag, "123"]).options(&recorded());
+            let changed = [
+                options.thresholds.active_overhead,
+                options.thresholds.inactive_overhead,
+                options.thresholds.tasks_per_worker_per_s,
+                options.thresholds.stolen_per_local,
+                options.thresholds.search_wait_per_worker_per_s,
+                options.thresholds.preempted,
+            ]
+            .into_iter()
+            .filter(|value| *value == 123.0)
+            .count();
+            assert_eq!(changed, 1, "{flag}");
+        }
+    }
+
+    #[test]
+    fn report_help_shows_no_defaults_of_the_main_command() {
+        let err = parse_invocation(["cargo", "parprof", "report", "--help"]).unwrap_err();
+        let help = err.to_string();
+        assert!(help.contains("--preempted-threshold"), "{help}");
+        assert!(!help.contains("[default:"), "{help}");
+    }
+}
