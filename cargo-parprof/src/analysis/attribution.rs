@@ -392,6 +392,15 @@ pub fn sum<'a>(items: impl IntoIterator<Item = &'a Attributed>) -> GroupTotal {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_process_series_sums_each_cpus_latest_reading_per_reading_time() {
+        let series = crate::recording::counters::tests::two_cpu_series();
+        assert_eq!(
+            process_series(&series),
+            [p(1000, 3000.0), p(2000, 3700.0), p(3000, 3800.0)]
+        );
+    }
+
     fn p(time_ns: u64, value: f64) -> CounterPoint {
         CounterPoint { time_ns, value }
     }

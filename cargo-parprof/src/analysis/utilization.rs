@@ -381,11 +381,30 @@ pub fn utilization(input: &UtilizationInput<'_>) -> Utilization {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
+    #[test]
+    fn cpu_work_is_the_delta_between_a_cpus_consecutive_readings() {
+        let series = crate::recording::counters::tests::two_cpu_series();
+        let work = |cpu, start_ns, end_ns, amount| CpuWork {
+            cpu,
+            start_ns,
+            end_ns,
+            amount,
+        };
+        assert_eq!(
+            cpu_work(&series),
+            [
+                work(0, 1000, 2000, 600.0),
+                work(1, 1000, 2000, 100.0),
+                work(0, 2000, 3000, 100.0)
+            ]
+        );
+    }
+
     /// A switch record, for tests.
-    pub(crate) fn sw(time_ns: u64, cpu: u32, tid: u32, kind: SwitchKind) -> SwitchRecord {
+    fn sw(time_ns: u64, cpu: u32, tid: u32, kind: SwitchKind) -> SwitchRecord {
         SwitchRecord {
             time_ns,
             tid,

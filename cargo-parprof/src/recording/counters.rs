@@ -89,3 +89,38 @@ impl CounterRecords {
         self.counters.iter().find(|c| c.name == name)
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Instructions read on CPUs 0 and 1 at 1000 and 2000 ns, then on CPU 0 alone.
+    pub(crate) fn two_cpu_series() -> CounterSeries {
+        let at = |time_ns, cpu, value| CounterSample {
+            time_ns,
+            cpu,
+            value,
+        };
+        CounterSeries {
+            name: "instructions".into(),
+            source: CounterSource::Hardware,
+            cpu_samples: vec![
+                at(1000, 0, 2000.0),
+                at(1000, 1, 1000.0),
+                at(2000, 0, 2600.0),
+                at(2000, 1, 1100.0),
+                at(3000, 0, 2700.0),
+            ],
+            scaling: Scaling {
+                time_enabled_ns: 300,
+                time_running_ns: 250,
+                scaled: true,
+            },
+        }
+    }
+
+    #[test]
+    fn the_total_sums_each_cpus_latest_reading() {
+        assert_eq!(two_cpu_series().total(), 2700.0 + 1100.0);
+    }
+}
