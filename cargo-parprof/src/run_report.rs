@@ -102,7 +102,12 @@ pub fn report_saved(
         write(&analysis, &out_dir, &options)?;
     }
     if let Some(index) = &layout.bench {
-        write_bench_summary(index, out_root)?;
+        let report = write_bench_summary(index, out_root)?;
+        println!(
+            "parprof: {} benchmarks reported; report written to {}",
+            index.benchmarks.len(),
+            report.display()
+        );
     } else if layout.runs.len() > 1 {
         println!("{}", diff::views::spread(&diff::load_side(out_root)?));
     }
@@ -215,4 +220,72 @@ pub fn write_bench_summary(index: &BenchIndex, dir: &Path) -> Result<PathBuf> {
     std::fs::write(&report, bench_harness::combined_markdown(index, dir))
         .with_context(|| format!("cannot write {}", report.display()))?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench_harness::BenchEntry;
+
+    fn run_folder(dir: &Path) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(recording::RECORDS_FILE), b"").unwrap();
+    }
+
+    #[test]
+    fn a_run_folder_is_one_run() {
+        let root = tempfile::tempdir().unwrap();
+        run_folder(root.path());
+        let layout = Layout::of(root.path()).unwrap();
+        assert_eq!(layout.runs, [PathBuf::new()]);
+        assert!(layout.bench.is_none());
+    }
+
+    #[test]
+    fn repeated_runs_are_the_sub_folders_with_records() {
+        let root = tempfile::tempdir().unwrap();
+        run_folder(&root.path().join("run-2"));
+        run_folder(&root.path().join("run-1"));
+        std::fs::create_dir(root.path().join("notes")).unwrap();
+        let layout = Layout::of(root.path()).unwrap();
+        assert_eq!(
+            layout.runs,
+            [PathBuf::from("run-1"), PathBuf::from("run-2")]
+        );
+    }
+
+    #[test]
+    fn a_bench_folder_lists_its_benchmarks_runs() {
+        let root = tempfile::tempdir().unwrap();
+        run_folder(&root.path().join("fast"));
+        run_folder(&root.path().join("slow/run-1"));
+        run_folder(&root.path().join("slow/run-2"));
+        let entry = |name: &str| BenchEntry {
+            name: name.into(),
+            dir: name.into(),
+        };
+        BenchIndex::new("pair", vec![entry("fast"), entry("slow")])
+            .write(root.path())
+            .unwrap();
+        let layout = Layout::of(root.path()).unwrap();
+        assert_eq!(
+            layout.runs,
+            [
+                PathBuf::from("fast"),
+                PathBuf::from("slow/run-1"),
+                PathBuf::from("slow/run-2")
+            ]
+        );
+        assert_eq!(layout.bench.map(|b| b.program), Some("pair".to_owned()));
+    }
+
+    #[test]
+    fn a_folder_without_records_says_what_report_reads() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("report.json"), b"{}").unwrap();
+        let err = Layout::of(root.path()).err().unwrap().to_string();
+        assert!(err.contains("is not a run folder"), "{err}");
+        assert!(err.contains("records.ppr"), "{err}");
+        assert!(err.contains("--repeat"), "{err}");
+    }
 }
