@@ -157,29 +157,56 @@ struct SeriesMeta {
 
 impl Meta {
     fn of(recording: &Recording) -> Meta {
-        let k = &recording.kernel;
-        let c = &recording.counters;
+        // Taken apart field by field, so that a field added to the records does not compile
+        // until it is saved here or in a list part: `report` must see everything the run saw.
+        let KernelRecords {
+            capabilities,
+            switches: _,
+            thread_starts: _,
+            samples: _,
+            sample_stacks: _,
+            switch_samples: _,
+            switch_sample_stacks: _,
+            sample_period_ns,
+            lost_records,
+            malformed_records,
+            thread_names,
+            steal_ns,
+        } = &recording.kernel;
+        let CounterRecords {
+            counters,
+            unavailable,
+            read_interval_ns,
+            read_cost,
+        } = &recording.counters;
         Meta {
             run: recording.run.clone(),
-            capabilities: k.capabilities.clone(),
-            sample_period_ns: k.sample_period_ns,
-            lost_records: k.lost_records,
-            malformed_records: k.malformed_records,
-            thread_names: k.thread_names.clone(),
-            steal_ns: k.steal_ns,
+            capabilities: capabilities.clone(),
+            sample_period_ns: *sample_period_ns,
+            lost_records: *lost_records,
+            malformed_records: *malformed_records,
+            thread_names: thread_names.clone(),
+            steal_ns: *steal_ns,
             counters: CountersMeta {
-                series: c
-                    .counters
+                series: counters
                     .iter()
-                    .map(|s| SeriesMeta {
-                        name: s.name.clone(),
-                        source: s.source,
-                        scaling: s.scaling,
+                    .map(|series| {
+                        let CounterSeries {
+                            name,
+                            source,
+                            cpu_samples: _,
+                            scaling,
+                        } = series;
+                        SeriesMeta {
+                            name: name.clone(),
+                            source: *source,
+                            scaling: *scaling,
+                        }
                     })
                     .collect(),
-                unavailable: c.unavailable.clone(),
-                read_interval_ns: c.read_interval_ns,
-                read_cost: c.read_cost,
+                unavailable: unavailable.clone(),
+                read_interval_ns: *read_interval_ns,
+                read_cost: *read_cost,
             },
         }
     }
