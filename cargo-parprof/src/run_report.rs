@@ -5,8 +5,7 @@
 
 use crate::analysis::{self, Analysis, AnalysisOptions};
 use crate::bench_harness::{self, BenchIndex, Harness};
-use crate::rayon_hooks::RayonHooks;
-use crate::recording::{self, Completeness, RecordedOptions, Recording, RunMeta};
+use crate::recording::{self, Completeness, RayonHooks, RecordedOptions, Recording, RunMeta};
 use crate::{diff, report};
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};

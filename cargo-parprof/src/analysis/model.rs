@@ -21,7 +21,7 @@ pub struct Analysis {
     pub exit: ExitStatus,
     /// Whether the build recorded rayon's lifecycle (filled by the caller; `None`: not known,
     /// e.g. a trace analysed on its own).
-    pub rayon_hooks: Option<crate::rayon_hooks::RayonHooks>,
+    pub rayon_hooks: Option<crate::recording::RayonHooks>,
     pub capabilities: Capabilities,
     pub trace: TraceSummary,
     /// `None` when the program wrote no trace: kernel times are then used as they are.

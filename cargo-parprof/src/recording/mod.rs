@@ -15,7 +15,6 @@ use crate::analysis::diagnoses::Thresholds;
 use crate::analysis::{ExitStatus, TargetInfo};
 use crate::bench_harness::Harness;
 use crate::kernel::KernelRecords;
-use crate::rayon_hooks::RayonHooks;
 use counters::CounterRecords;
 pub use format::{Completeness, Loaded, RecordsError};
 use serde::{Deserialize, Serialize};
@@ -63,6 +62,19 @@ impl Default for RunMeta {
             options: RecordedOptions::default(),
         }
     }
+}
+
+/// Whether the build records rayon's lifecycle, and why not (the build prepares the hooks:
+/// [`crate::rayon_hooks`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum RayonHooks {
+    /// Built with the hooks in this rayon-core version.
+    Hooked { version: String },
+    /// The program does not use rayon.
+    NoRayon,
+    /// Built without hooks; the reason is said in the report.
+    Unavailable { reason: String },
 }
 
 /// The options of the analysis and the reports that the run was recorded with.
