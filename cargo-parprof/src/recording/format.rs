@@ -29,7 +29,9 @@
 //! | 12 | end | v count of every list above (5 to 10), then of each counter series' samples |
 //!
 //! Samples share few distinct call chains and stacks, so those are stored once (parts 2-4,
-//! ids in the order written) and samples refer to them: a sample costs about 12 bytes.
+//! ids in the order written) and samples refer to them: a sample with its stack costs about
+//! 16 bytes.
+//!
 //! The meta part is JSON because it is small and holds nested, evolving types; the lists that
 //! can run into millions are binary.
 //!
