@@ -3,7 +3,7 @@
 use crate::analysis::diagnoses::Thresholds;
 use crate::analysis::{ExitStatus, TargetInfo};
 use crate::bench_harness::{self, BenchEntry, BenchIndex, Harness};
-use crate::collect::CollectOptions;
+use crate::collect::{CallGraph, CollectOptions};
 use crate::counters::{CounterOptions, CounterSet};
 use crate::diff;
 use crate::launch;
@@ -95,6 +95,12 @@ pub struct ParprofArgs {
     /// program that switches 100,000 times a second)
     #[arg(long)]
     pub no_offcpu: bool,
+    /// How cpu samples get their call chains: `dwarf` copies 16 KiB of user stack per sample
+    /// and unwinds it with the files' call-frame information (complete chains through the
+    /// standard library and other code without frame pointers), `fp` follows frame pointers
+    /// only (cheaper; `cargo bench --bench unwind_overhead` measures both)
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = CallGraph::Dwarf)]
+    pub call_graph: CallGraph,
     /// Seconds each benchmark of a criterion bench runs in its profile mode
     #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 2.0)]
     pub bench_time: f64,
@@ -276,6 +282,7 @@ impl ParprofArgs {
         CollectOptions {
             frequency_hz: self.frequency,
             switch_stacks: !self.no_offcpu,
+            call_graph: self.call_graph,
             counters: (!counters.is_empty()).then(|| CounterOptions {
                 counters,
                 read_interval_ns: self.counter_interval,

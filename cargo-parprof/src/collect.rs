@@ -33,6 +33,7 @@ use crate::perf::{
 };
 use crate::steal::machine_steal_ns;
 use crate::symbolize::{ExecEvent, ForkEvent, Mapping, SideBand};
+use crate::unwind::{SAMPLE_REGS_USER, STACK_COPY_BYTES, StackUnwinder, UserStack};
 
 /// Set to `1` in the profiler's environment to take the same path as a kernel that refuses
 /// `perf_event_open` with `EACCES` (for tests of the degraded mode).
@@ -57,7 +58,24 @@ pub struct CollectOptions {
     pub switch_stacks: bool,
     /// The counters to read for attribution and utilization (`--counters`); `None` reads none.
     pub counters: Option<CounterOptions>,
+    /// How the cpu-clock samples' call chains are taken (`--call-graph`).
+    pub call_graph: CallGraph,
 }
+
+/// How the call chains of the cpu-clock samples are taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum CallGraph {
+    /// A copy of the user stack with each sample, unwound with the DWARF call-frame
+    /// information of the mapped files, continued along the frame pointers past the copy.
+    #[default]
+    Dwarf,
+    /// The kernel's frame-pointer walk alone: cheaper, but it loses the callers of code
+    /// built without frame pointers (the standard library, libc).
+    Fp,
+}
+
+/// Stack copies are unwound with x86-64's register numbering.
+const STACK_COPIES_SUPPORTED: bool = cfg!(target_arch = "x86_64");
 
 impl Default for CollectOptions {
     fn default() -> Self {
@@ -68,6 +86,7 @@ impl Default for CollectOptions {
             simulate_perf_refused: std::env::var_os(SIMULATE_REFUSED_ENV).is_some_and(|v| v == "1"),
             switch_stacks: true,
             counters: Some(CounterOptions::default()),
+            call_graph: CallGraph::default(),
         }
     }
 }
@@ -107,6 +126,7 @@ impl Collector {
         let opener = Opener {
             pid,
             simulate_refused: opts.simulate_perf_refused,
+            stack_copies: false,
         };
 
         let mut capabilities = Capabilities {
@@ -114,9 +134,13 @@ impl Collector {
             cpus: crate::cpu_quota::CpuQuota::of_this_process(),
             ..Capabilities::default()
         };
-        let (samplers, (switches, samples)) = opener
-            .open_recording(period_ns, ring_bytes)
-            .unwrap_or_else(|refused| (Vec::new(), refused));
+        let (samplers, (switches, samples), stack_copies) =
+            opener.open_recording_with_copies(opts.call_graph, period_ns, ring_bytes);
+        capabilities.stack_copies = stack_copies;
+        let unwinder = capabilities
+            .stack_copies
+            .available
+            .then(StackUnwinder::default);
         let switch_samplers = if !opts.switch_stacks {
             capabilities.switch_stacks =
                 Capability::no("no off-CPU flamegraph: switch-out stacks were not asked for");
@@ -141,7 +165,7 @@ impl Collector {
             None
         } else {
             let spawned = CollectorThread::spawn("parprof-collect", move |stop| {
-                drain_until_stopped(samplers, switch_samplers, stop)
+                drain_until_stopped(samplers, unwinder, switch_samplers, stop)
             });
             match spawned {
                 Ok(thread) => Some(thread),
@@ -179,9 +203,12 @@ impl Collector {
     }
 }
 
+#[derive(Clone, Copy)]
 struct Opener {
     pid: u32,
     simulate_refused: bool,
+    /// The cpu-clock samples carry the user registers and a copy of the user stack.
+    stack_copies: bool,
 }
 
 /// The (context switches, CPU samples) capabilities of a recording.
@@ -214,6 +241,39 @@ impl Opener {
                 }
             )),
         }
+    }
+
+    /// The recording with stack copies if `call_graph` asks for them and the kernel takes
+    /// them, else without; and whether the samples carry copies.
+    fn open_recording_with_copies(
+        &self,
+        call_graph: CallGraph,
+        period_ns: u64,
+        ring_bytes: usize,
+    ) -> (Vec<Sampler>, RecordingCaps, Capability) {
+        let no_copies = match call_graph {
+            CallGraph::Fp => "`--call-graph fp` was given".to_owned(),
+            CallGraph::Dwarf if !STACK_COPIES_SUPPORTED => {
+                "stack copies are unwound on x86-64 only".to_owned()
+            }
+            CallGraph::Dwarf => {
+                let with_copies = Opener {
+                    stack_copies: true,
+                    ..*self
+                };
+                match with_copies.open_recording(period_ns, ring_bytes) {
+                    Ok((samplers, caps)) if caps.1.available => {
+                        return (samplers, caps, Capability::yes());
+                    }
+                    Ok(_) => "cpu-clock samples unavailable".to_owned(),
+                    Err(caps) => caps.1.reason.unwrap_or_default(),
+                }
+            }
+        };
+        let (samplers, caps) = self
+            .open_recording(period_ns, ring_bytes)
+            .unwrap_or_else(|refused| (Vec::new(), refused));
+        (samplers, caps, Capability::no(no_copies))
     }
 
     /// Opens and maps one event per online CPU, degrading step by step: without context
@@ -300,31 +360,32 @@ impl Opener {
         ring_bytes: usize,
     ) -> io::Result<Vec<Sampler>> {
         open_per_cpu(cpus, |cpu| {
-            let b = recording_builder(self.pid, cpu, period_ns, switches, ring_bytes);
+            let b = recording_builder(self, cpu, period_ns, switches, ring_bytes);
             map_ring(self.open(&b)?, ring_bytes)
         })
     }
 }
 
 fn recording_builder(
-    pid: u32,
+    opener: &Opener,
     cpu: usize,
     period_ns: Option<u64>,
     switches: bool,
     ring_bytes: usize,
 ) -> Builder<'static> {
     let mut b = match period_ns {
-        Some(_) => task_builder(Software::CPU_CLOCK, pid, Some(cpu)),
-        None => task_builder(Software::DUMMY, pid, Some(cpu)),
+        Some(_) => task_builder(Software::CPU_CLOCK, opener.pid, Some(cpu)),
+        None => task_builder(Software::DUMMY, opener.pid, Some(cpu)),
     };
     // The samples' fields, in the order the parser below reads them: IP, then the
-    // TID|TIME|CPU block, then CALLCHAIN.
-    ring_events(
-        &mut b,
-        SampleFlag::IP | SampleFlag::CALLCHAIN,
-        switches,
-        ring_bytes,
-    );
+    // TID|TIME|CPU block, then CALLCHAIN, then the user registers and stack if copied.
+    let mut fields = SampleFlag::IP | SampleFlag::CALLCHAIN;
+    if opener.stack_copies {
+        fields |= SampleFlag::REGS_USER | SampleFlag::STACK_USER;
+        b.sample_regs_user(SAMPLE_REGS_USER)
+            .sample_stack_user(STACK_COPY_BYTES);
+    }
+    ring_events(&mut b, fields, switches, ring_bytes);
     b.exclude_callchain_kernel(true)
         .mmap(true)
         .mmap2(true)
@@ -413,10 +474,15 @@ fn failed_both(why: &str) -> RecordingCaps {
 /// their samples are switch-outs, not cpu-clock ticks) until `stop` is raised.
 fn drain_until_stopped(
     samplers: Vec<Sampler>,
+    unwinder: Option<StackUnwinder>,
     switch_samplers: Vec<Sampler>,
     stop: &StopSignal,
 ) -> (Parsed, Parsed) {
-    let mut parsed = [Parsed::default(), Parsed::default()];
+    let recording = Parsed {
+        unwinder,
+        ..Parsed::default()
+    };
+    let mut parsed = [recording, Parsed::default()];
     let mut rings: Vec<(Sampler, usize)> = samplers
         .into_iter()
         .map(|s| (s, 0))
@@ -475,6 +541,34 @@ struct Parsed {
     execs: Vec<ExecEvent>,
     lost: u64,
     malformed: u64,
+    /// Present when the samples carry user registers and stack copies: it follows the
+    /// address spaces and replaces each sample's frame-pointer chain by the unwound one.
+    unwinder: Option<StackUnwinder>,
+}
+
+/// The user registers (ip, sp, bp) and stack copy that end a sample; `None` inside when the
+/// kernel had none to give (no user context, or the copy failed).
+fn read_user_stack<'a>(c: &mut Cursor<'a>) -> Option<Option<UserStack<'a>>> {
+    const PERF_SAMPLE_REGS_ABI_NONE: u64 = 0;
+    let abi = c.u64()?;
+    // The registers in ascending perf numbering: bp, sp, ip.
+    let regs = if abi == PERF_SAMPLE_REGS_ABI_NONE {
+        None
+    } else {
+        Some((c.u64()?, c.u64()?, c.u64()?))
+    };
+    let size = c.u64()?;
+    if size == 0 {
+        return Some(None);
+    }
+    let copied = c.bytes(usize::try_from(size).ok()?)?;
+    let valid = usize::try_from(c.u64()?).ok()?.min(copied.len());
+    Some(regs.map(|(bp, sp, ip)| UserStack {
+        ip,
+        sp,
+        bp,
+        bytes: &copied[..valid],
+    }))
 }
 
 /// Decodes one record into `out`; `None` if it is malformed.
@@ -498,6 +592,15 @@ fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()>
             if callchain.is_empty() && ip != 0 {
                 callchain.push(ip);
             }
+            if let Some(unwinder) = &mut out.unwinder {
+                callchain = match read_user_stack(&mut c)? {
+                    Some(stack) => unwinder.unwind(id.pid, &stack, &callchain),
+                    None => {
+                        unwinder.count_without_copy();
+                        callchain
+                    }
+                };
+            }
             out.samples.push((
                 CpuSample {
                     time_ns: id.time_ns,
@@ -518,13 +621,17 @@ fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()>
             }
             let name = padded_str(body, c.pos())?;
             let t = SampleId::trailer(body)?;
+            let path = PathBuf::from(OsStr::from_bytes(name));
+            if let Some(unwinder) = &mut out.unwinder {
+                unwinder.on_mmap(pid, start, len, pgoff, &path);
+            }
             out.maps.push(Mapping {
                 time_ns: t.time_ns,
                 pid,
                 start,
                 len,
                 pgoff,
-                path: PathBuf::from(OsStr::from_bytes(name)),
+                path,
             });
         }
         PERF_RECORD_COMM => {
@@ -537,6 +644,9 @@ fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()>
                 name: String::from_utf8_lossy(name).into_owned(),
             });
             if misc & PERF_RECORD_MISC_COMM_EXEC != 0 {
+                if let Some(unwinder) = &mut out.unwinder {
+                    unwinder.on_exec(pid);
+                }
                 out.execs.push(ExecEvent {
                     time_ns: t.time_ns,
                     pid,
@@ -546,6 +656,11 @@ fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()>
         PERF_RECORD_FORK => {
             let (pid, ppid, tid, ptid) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
             let time_ns = c.u64()?;
+            if let Some(unwinder) = &mut out.unwinder
+                && pid != ppid
+            {
+                unwinder.on_fork(pid, ppid);
+            }
             out.forks.push(ForkEvent {
                 time_ns,
                 pid,
@@ -582,6 +697,7 @@ impl Parsed {
             execs,
             lost,
             malformed,
+            unwinder,
         } = self;
         switches.sort_by_key(|s| (s.time_ns, s.tid));
         samples.sort_by_key(|(s, _)| s.time_ns);
@@ -601,6 +717,7 @@ impl Parsed {
                 capabilities,
                 switches,
                 thread_starts,
+                call_chains: unwinder.map(|u| u.counts()).unwrap_or_default(),
                 samples,
                 sample_stacks: Vec::new(),
                 switch_samples,

@@ -32,6 +32,9 @@ pub struct Capabilities {
     pub cpu_samples: Capability,
     /// A user call chain at each switch-out (the off-CPU flamegraph).
     pub switch_stacks: Capability,
+    /// A copy of the user stack with each cpu-clock sample, unwound with the files' DWARF
+    /// call-frame information (call chains through code without frame pointers).
+    pub stack_copies: Capability,
     pub hardware_counters: Capability,
     /// The CPUs the program could use (affinity and cgroup quota).
     pub cpus: crate::cpu_quota::CpuQuota,
@@ -62,6 +65,29 @@ pub struct SwitchRecord {
 pub struct ThreadStart {
     pub time_ns: u64,
     pub tid: u32,
+}
+
+/// How the call chains of the cpu-clock samples were obtained (see [`crate::unwind`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnwindCounts {
+    /// Unwound to the thread's root within the stack copy.
+    pub to_the_root: u64,
+    /// Unwound to the end of the copy, then continued along the frame-pointer chain.
+    pub joined_to_frame_pointers: u64,
+    /// Unwound to the end of the copy; the frame-pointer chain had nothing further.
+    pub cut_at_the_copy: u64,
+    /// The frame-pointer chain alone: no copy, an unknown address space, or a chain the
+    /// unwinder could not follow as far.
+    pub frame_pointers_only: u64,
+}
+
+impl UnwindCounts {
+    pub fn total(&self) -> u64 {
+        self.to_the_root
+            + self.joined_to_frame_pointers
+            + self.cut_at_the_copy
+            + self.frame_pointers_only
+    }
 }
 
 /// One cpu-clock sample with its user call chain (instruction pointers, leaf first).
@@ -97,6 +123,8 @@ pub struct KernelRecords {
     pub switch_samples: Vec<CpuSample>,
     /// Symbolised stacks of `switch_samples`, as `sample_stacks`.
     pub switch_sample_stacks: Vec<Vec<Frame>>,
+    /// How the samples' call chains were obtained.
+    pub call_chains: UnwindCounts,
     /// Sampling period of cpu-clock samples, in ns.
     pub sample_period_ns: u64,
     /// Records the kernel dropped because a ring buffer was full (`PERF_RECORD_LOST`).

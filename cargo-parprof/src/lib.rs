@@ -20,3 +20,4 @@ pub mod steal;
 pub mod symbolize;
 pub mod target;
 pub mod units;
+pub mod unwind;

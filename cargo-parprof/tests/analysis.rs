@@ -185,6 +185,7 @@ fn kernel() -> KernelRecords {
         malformed_records: 1,
         thread_names: vec![(MAIN, "app".into())],
         steal_ns: Some(12_500_000),
+        ..KernelRecords::default()
     }
 }
 

@@ -11,14 +11,15 @@
 //! Method 1 of the spec subtracts these costs from every enclosing probed interval.
 
 use crate::clock;
-use crate::probe::Guard;
+use crate::probe::{self, Guard};
 use crate::recorder::{self, with_current_ring};
+use crate::sampling;
 use crate::trace::{Calibration, EventKind};
 use std::hint::black_box;
 
 const BATCH: u64 = 256;
 const BATCHES: usize = 41;
-const CALIBRATION_SITE: u32 = u32::MAX;
+use crate::sampling::CALIBRATION_SITE;
 
 pub struct Table {
     pub rows: Vec<Calibration>,
@@ -59,11 +60,7 @@ fn small_body(x: u64) -> u64 {
 /// `small_body` inside a probe pair, through the same calls `#[probe]` makes.
 #[inline(never)]
 fn probed_small_body(x: u64) -> u64 {
-    let _guard = if recorder::record(EventKind::Enter, CALIBRATION_SITE, 0, 0) {
-        Guard::new(CALIBRATION_SITE)
-    } else {
-        Guard::new(0)
-    };
+    let _guard = probe::enter_calibration();
     small_body(x)
 }
 
@@ -106,12 +103,30 @@ pub fn measure() -> Table {
         .filter(|&&kind| kind != EventKind::BufferStall)
         .map(|&kind| {
             let cost = match kind {
-                // The exit path is the guard's drop, branch included.
+                // The entry and exit paths of `#[probe]`: the sampling decision, the event,
+                // the guard's drop.
+                EventKind::Enter => median_batch(|| {
+                    for _ in 0..BATCH {
+                        std::mem::forget(black_box(probe::enter_calibration()));
+                    }
+                }),
                 EventKind::Exit => median_batch(|| {
                     for _ in 0..BATCH {
                         drop(black_box(Guard::new(CALIBRATION_SITE)));
                     }
                 }),
+                // A call of a sampled site that is not recorded, through `#[probe]`'s path.
+                EventKind::Unrecorded => {
+                    sampling::calibrate_recording(false);
+                    let cost = median_batch(|| {
+                        for _ in 0..BATCH {
+                            drop(black_box(probe::enter_calibration()));
+                        }
+                        sampling::discard_pending();
+                    });
+                    sampling::calibrate_recording(true);
+                    cost
+                }
                 _ => median_batch(|| {
                     for _ in 0..BATCH {
                         black_box(recorder::record(kind, CALIBRATION_SITE, 0, 0));
@@ -134,9 +149,17 @@ pub fn measure() -> Table {
     let scale = (marginal_pair / back_to_back_pair).clamp(0.5, 1.0);
     let rows = back_to_back
         .iter()
-        .map(|&(kind, cost)| Calibration {
-            kind,
-            cost_ticks: (cost * scale).round().max(1.0) as u32,
+        .map(|&(kind, cost)| {
+            // An unrecorded call reads no clock: nothing of it overlaps the code around it.
+            let scale = if kind == EventKind::Unrecorded {
+                1.0
+            } else {
+                scale
+            };
+            Calibration {
+                kind,
+                cost_ticks: (cost * scale).round().max(1.0) as u32,
+            }
         })
         .collect();
     Table {

@@ -1,6 +1,7 @@
 //! Probe sites and the RAII guard that `#[probe]` expands to.
 
 use crate::recorder;
+use crate::sampling;
 use crate::trace::{EventKind, SiteKind};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -71,12 +72,16 @@ fn method_name(type_name: &str, fn_path: &str) -> String {
 /// Records the exit of a probed section when dropped: on return, `?`, and unwinding alike.
 #[must_use = "the probe measures until this guard is dropped"]
 pub struct Guard {
+    /// The site, 0 when recording is off.
     id: u32,
+    /// Whether the entry was recorded (else sampling counted the call without recording it).
+    recorded: bool,
 }
 
 impl Guard {
+    /// The guard of a recorded entry of `id` (0: nothing to do on drop).
     pub(crate) const fn new(id: u32) -> Self {
-        Guard { id }
+        Guard { id, recorded: true }
     }
 }
 
@@ -84,7 +89,10 @@ impl Drop for Guard {
     #[inline(always)]
     fn drop(&mut self) {
         if self.id != 0 {
-            recorder::record(EventKind::Exit, self.id, 0, 0);
+            sampling::exit(self.id);
+            if self.recorded {
+                recorder::record(EventKind::Exit, self.id, 0, 0);
+            }
         }
     }
 }
@@ -93,7 +101,7 @@ impl Drop for Guard {
 #[inline(always)]
 pub fn enter(site: &'static Site) -> Guard {
     if recorder::is_off() {
-        return Guard { id: 0 };
+        return Guard::new(0);
     }
     enter_recording(site, None)
 }
@@ -102,7 +110,7 @@ pub fn enter(site: &'static Site) -> Guard {
 #[inline(always)]
 pub fn enter_method(site: &'static Site, type_name: fn() -> &'static str) -> Guard {
     if recorder::is_off() {
-        return Guard { id: 0 };
+        return Guard::new(0);
     }
     enter_recording(site, Some(type_name))
 }
@@ -110,11 +118,37 @@ pub fn enter_method(site: &'static Site, type_name: fn() -> &'static str) -> Gua
 #[inline(always)]
 fn enter_recording(site: &'static Site, type_name: Option<fn() -> &'static str>) -> Guard {
     let id = site.id(type_name);
-    if recorder::record(EventKind::Enter, id, 0, 0) {
-        Guard { id }
-    } else {
-        Guard { id: 0 }
+    if !sampling::enter(id) {
+        return Guard {
+            id,
+            recorded: false,
+        };
     }
+    match recorder::stamp(EventKind::Enter, id, 0, 0) {
+        Some(ts) => {
+            sampling::recorded_entry(id, ts);
+            Guard::new(id)
+        }
+        None => {
+            sampling::exit(id);
+            Guard::new(0)
+        }
+    }
+}
+
+/// Calibration's pseudo-site, whose events calibration discards.
+static CALIBRATION: Site = Site {
+    name: "parprof calibration",
+    file: "",
+    line: 0,
+    kind: SiteKind::Probe,
+    id: AtomicU32::new(sampling::CALIBRATION_SITE),
+};
+
+/// The entry path of `#[probe]`, for calibration.
+#[inline(always)]
+pub(crate) fn enter_calibration() -> Guard {
+    enter_recording(&CALIBRATION, None)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 use crate::calibrate;
 use crate::clock;
 use crate::ring::{Push, Ring};
+use crate::sampling;
 use crate::trace::{
     self, Chunk, ChunkEncoder, End, Event, EventKind, Header, SiteKind, SiteRecord, ThreadRecord,
 };
@@ -73,6 +74,9 @@ impl Drop for ThreadExit {
     fn drop(&mut self) {
         let _ = RING.try_with(|r| r.set(std::ptr::null()));
         if let Some(ring) = self.ring.borrow_mut().take() {
+            if sampling::has_pending() {
+                write_unrecorded(&ring, clock::now());
+            }
             ring.close();
             wake_writer();
         }
@@ -81,33 +85,61 @@ impl Drop for ThreadExit {
 
 /// Records one event on the calling thread. Returns false when nothing was recorded
 /// (recording is off, or the thread is past its exit).
+#[inline(always)]
+pub fn record(kind: EventKind, id: u32, aux: u16, flags: u8) -> bool {
+    stamp(kind, id, aux, flags).is_some()
+}
+
+/// Records one event on the calling thread and returns its timestamp; `None` when nothing
+/// was recorded (recording is off, or the thread is past its exit).
 ///
 /// The timestamp is taken first, so that almost all of the event's cost falls after it: the
 /// calibrated cost of an event then lies inside the interval the event opens (method 1
 /// counts an entry's cost inside its own section and an exit's cost outside).
 #[inline(always)]
-pub fn record(kind: EventKind, id: u32, aux: u16, flags: u8) -> bool {
-    let ts = clock::now();
+pub fn stamp(kind: EventKind, id: u32, aux: u16, flags: u8) -> Option<u64> {
     let ring = RING.with(|r| r.get());
     if ring.is_null() {
-        // Attaching the thread allocates its ring; the cold path stamps the event afresh.
-        return record_cold(kind, id, aux, flags);
+        // Attaching the thread allocates its ring.
+        return stamp_cold(kind, id, aux, flags);
     }
-    let event = Event {
-        ts,
-        id,
-        aux,
-        kind: kind as u8,
-        flags,
-    };
     // SAFETY: a non-null RING points into an Arc held by THREAD_EXIT of this live thread.
     let ring = unsafe { &*ring };
+    if sampling::has_pending() {
+        write_unrecorded(ring, clock::now());
+    }
+    let ts = clock::now();
+    push(
+        ring,
+        Event {
+            ts,
+            id,
+            aux,
+            kind: kind as u8,
+            flags,
+        },
+    );
+    Some(ts)
+}
+
+#[inline(always)]
+fn push(ring: &Ring, event: Event) {
     match ring.push(event) {
         Push::Stored => {}
         Push::StoredWakeWriter => wake_writer(),
         Push::Full => wait_for_room(ring, event),
     }
-    true
+}
+
+/// Writes the counts of the calls that sampling did not record, stamped `ts`, before the
+/// thread's next event: they lie inside the call that was innermost while they ran, and the
+/// time from `ts` to that next event is what writing them cost (the analysis removes it).
+#[cold]
+#[inline(never)]
+fn write_unrecorded(ring: &Ring, ts: u64) {
+    sampling::take_pending(|site, count| {
+        push(ring, Event::unrecorded(ts, site, count));
+    });
 }
 
 /// The writer fell behind: wait until it makes room, then store the event and a
@@ -144,12 +176,12 @@ fn wait_for_room(ring: &Ring, event: Event) {
 
 #[cold]
 #[inline(never)]
-fn record_cold(kind: EventKind, id: u32, aux: u16, flags: u8) -> bool {
+fn stamp_cold(kind: EventKind, id: u32, aux: u16, flags: u8) -> Option<u64> {
     ensure_init();
     if MODE.load(Ordering::Relaxed) != ON || !attach_current_thread() {
-        return false;
+        return None;
     }
-    record(kind, id, aux, flags)
+    stamp(kind, id, aux, flags)
 }
 
 /// Gives the calling thread a ring and a thread record. Returns false during thread teardown.
@@ -322,6 +354,8 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     attach_current_thread();
     let table = calibrate::measure();
     MODE.store(UNINIT, Ordering::Release);
+    // After calibration, which must record every call of its pseudo-site.
+    sampling::configure(ticks_per_ns);
 
     let mut enc = ChunkEncoder::new();
     enc.preamble();
@@ -461,6 +495,12 @@ pub fn shutdown() {
     let Some(rt) = RUNTIME.get() else { return };
     if MODE.load(Ordering::Acquire) != ON {
         return;
+    }
+    // The calling thread (at exit, the main thread) may hold counts of unrecorded calls.
+    let ring = RING.try_with(|r| r.get()).unwrap_or(std::ptr::null());
+    if !ring.is_null() && sampling::has_pending() {
+        // SAFETY: as in `stamp`: the thread is alive and its ring with it.
+        write_unrecorded(unsafe { &*ring }, clock::now());
     }
     rt.stop.store(true, Ordering::Release);
     wake_writer();

@@ -12,30 +12,35 @@
 //! [`SiteRecord`], [`ThreadRecord`], event and lost-count chunks, then one [`End`]. A thread
 //! record may be repeated for the same tid when more is learnt (e.g. its rayon index); the
 //! last one wins. Events of one thread appear in time order across its chunks.
+//!
+//! Events are packed (version 2): in memory an [`Event`] is 16 bytes, in the file it is a
+//! header byte, the time since the previous event of the chunk, and only the fields that are
+//! not implied, so a probe's entry or exit takes 2–4 bytes:
+//!
+//! ```text
+//! events  := tid (u32) count (u32) event*
+//! event   := head (u8) ts_delta (varint) [id (varint)] [aux (varint)] [flags (u8)]
+//! head    := kind (bits 0–3) | id differs from the previous event's (bit 4, first: from 0)
+//!            | aux ≠ 0 (bit 5) | flags ≠ 0 (bit 6); bit 7 is 0
+//! varint  := LEB128, unsigned, at most 10 bytes
+//! ```
 
 use std::io::{self, Read, Write};
 
 /// First eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
 /// Version of the format written by this crate. Readers accept exactly this version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
 pub const MAX_CHUNK_LEN: u32 = 64 << 20;
-/// Size of one encoded [`Event`].
+/// Size of one [`Event`] in memory (the runtime's rings).
 pub const EVENT_SIZE: usize = 16;
-/// Name of the trace file inside the output folder.
-pub const TRACE_FILE_NAME: &str = "trace.ppt";
 /// The name of the runtime's trace-writer thread, so that the analysis can tell the
 /// profiler's own CPU use from the program's.
 pub const WRITER_THREAD_NAME: &str = "parprof-writer";
 
 /// `ThreadRecord::rayon_index` and `Event::aux` value meaning "no rayon worker".
 pub const NO_WORKER: u16 = u16::MAX;
-
-#[cfg(not(target_endian = "little"))]
-compile_error!(
-    "parprof writes events as little-endian memory images; big-endian targets are not supported"
-);
 
 /// Kinds of chunks. The numeric values are part of the format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,11 +103,16 @@ pub enum EventKind {
     SleepBegin = 10,
     /// The sleeping worker woke up; `id` as for `SearchRound`.
     SleepEnd = 11,
+    /// `aux` calls of the probe site `id` ran without being recorded (the site is hot on this
+    /// thread and sampled, see the runtime's `sampling` module). They ran after the thread's
+    /// previous event, inside the call that was innermost then, and cost `aux` × this kind's
+    /// calibrated cost; writing the event took the time up to the thread's next event.
+    Unrecorded = 12,
 }
 
 impl EventKind {
     /// Every event kind, for calibration tables and exhaustive checks.
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 12] = [
         Self::Enter,
         Self::Exit,
         Self::RegionBegin,
@@ -114,6 +124,7 @@ impl EventKind {
         Self::SearchRound,
         Self::SleepBegin,
         Self::SleepEnd,
+        Self::Unrecorded,
     ];
 
     pub fn from_u8(v: u8) -> Option<Self> {
@@ -147,7 +158,7 @@ impl TaskOrigin {
     }
 }
 
-/// One timestamped event, 16 bytes in memory and in the file.
+/// One timestamped event, 16 bytes in memory, packed in the file (see the module's format).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[repr(C)]
 pub struct Event {
@@ -165,16 +176,6 @@ pub struct Event {
 
 const _: () = assert!(std::mem::size_of::<Event>() == EVENT_SIZE);
 
-/// The in-memory image of events is their encoding: `Event` is `repr(C)` without padding and
-/// the target is little-endian, so the writer copies events without converting them.
-fn event_bytes(events: &[Event]) -> &[u8] {
-    // SAFETY: Event is repr(C), 16 bytes with no padding (checked above), so every byte of the
-    // slice is initialised; u8 has alignment 1.
-    unsafe {
-        std::slice::from_raw_parts(events.as_ptr().cast::<u8>(), std::mem::size_of_val(events))
-    }
-}
-
 impl Event {
     /// An event with no kind-specific fields (`aux` and `flags` 0): a probe's entry or exit,
     /// a region's begin or end.
@@ -188,19 +189,20 @@ impl Event {
         }
     }
 
+    /// `count` unrecorded calls of `site` (see [`EventKind::Unrecorded`]).
+    pub const fn unrecorded(ts: u64, site: u32, count: u16) -> Event {
+        Event {
+            ts,
+            id: site,
+            aux: count,
+            kind: EventKind::Unrecorded as u8,
+            flags: 0,
+        }
+    }
+
     pub fn kind(&self) -> EventKind {
         // Events handed out by the reader are validated, so this cannot fail for them.
         EventKind::from_u8(self.kind).unwrap_or(EventKind::Enter)
-    }
-
-    fn decode(b: &[u8; EVENT_SIZE]) -> Self {
-        Event {
-            ts: u64::from_le_bytes(b[0..8].try_into().expect("8 bytes")),
-            id: u32::from_le_bytes(b[8..12].try_into().expect("4 bytes")),
-            aux: u16::from_le_bytes(b[12..14].try_into().expect("2 bytes")),
-            kind: b[14],
-            flags: b[15],
-        }
     }
 }
 
@@ -358,6 +360,45 @@ pub struct ChunkEncoder {
     buf: Vec<u8>,
 }
 
+const HEAD_KIND: u8 = 0x0f;
+const HEAD_ID: u8 = 1 << 4;
+const HEAD_AUX: u8 = 1 << 5;
+const HEAD_FLAGS: u8 = 1 << 6;
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends `e` packed against `previous`, the chunk's event before it (the default event for
+/// the first). Timestamps of a chunk never decrease (the reader checks it).
+fn pack_event(out: &mut Vec<u8>, e: &Event, previous: &Event) {
+    let mut head = e.kind & HEAD_KIND;
+    if e.id != previous.id {
+        head |= HEAD_ID;
+    }
+    if e.aux != 0 {
+        head |= HEAD_AUX;
+    }
+    if e.flags != 0 {
+        head |= HEAD_FLAGS;
+    }
+    out.push(head);
+    put_varint(out, e.ts.wrapping_sub(previous.ts));
+    if head & HEAD_ID != 0 {
+        put_varint(out, u64::from(e.id));
+    }
+    if head & HEAD_AUX != 0 {
+        put_varint(out, u64::from(e.aux));
+    }
+    if head & HEAD_FLAGS != 0 {
+        out.push(e.flags);
+    }
+}
+
 fn put_str(out: &mut Vec<u8>, s: &str) {
     // Strings are bounded by u16; longer ones are cut at a char boundary.
     let mut end = s.len().min(u16::MAX as usize);
@@ -426,13 +467,17 @@ impl ChunkEncoder {
         }
     }
 
-    /// An events chunk from two slices (a ring buffer's contents may wrap around).
+    /// An events chunk from two slices (a ring buffer's contents may wrap around), packed.
     pub fn events(&mut self, tid: u32, first: &[Event], second: &[Event]) {
         self.framed(ChunkKind::Events, |o| {
             o.extend_from_slice(&tid.to_le_bytes());
             o.extend_from_slice(&((first.len() + second.len()) as u32).to_le_bytes());
-            o.extend_from_slice(event_bytes(first));
-            o.extend_from_slice(event_bytes(second));
+            o.reserve((first.len() + second.len()) * 4);
+            let mut previous = Event::default();
+            for e in first.iter().chain(second) {
+                pack_event(o, e, &previous);
+                previous = *e;
+            }
         });
     }
 
@@ -655,6 +700,56 @@ impl<'a> Cursor<'a> {
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
+    fn varint(&mut self) -> Result<u64, &'static str> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let byte = self.u8()?;
+            let bits = u64::from(byte & 0x7f);
+            if i == 9 && bits > 1 {
+                return Err("varint overflows 64 bits");
+            }
+            v |= bits << (7 * i);
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("varint longer than 10 bytes")
+    }
+
+    /// One packed event after `previous` (see the module's format).
+    fn packed_event(&mut self, previous: &Event) -> Result<Event, &'static str> {
+        let head = self.u8()?;
+        if head & !(HEAD_KIND | HEAD_ID | HEAD_AUX | HEAD_FLAGS) != 0 {
+            return Err("reserved bit set in an event head");
+        }
+        let ts = previous
+            .ts
+            .checked_add(self.varint()?)
+            .ok_or("event timestamp overflows")?;
+        let id = if head & HEAD_ID != 0 {
+            u32::try_from(self.varint()?).map_err(|_| "event id out of range")?
+        } else {
+            previous.id
+        };
+        let aux = if head & HEAD_AUX != 0 {
+            u16::try_from(self.varint()?).map_err(|_| "event aux out of range")?
+        } else {
+            0
+        };
+        let flags = if head & HEAD_FLAGS != 0 {
+            self.u8()?
+        } else {
+            0
+        };
+        Ok(Event {
+            ts,
+            id,
+            aux,
+            kind: head & HEAD_KIND,
+            flags,
+        })
+    }
+
     fn str(&mut self) -> Result<String, &'static str> {
         let n = self.u16()? as usize;
         std::str::from_utf8(self.take(n)?)
@@ -740,24 +835,21 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
         ChunkKind::Events => {
             let tid = c.u32()?;
             let count = c.u32()? as usize;
-            if c.b.len() != count.saturating_mul(EVENT_SIZE) {
+            // Every packed event takes at least two bytes: a larger count is corruption.
+            if count > c.b.len() / 2 {
                 return Err("event count does not match the chunk length");
             }
             let mut events = Vec::with_capacity(count);
-            let mut last_ts = 0;
-            for raw in c.b.chunks_exact(EVENT_SIZE) {
-                let e = Event::decode(raw.try_into().expect("16 bytes"));
+            let mut previous = Event::default();
+            for _ in 0..count {
+                let e = c.packed_event(&previous)?;
                 let kind = EventKind::from_u8(e.kind).ok_or("unknown event kind")?;
                 if kind == EventKind::TaskBegin && TaskOrigin::from_u8(e.flags).is_none() {
                     return Err("unknown task origin");
                 }
-                if e.ts < last_ts {
-                    return Err("event timestamps go backwards within a chunk");
-                }
-                last_ts = e.ts;
                 events.push(e);
+                previous = e;
             }
-            c.b = &[];
             Chunk::Events { tid, events }
         }
         ChunkKind::Lost => Chunk::Lost {

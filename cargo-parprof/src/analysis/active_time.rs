@@ -43,6 +43,23 @@ impl CallTotals {
         self.overhead += other.overhead;
         self.switched_out.add(other.switched_out);
     }
+
+    /// What `calls` more calls like these add: the times scaled by `calls ÷ self.calls`.
+    fn extrapolated(&self, calls: u64) -> CallTotals {
+        let factor = calls as f64 / self.calls.max(1) as f64;
+        let scale = |ticks: u64| (ticks as f64 * factor).round() as u64;
+        CallTotals {
+            calls,
+            elapsed: scale(self.elapsed),
+            active: scale(self.active),
+            self_active: scale(self.self_active),
+            overhead: scale(self.overhead),
+            switched_out: SwitchedOut {
+                preempted: scale(self.switched_out.preempted),
+                voluntary: scale(self.switched_out.voluntary),
+            },
+        }
+    }
 }
 
 /// Totals of one probe site, in ticks.
@@ -50,6 +67,11 @@ impl CallTotals {
 pub(crate) struct ProbeTotals {
     pub totals: CallTotals,
     pub active_per_call: DurationDistribution,
+    /// Calls that sampling did not record (a hot site): counted in `totals.calls`, their
+    /// times estimated from the recorded calls.
+    pub unrecorded_calls: u64,
+    /// The recorded calls with no call of the same site open around them.
+    recorded_outermost: CallTotals,
 }
 
 /// A frame of the call-path tree. Besides probe calls, a path holds the parallel region its
@@ -236,6 +258,8 @@ struct ThreadState<'a> {
     off_cpu: &'a [OffCpu],
     /// First switched-out interval that may still overlap what comes next.
     off_cpu_cursor: usize,
+    /// Unrecorded-call counts were written: the time until the next other event is overhead.
+    writing_unrecorded: bool,
 }
 
 impl ThreadState<'_> {
@@ -315,6 +339,9 @@ struct Totals<'a> {
     buffer_stalls: BufferStallTicks,
     /// (region site, path of its frame) → how often the region was entered there.
     region_begins: HashMap<(u32, u32), u64>,
+    /// (path of the innermost frame, site) → calls of the site that sampling did not record,
+    /// with no call of the same site open around them.
+    unrecorded_outermost: HashMap<(u32, u32), u64>,
 }
 
 /// Waits of the runtime for room in its buffers, in ticks.
@@ -353,6 +380,7 @@ impl<'a> ActiveTime<'a> {
                 uncalibrated: BTreeSet::new(),
                 buffer_stalls: BufferStallTicks::default(),
                 region_begins: HashMap::new(),
+                unrecorded_outermost: HashMap::new(),
             },
         }
     }
@@ -360,6 +388,7 @@ impl<'a> ActiveTime<'a> {
     /// Calls still open are counted as anomalies and left out of the figures.
     pub(crate) fn finish(self) -> ActiveTimeResult {
         let mut totals = self.totals;
+        totals.extrapolate_unrecorded();
         // Before grafting: a worker's calls are outermost on their thread.
         let mut outermost = CallTotals::default();
         for root in totals.call_paths.roots() {
@@ -397,6 +426,7 @@ impl EventConsumer for ActiveTime<'_> {
             overhead_until: 0,
             off_cpu: off_cpu.intervals(tid),
             off_cpu_cursor: 0,
+            writing_unrecorded: false,
         });
         for event in events {
             self.totals.step(tid, thread, event);
@@ -411,6 +441,11 @@ impl Totals<'_> {
             self.anomalies.time_went_backwards += 1;
             ts = thread.last_ts;
         }
+        let kind = event.kind();
+        if thread.writing_unrecorded && kind != EventKind::Unrecorded {
+            thread.writing_unrecorded = false;
+            thread.overhead_until = thread.overhead_until.max(ts);
+        }
         // The overhead union up to this event lies inside the innermost open call.
         let credited_until = thread.overhead_until.min(ts);
         if credited_until > thread.last_ts {
@@ -423,7 +458,6 @@ impl Totals<'_> {
         }
         thread.last_ts = ts;
 
-        let kind = event.kind();
         match kind {
             EventKind::Enter => {
                 let parent_path = thread.innermost_path();
@@ -454,6 +488,7 @@ impl Totals<'_> {
                     thread.end_context(PathFrame::Region(event.id));
                 }
             }
+            EventKind::Unrecorded => self.unrecorded(thread, event.id, u64::from(event.aux)),
             EventKind::TaskResume
             | EventKind::BufferStall
             | EventKind::SearchRound
@@ -468,12 +503,71 @@ impl Totals<'_> {
                 self.buffer_stalls.ticks += event.id as u64;
                 event.id as u64
             }
+            // Credited to the call the unrecorded calls ran in, when they are counted.
+            EventKind::Unrecorded => 0,
             _ => self.cost[kind as usize].unwrap_or_else(|| {
                 self.uncalibrated.insert(kind);
                 0
             }),
         };
         thread.overhead_until = thread.overhead_until.max(ts.saturating_add(cost));
+    }
+
+    /// `count` calls of `site` ran unrecorded (sampling) inside the innermost open call: counted,
+    /// their calibrated cost removed from that call. Nested in a recorded call of the same
+    /// site, their time is inside it already; otherwise it is estimated at the end from the
+    /// site's recorded outermost calls.
+    fn unrecorded(&mut self, thread: &mut ThreadState<'_>, site: u32, count: u64) {
+        let probe = self.probes.entry(site).or_default();
+        probe.totals.calls += count;
+        probe.unrecorded_calls += count;
+        let cost = match self.cost[EventKind::Unrecorded as usize] {
+            Some(cost) => cost,
+            None => {
+                self.uncalibrated.insert(EventKind::Unrecorded);
+                0
+            }
+        };
+        if let Some(innermost) = thread.open.last_mut() {
+            innermost.overhead += cost * count;
+        }
+        thread.writing_unrecorded = true;
+        if !thread.open.iter().any(|c| c.site == site) {
+            *self
+                .unrecorded_outermost
+                .entry((thread.innermost_path(), site))
+                .or_default() += count;
+        }
+    }
+
+    /// Adds the unrecorded outermost calls, each like the site's average recorded outermost
+    /// call, to the site and to their path, and moves their active time out of the self time
+    /// of the probe call they ran in.
+    fn extrapolate_unrecorded(&mut self) {
+        for ((parent, site), count) in std::mem::take(&mut self.unrecorded_outermost) {
+            let Some(probe) = self.probes.get_mut(&site) else {
+                continue;
+            };
+            let estimate = probe.recorded_outermost.extrapolated(count);
+            // The calls are counted already.
+            probe.totals.add(&CallTotals {
+                calls: 0,
+                ..estimate
+            });
+            let path = self.call_paths.child(parent, PathFrame::Probe(site));
+            self.call_paths.nodes[path as usize].totals.add(&estimate);
+            let parent_node = &mut self.call_paths.nodes[parent as usize];
+            if parent != ROOT_PATH
+                && let PathFrame::Probe(parent_site) = PathFrame::of_key(parent_node.site)
+            {
+                let moved = estimate.active;
+                parent_node.totals.self_active =
+                    parent_node.totals.self_active.saturating_sub(moved);
+                if let Some(caller) = self.probes.get_mut(&parent_site) {
+                    caller.totals.self_active = caller.totals.self_active.saturating_sub(moved);
+                }
+            }
+        }
     }
 
     /// Workers start a region's tasks with no probe call open: their calls were put under the
@@ -581,6 +675,9 @@ impl Totals<'_> {
         } else {
             figures
         });
+        if !recursive {
+            probe.recorded_outermost.add(&figures);
+        }
         probe.active_per_call.record(active);
         self.call_paths.nodes[call.path as usize]
             .totals

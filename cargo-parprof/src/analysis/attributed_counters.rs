@@ -450,11 +450,13 @@ impl EventConsumer for SpanCollector {
             EventKind::Enter | EventKind::Exit => (ItemKind::Probe, Set::Work),
             EventKind::TaskBegin | EventKind::TaskEnd => (ItemKind::Tasks, Set::Work),
             EventKind::RegionBegin | EventKind::RegionEnd => (ItemKind::Region, Set::Regions),
+            // Unrecorded calls have no interval: what they counted stays in their caller.
             EventKind::TaskResume
             | EventKind::BufferStall
             | EventKind::SearchRound
             | EventKind::SleepBegin
-            | EventKind::SleepEnd => return,
+            | EventKind::SleepEnd
+            | EventKind::Unrecorded => return,
         };
         let site = event.id;
         let group = self.group(item, site);

@@ -618,7 +618,9 @@ impl LifecycleBuilder {
         };
         let close = match kind {
             // Probes and the recorder's own waits happen inside whatever state the thread is in.
-            EventKind::Enter | EventKind::Exit | EventKind::BufferStall => return,
+            EventKind::Enter | EventKind::Exit | EventKind::BufferStall | EventKind::Unrecorded => {
+                return;
+            }
             EventKind::SearchRound | EventKind::SleepBegin | EventKind::SleepEnd => {
                 self.on_search(tid, kind, event.ts);
                 return;

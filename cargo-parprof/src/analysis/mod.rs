@@ -199,6 +199,7 @@ pub fn analyse_with_counters(
         folded.unsymbolised,
         lost_events,
     ));
+    notes.extend(sampled_probes_note(&views.probes));
     notes.extend(lifecycle_notes(
         &streamed.lifecycle.regions,
         &opts.thresholds,
@@ -226,6 +227,7 @@ pub fn analyse_with_counters(
         lost_events,
         lost_kernel_records: kernel.lost_records,
         malformed_kernel_records: kernel.malformed_records,
+        call_chains: kernel.call_chains,
         steal_ns: kernel.steal_ns,
         buffer_stalls: views.buffer_stalls,
         anomalies: views.anomalies,
@@ -715,6 +717,33 @@ fn site_name(sites: &HashMap<u32, SiteRecord>, site: u32) -> String {
         .map_or_else(|| format!("site #{site}"), |s| s.name.clone())
 }
 
+/// Which probes the runtime sampled, once for all of them.
+fn sampled_probes_note(probes: &[ProbeSummary]) -> Option<String> {
+    let sampled: Vec<String> = probes
+        .iter()
+        .filter(|p| p.unrecorded_calls > 0)
+        .map(|p| {
+            format!(
+                "{} ({} of {} calls)",
+                p.name,
+                crate::units::human_count(p.unrecorded_calls as f64),
+                crate::units::human_count(p.calls as f64)
+            )
+        })
+        .collect();
+    (!sampled.is_empty()).then(|| {
+        format!(
+            "Hot probes were sampled to keep their cost bounded (calls under {} µs apart on a thread: one in {} \
+             timed, every call counted; `PARPROF_SAMPLING=off` times them all): {}. Their times add the untimed \
+             calls as copies of the timed ones (exact for recursion nested in a timed call), and their per-call \
+             figures are of timed calls.",
+            parprof_rt::sampling::HOT_SPACING_NS / 1000,
+            parprof_rt::sampling::HOT_PERIOD,
+            sampled.join(", ")
+        )
+    })
+}
+
 fn probe_summaries(
     active: &ActiveTimeResult,
     sites: &HashMap<u32, SiteRecord>,
@@ -733,6 +762,7 @@ fn probe_summaries(
                 file: record.map(|r| r.file.clone()).unwrap_or_default(),
                 line: record.map_or(0, |r| r.line),
                 calls: totals.calls,
+                unrecorded_calls: totals.unrecorded_calls,
                 elapsed_ns: ns(totals.elapsed),
                 active_ns: ns(totals.active),
                 self_active_ns: ns(totals.self_active),
@@ -931,6 +961,13 @@ fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
         notes.push(format!(
             "No CPU flamegraph: cpu-clock samples were not recorded ({}).",
             reason(&caps.cpu_samples)
+        ));
+    }
+    if caps.cpu_samples.available && !caps.stack_copies.available {
+        notes.push(format!(
+            "CPU flamegraph: call chains from frame pointers only, no stack copies ({}); callers of code built \
+             without frame pointers (the standard library, libc) may be missing.",
+            reason(&caps.stack_copies)
         ));
     }
     if caps.context_switches.available && !caps.switch_stacks.available {

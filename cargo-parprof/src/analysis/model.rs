@@ -52,6 +52,8 @@ pub struct Analysis {
     pub lost_kernel_records: u64,
     /// Kernel records that could not be decoded and were skipped.
     pub malformed_kernel_records: u64,
+    /// How the cpu samples' call chains were obtained.
+    pub call_chains: crate::kernel::UnwindCounts,
     /// CPU time the hypervisor gave to other guests during the run, all CPUs (`None`: not
     /// measurable here). Probe times may include up to that much: no switch shows it.
     pub steal_ns: Option<u64>,
@@ -192,6 +194,10 @@ pub struct ProbeSummary {
     pub file: String,
     pub line: u32,
     pub calls: u64,
+    /// Of `calls`, those the runtime only counted: the site was hot on their thread (calls
+    /// less than 2 µs apart on average) and one call in 32 was recorded. The times below add
+    /// them as copies of the recorded ones; the per-call figures are of recorded calls.
+    pub unrecorded_calls: u64,
     pub elapsed_ns: u64,
     pub active_ns: u64,
     /// Active time minus the active time of nested probes.

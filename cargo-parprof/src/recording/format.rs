@@ -45,7 +45,7 @@ use super::counters::{
     UnavailableCounter,
 };
 use crate::kernel::{
-    Capabilities, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord, ThreadStart,
+    Capabilities, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord, ThreadStart, UnwindCounts,
 };
 pub use parprof_rt::trace::Completeness;
 use serde::{Deserialize, Serialize};
@@ -133,6 +133,7 @@ pub struct Loaded {
 struct Meta {
     run: RunMeta,
     capabilities: Capabilities,
+    call_chains: UnwindCounts,
     sample_period_ns: u64,
     lost_records: u64,
     malformed_records: u64,
@@ -169,6 +170,7 @@ impl Meta {
             sample_stacks: _,
             switch_samples: _,
             switch_sample_stacks: _,
+            call_chains,
             sample_period_ns,
             lost_records,
             malformed_records,
@@ -184,6 +186,7 @@ impl Meta {
         Meta {
             run: recording.run.clone(),
             capabilities: capabilities.clone(),
+            call_chains: *call_chains,
             sample_period_ns: *sample_period_ns,
             lost_records: *lost_records,
             malformed_records: *malformed_records,
@@ -219,6 +222,7 @@ impl Meta {
             run: self.run,
             kernel: KernelRecords {
                 capabilities: self.capabilities,
+                call_chains: self.call_chains,
                 sample_period_ns: self.sample_period_ns,
                 lost_records: self.lost_records,
                 malformed_records: self.malformed_records,

@@ -13,7 +13,7 @@ use crate::analysis::{
     Analysis, Anomalies, BufferStalls, CallPathSummary, ClockInfo, ExitStatus, ProbeSummary,
     ProbedTime, TargetInfo, ThreadSummary, TraceSummary,
 };
-use crate::kernel::Capabilities;
+use crate::kernel::{Capabilities, UnwindCounts};
 use crate::recording::RayonHooks;
 use serde::Serialize;
 use std::io::Write;
@@ -43,6 +43,7 @@ struct Report<'a> {
     lost_events: u64,
     lost_kernel_records: u64,
     malformed_kernel_records: u64,
+    call_chains: UnwindCounts,
     steal_ns: Option<u64>,
     buffer_stalls: &'a BufferStalls,
     anomalies: &'a Anomalies,
@@ -172,6 +173,7 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
         lost_kernel_records: analysis.lost_kernel_records,
         steal_ns: analysis.steal_ns,
         malformed_kernel_records: analysis.malformed_kernel_records,
+        call_chains: analysis.call_chains,
         buffer_stalls: &analysis.buffer_stalls,
         anomalies: &analysis.anomalies,
         notes: &analysis.notes,

@@ -1,0 +1,89 @@
+//! A probe on a hot recursive function, what a new user tries first: the `probed_quicksort`
+//! example (`#[probe]` on a quicksort recursing to single elements, 3 M integers, about 6 M
+//! probed calls) run directly (probes off) and under parprof, rounds alternating:
+//! `cargo bench --bench hot_probe`. Prints the slowdown of the program (its wall time from
+//! release to exit), the trace's bytes per call and per recorded event, and the probe's active
+//! and elapsed time. `PARPROF_SAMPLING=off` in the environment records every call.
+
+use cargo_parprof::analysis::{self, AnalysisOptions};
+use cargo_parprof::collect::CollectOptions;
+use cargo_parprof::launch;
+use cargo_parprof::target::BuildOptions;
+
+mod common;
+
+use common::{build_example, median};
+use std::ffi::OsString;
+use std::time::Instant;
+
+const ROUNDS: usize = 5;
+
+fn main() -> anyhow::Result<()> {
+    let exe = build_example("probed_quicksort", &BuildOptions::default())?;
+    let (mut direct, mut profiled) = (Vec::new(), Vec::new());
+    let mut last = None;
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        let status = std::process::Command::new(&exe)
+            .stdout(std::process::Stdio::null())
+            .status()?;
+        anyhow::ensure!(status.success(), "{} {status}", exe.display());
+        direct.push(start.elapsed().as_secs_f64() * 1e3);
+
+        let out = tempfile::tempdir()?;
+        let outcome = launch::run_and_collect(
+            &exe,
+            &[],
+            &[(
+                OsString::from("PARPROF_OUT"),
+                out.path().as_os_str().to_owned(),
+            )],
+            None,
+            &CollectOptions {
+                symbolize: false,
+                ..CollectOptions::default()
+            },
+        )?;
+        anyhow::ensure!(outcome.exit.success(), "{} {}", exe.display(), outcome.exit);
+        profiled.push(outcome.wall_ns as f64 / 1e6);
+        last = Some((out, outcome));
+    }
+    let (out, outcome) = last.expect("at least one round");
+    let trace_bytes = std::fs::metadata(
+        out.path()
+            .join(parprof_rt::trace_file_name(outcome.child_pid)),
+    )?
+    .len();
+    let opts = AnalysisOptions {
+        child_pid: Some(outcome.child_pid),
+        ..AnalysisOptions::default()
+    };
+    let analysis = analysis::analyse(out.path(), &outcome.kernel, &opts)?;
+    let probe = analysis
+        .probes
+        .iter()
+        .find(|p| p.name.ends_with("quicksort"))
+        .ok_or_else(|| anyhow::anyhow!("no quicksort probe in the analysis"))?;
+    let timed = probe.calls - probe.unrecorded_calls;
+    let (d, p) = (median(direct), median(profiled));
+    println!("probed_quicksort (3 M integers), {ROUNDS} rounds, medians:");
+    println!(
+        "  direct (probes off) {d:.1} ms, under parprof {p:.1} ms: slowdown {:.2}×",
+        p / d
+    );
+    println!(
+        "  trace: {} calls, {timed} timed (2 events each), {:.2} MB: {:.2} bytes per call, {:.2} per \
+         timed call's event",
+        probe.calls,
+        trace_bytes as f64 / 1e6,
+        trace_bytes as f64 / probe.calls as f64,
+        trace_bytes as f64 / (2 * timed).max(1) as f64
+    );
+    println!(
+        "  probe: elapsed {:.1} ms, active {:.1} ms (active ≤ elapsed: {})",
+        probe.elapsed_ns as f64 / 1e6,
+        probe.active_ns as f64 / 1e6,
+        probe.active_ns <= probe.elapsed_ns
+    );
+    Ok(())
+}

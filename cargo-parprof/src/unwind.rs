@@ -1,0 +1,361 @@
+//! DWARF unwinding of the user stacks copied with each cpu-clock sample.
+//!
+//! The kernel walks frame pointers for the call chain it records, and code built without them
+//! (the standard library as rustup ships it, libc) breaks that walk: frames vanish, or the
+//! walk stops. Like `perf record --call-graph dwarf` and samply, each sample therefore also
+//! carries the user registers and a copy of the top of the user stack, and the unwinder
+//! (framehop) follows the `.eh_frame` rules of each mapped file through that copy. The copy is
+//! bounded ([`STACK_COPY_BYTES`]), so a deep stack (rayon's recursive `join`) runs out of
+//! copied bytes before its root: from there the frame-pointer chain goes on, joined at the
+//! frame both hold.
+//!
+//! It runs on the collector thread while the program runs: each copy is unwound as it is read
+//! and then dropped, so memory does not grow with the run. The address spaces are followed
+//! from the same ring's `MMAP2`, `FORK` and exec records.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::kernel::UnwindCounts;
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
+use object::{Object, ObjectSection, ObjectSegment, SegmentFlags};
+
+/// Bytes of user stack copied with each sample: a few dozen frames of typical Rust code. Each
+/// sample costs the kernel this copy and the ring buffer this space.
+pub const STACK_COPY_BYTES: u32 = 16 * 1024;
+
+/// The user registers asked for, in perf's x86-64 numbering: bp (6), sp (7) and ip (8). The
+/// kernel writes them in that order.
+pub const SAMPLE_REGS_USER: u64 = (1 << 6) | (1 << 7) | (1 << 8);
+
+/// Frames of one unwound stack at most, as for the kernel's chains.
+const MAX_FRAMES: usize = 1024;
+
+/// The registers and the stack copy of one sample.
+#[derive(Clone, Copy, Debug)]
+pub struct UserStack<'a> {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// The stack from `sp` up, as far as the kernel could copy it.
+    pub bytes: &'a [u8],
+}
+
+impl UserStack<'_> {
+    /// The word at `addr` if it lies in the copy.
+    fn read(&self, addr: u64) -> Option<u64> {
+        let at = usize::try_from(addr.checked_sub(self.sp)?).ok()?;
+        let word = self.bytes.get(at..at.checked_add(8)?)?;
+        Some(u64::from_le_bytes(word.try_into().ok()?))
+    }
+}
+
+type SectionBytes = Arc<[u8]>;
+
+/// What unwinding needs of one ELF file, read once however often it is mapped.
+struct ElfUnwindInfo {
+    sections: ExplicitModuleSectionInfo<SectionBytes>,
+    /// The executable `PT_LOAD` segments: (file offsets, address stated in the file).
+    segments: Vec<(Range<u64>, u64)>,
+}
+
+impl ElfUnwindInfo {
+    fn read(path: &Path) -> Option<ElfUnwindInfo> {
+        let bytes = std::fs::read(path).ok()?;
+        let elf = object::File::parse(&*bytes).ok()?;
+        let section = |name: &str| {
+            let s = elf.section_by_name(name)?;
+            let data: SectionBytes = Arc::from(s.data().ok()?);
+            Some((s.address()..s.address() + s.size(), data))
+        };
+        let (eh_frame_svma, eh_frame) = section(".eh_frame").unzip();
+        let (eh_frame_hdr_svma, eh_frame_hdr) = section(".eh_frame_hdr").unzip();
+        let (text_svma, text) = section(".text").unzip();
+        eh_frame.as_ref()?;
+        let segments = elf
+            .segments()
+            .filter(|s| matches!(s.flags(), SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0))
+            .map(|s| {
+                let (offset, size) = s.file_range();
+                (offset..offset + size, s.address())
+            })
+            .collect();
+        Some(ElfUnwindInfo {
+            sections: ExplicitModuleSectionInfo {
+                base_svma: 0,
+                text_svma,
+                text,
+                got_svma: elf
+                    .section_by_name(".got")
+                    .map(|s| s.address()..s.address() + s.size()),
+                eh_frame_svma,
+                eh_frame,
+                eh_frame_hdr_svma,
+                eh_frame_hdr,
+                ..ExplicitModuleSectionInfo::default()
+            },
+            segments,
+        })
+    }
+
+    /// Where address 0 of the file lies in a process that mapped file offset `pgoff` at
+    /// `start`.
+    fn base_avma(&self, start: u64, pgoff: u64) -> Option<u64> {
+        const PAGE: u64 = 4096;
+        let (offsets, vaddr) = self
+            .segments
+            .iter()
+            .find(|(offsets, _)| offsets.start & !(PAGE - 1) <= pgoff && pgoff < offsets.end)?;
+        // avma(o) = start + (o - pgoff) and svma(o) = vaddr + (o - offset), for every offset o.
+        Some(
+            start
+                .wrapping_sub(pgoff)
+                .wrapping_add(offsets.start)
+                .wrapping_sub(*vaddr),
+        )
+    }
+}
+
+/// The address spaces of the profiled processes, and the unwinding of their stack copies.
+#[derive(Default)]
+pub struct StackUnwinder {
+    processes: HashMap<u32, UnwinderX86_64<SectionBytes>>,
+    /// Unwind information by path; `None` for a file that is gone or has none.
+    files: HashMap<Box<Path>, Option<Arc<ElfUnwindInfo>>>,
+    cache: CacheX86_64,
+    counts: UnwindCounts,
+}
+
+impl StackUnwinder {
+    /// An executable mapping of `path` (file offset `pgoff` at `start`) in `pid`.
+    pub fn on_mmap(&mut self, pid: u32, start: u64, len: u64, pgoff: u64, path: &Path) {
+        let info = self
+            .files
+            .entry(path.into())
+            .or_insert_with(|| ElfUnwindInfo::read(path).map(Arc::new));
+        let Some(info) = info else { return };
+        let Some(base_avma) = info.base_avma(start, pgoff) else {
+            return;
+        };
+        let module = Module::new(
+            path.display().to_string(),
+            start..start.saturating_add(len),
+            base_avma,
+            info.sections.clone(),
+        );
+        let process = self.processes.entry(pid).or_default();
+        process.remove_module(start);
+        process.add_module(module);
+    }
+
+    /// A new process `pid` started as a copy of `parent`.
+    pub fn on_fork(&mut self, pid: u32, parent: u32) {
+        if let Some(modules) = self.processes.get(&parent).cloned() {
+            self.processes.insert(pid, modules);
+        }
+    }
+
+    /// `pid` called `exec`: its address space starts over.
+    pub fn on_exec(&mut self, pid: u32) {
+        self.processes.remove(&pid);
+    }
+
+    /// The call chain of a sample of `pid` (instruction pointer first, then return addresses,
+    /// as the kernel writes them): unwound through `stack`, continued along the kernel's
+    /// `frame_pointer_chain` past the end of the copy.
+    pub fn unwind(&mut self, pid: u32, stack: &UserStack, frame_pointer_chain: &[u64]) -> Vec<u64> {
+        let (frames, to_the_root) = match self.processes.get(&pid) {
+            Some(process) => unwind_copy(process, &mut self.cache, stack),
+            None => (Vec::new(), false),
+        };
+        let (chain, how) = join(frames, to_the_root, frame_pointer_chain);
+        *match how {
+            Joined::ToTheRoot => &mut self.counts.to_the_root,
+            Joined::ToFramePointers => &mut self.counts.joined_to_frame_pointers,
+            Joined::CutAtTheCopy => &mut self.counts.cut_at_the_copy,
+            Joined::FramePointersOnly => &mut self.counts.frame_pointers_only,
+        } += 1;
+        chain
+    }
+
+    /// A sample of `pid` that carried no stack copy (a kernel thread, a failed copy).
+    pub fn count_without_copy(&mut self) {
+        self.counts.frame_pointers_only += 1;
+    }
+
+    pub fn counts(&self) -> UnwindCounts {
+        self.counts
+    }
+}
+
+/// The frames found in the copy, and whether the unwinder reached the thread's root.
+fn unwind_copy(
+    process: &UnwinderX86_64<SectionBytes>,
+    cache: &mut CacheX86_64,
+    stack: &UserStack,
+) -> (Vec<u64>, bool) {
+    let mut read_stack = |addr| stack.read(addr).ok_or(());
+    let regs = UnwindRegsX86_64::new(stack.ip, stack.sp, stack.bp);
+    let mut frames = process.iter_frames(stack.ip, regs, cache, &mut read_stack);
+    let mut out = Vec::new();
+    while out.len() < MAX_FRAMES {
+        match frames.next() {
+            Ok(Some(frame)) => out.push(frame.address()),
+            Ok(None) => return (out, true),
+            // Usually the end of the copy; any other stop is handled the same way.
+            Err(_) => break,
+        }
+    }
+    (out, false)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Joined {
+    ToTheRoot,
+    ToFramePointers,
+    CutAtTheCopy,
+    FramePointersOnly,
+}
+
+/// The unwound frames, continued along the frame-pointer chain where they stop short of the
+/// root. The join is at the chain's occurrence of the last unwound address nearest the same
+/// depth: the chain drops the frames of functions without frame pointers, so depths differ a
+/// little, and recursion repeats addresses at other depths.
+fn join(mut unwound: Vec<u64>, to_the_root: bool, chain: &[u64]) -> (Vec<u64>, Joined) {
+    if to_the_root && !unwound.is_empty() {
+        return (unwound, Joined::ToTheRoot);
+    }
+    let depth = unwound.len().saturating_sub(1);
+    let at = unwound.last().and_then(|last| {
+        chain
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(|(_, a)| *a == last)
+            .min_by_key(|(i, _)| i.abs_diff(depth))
+            .map(|(i, _)| i)
+    });
+    match at {
+        Some(i) if i + 1 < chain.len() => {
+            unwound.extend_from_slice(&chain[i + 1..]);
+            (unwound, Joined::ToFramePointers)
+        }
+        _ if chain.len() > unwound.len() => (chain.to_vec(), Joined::FramePointersOnly),
+        _ => (unwound, Joined::CutAtTheCopy),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_unwound_to_its_root_is_kept_whole() {
+        let (chain, how) = join(vec![1, 2, 3], true, &[1, 3]);
+        assert_eq!((chain, how), (vec![1, 2, 3], Joined::ToTheRoot));
+    }
+
+    #[test]
+    fn the_frame_pointer_chain_continues_past_the_copy_at_the_same_depth() {
+        // Recursion: 7 repeats. The chain lost frame 2 (no frame pointer); the copy ends at
+        // the second 7, which the chain holds at depth 3 and 5.
+        let unwound = vec![1, 2, 9, 7, 8, 7];
+        let chain = [1, 9, 7, 8, 7, 8, 7, 8, 100];
+        let (joined, how) = join(unwound, false, &chain);
+        assert_eq!(how, Joined::ToFramePointers);
+        assert_eq!(joined, vec![1, 2, 9, 7, 8, 7, 8, 7, 8, 100]);
+    }
+
+    #[test]
+    fn without_a_common_frame_the_longer_chain_is_kept() {
+        assert_eq!(
+            join(vec![1], false, &[5, 6, 7]),
+            (vec![5, 6, 7], Joined::FramePointersOnly)
+        );
+        assert_eq!(
+            join(vec![1, 2, 3], false, &[5, 6]),
+            (vec![1, 2, 3], Joined::CutAtTheCopy)
+        );
+        assert_eq!(
+            join(Vec::new(), false, &[5, 6]),
+            (vec![5, 6], Joined::FramePointersOnly)
+        );
+    }
+
+    #[test]
+    fn stack_reads_stay_inside_the_copy() {
+        let bytes: Vec<u8> = (0u8..16).collect();
+        let stack = UserStack {
+            ip: 0,
+            sp: 0x1000,
+            bp: 0,
+            bytes: &bytes,
+        };
+        assert_eq!(stack.read(0x1000), Some(0x0706_0504_0302_0100));
+        assert_eq!(stack.read(0x1008), Some(0x0f0e_0d0c_0b0a_0908));
+        assert_eq!(stack.read(0x1009), None);
+        assert_eq!(stack.read(0xff8), None);
+        assert_eq!(stack.read(u64::MAX), None);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    /// This test binary's own stack, copied and unwound as the collector does with a sample.
+    #[test]
+    fn this_threads_stack_unwinds_through_its_own_mappings() {
+        let mut unwinder = StackUnwinder::default();
+        let pid = std::process::id();
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
+        for line in maps.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() < 6 || !fields[1].contains('x') || !fields[5].starts_with('/') {
+                continue;
+            }
+            let (a, b) = fields[0].split_once('-').expect("a range");
+            let start = u64::from_str_radix(a, 16).unwrap();
+            let end = u64::from_str_radix(b, 16).unwrap();
+            let pgoff = u64::from_str_radix(fields[2], 16).unwrap();
+            unwinder.on_mmap(pid, start, end - start, pgoff, Path::new(fields[5]));
+        }
+        let (chain, counts) = nested_frames(3, &mut unwinder, pid);
+        assert!(chain.len() >= 5, "too few frames: {chain:x?}");
+        assert_eq!(counts.total(), 1);
+        assert!(
+            counts.to_the_root + counts.cut_at_the_copy == 1,
+            "unwinding did not get through the copy: {counts:?}"
+        );
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(never)]
+    fn nested_frames(depth: u32, u: &mut StackUnwinder, pid: u32) -> (Vec<u64>, UnwindCounts) {
+        if depth > 0 {
+            let r = nested_frames(depth - 1, u, pid);
+            return std::hint::black_box(r);
+        }
+        let (ip, sp, bp): (u64, u64, u64);
+        // SAFETY: reads three registers and the address of the next instruction.
+        unsafe {
+            std::arch::asm!(
+                "lea {ip}, [rip]",
+                "mov {sp}, rsp",
+                "mov {bp}, rbp",
+                ip = out(reg) ip,
+                sp = out(reg) sp,
+                bp = out(reg) bp,
+            );
+        }
+        // SAFETY: the copy reads this thread's own live stack, above the stack pointer.
+        let bytes = unsafe { std::slice::from_raw_parts(sp as *const u8, 4096) }.to_vec();
+        let stack = UserStack {
+            ip,
+            sp,
+            bp,
+            bytes: &bytes,
+        };
+        let chain = u.unwind(pid, &stack, &[]);
+        (chain, u.counts())
+    }
+}

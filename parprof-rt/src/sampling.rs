@@ -1,0 +1,292 @@
+//! Sampling of hot probe sites, so that a probe's cost stays bounded whatever its call rate.
+//!
+//! On each thread, a site whose calls come faster than one per [`HOT_SPACING_NS`] on average
+//! (checked every [`RATE_WINDOW`] calls) is *hot*: only one of its calls in [`HOT_PERIOD`] is
+//! recorded there, the others cost a few nanoseconds (no clock read, no event) and are only
+//! counted. The counts reach the trace as [`EventKind::Unrecorded`] events, written before the
+//! thread's next recorded event, so that they lie inside the call that was innermost while
+//! they ran: the analysis counts every call, removes the unrecorded calls' calibrated cost
+//! from that call, and scales the timed calls up to the unrecorded ones.
+//!
+//! Recursion: the calls nested in an activation of the same site are sampled with it. An
+//! outermost activation that is recorded makes the site's inclusive time exact (the nested
+//! calls' time is inside it, recorded or not); one that is not recorded skips every call
+//! nested in it, so that no nested call is mistaken for an outermost one.
+//!
+//! `PARPROF_SAMPLING=off` records every call.
+//!
+//! [`EventKind::Unrecorded`]: crate::trace::EventKind::Unrecorded
+
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Calls closer together than this, on average, make a site hot.
+pub const HOT_SPACING_NS: u64 = 2_000;
+/// A hot site records one call in this many.
+pub const HOT_PERIOD: u32 = 32;
+/// Calls of a site between two checks of its rate.
+const RATE_WINDOW: u32 = 1024;
+/// Site ids at or above this have no sampling state: every call is recorded.
+const MAX_SITES: usize = 1 << 16;
+
+/// [`HOT_SPACING_NS`] in clock ticks; 0 turns sampling off.
+static HOT_SPACING_TICKS: AtomicU64 = AtomicU64::new(0);
+
+/// Called once at start-up with the event clock's rate.
+pub(crate) fn configure(ticks_per_ns: f64) {
+    let off = std::env::var("PARPROF_SAMPLING").is_ok_and(|v| v == "off");
+    let ticks = if off {
+        0
+    } else {
+        (HOT_SPACING_NS as f64 * ticks_per_ns).round().max(1.0) as u64
+    };
+    HOT_SPACING_TICKS.store(ticks, Ordering::Relaxed);
+}
+
+/// A site's sampling state on one thread.
+#[derive(Clone, Copy, Debug, Default)]
+struct SiteState {
+    /// Activations of the site open on this thread, recorded or not.
+    depth: u32,
+    /// Whether the outermost open activation is recorded.
+    outermost_recorded: bool,
+    /// Record one call in `period` (0 and 1: every call).
+    period: u32,
+    /// Calls to skip before the next recorded one.
+    skip: u32,
+    /// Calls not recorded since they were last written to the trace.
+    unrecorded: u32,
+    /// Calls since the rate was last checked, and when (0: not yet).
+    window_calls: u32,
+    window_start: u64,
+}
+
+impl SiteState {
+    fn take_sample(&mut self) -> bool {
+        if self.skip == 0 {
+            self.skip = self.period.saturating_sub(1);
+            true
+        } else {
+            self.skip -= 1;
+            false
+        }
+    }
+}
+
+thread_local! {
+    /// Indexed by site id (ids are small and dense, from 1).
+    static SITES: UnsafeCell<Vec<SiteState>> = const { UnsafeCell::new(Vec::new()) };
+    /// Sites with unrecorded calls not yet in the trace.
+    static PENDING: UnsafeCell<Vec<u32>> = const { UnsafeCell::new(Vec::new()) };
+    static ANY_PENDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` on the calling thread's state of `site`; `None` during thread teardown.
+#[inline(always)]
+fn with_site<R>(site: u32, f: impl FnOnce(&mut SiteState) -> R) -> Option<R> {
+    SITES
+        .try_with(|sites| {
+            // SAFETY: the vector is only reached through this function on its own thread, and
+            // `f` does not reenter it (it touches no other thread-local of this module).
+            let sites = unsafe { &mut *sites.get() };
+            let at = if site == CALIBRATION_SITE {
+                0
+            } else {
+                site as usize
+            };
+            if at >= MAX_SITES {
+                return None;
+            }
+            if at >= sites.len() {
+                sites.resize(at + 1, SiteState::default());
+            }
+            Some(f(&mut sites[at]))
+        })
+        .ok()
+        .flatten()
+}
+
+/// A call of `site` begins: whether to record it. A call not recorded is counted.
+#[inline(always)]
+pub(crate) fn enter(site: u32) -> bool {
+    let record = with_site(site, |s| {
+        s.depth += 1;
+        s.window_calls = s.window_calls.saturating_add(1);
+        let record = if s.depth == 1 {
+            let record = s.take_sample();
+            s.outermost_recorded = record;
+            record
+        } else {
+            s.outermost_recorded && s.take_sample()
+        };
+        if !record {
+            s.unrecorded = s.unrecorded.saturating_add(1);
+        }
+        (record, s.unrecorded == 1 && !record)
+    });
+    match record {
+        Some((record, first_unrecorded)) => {
+            if first_unrecorded {
+                mark_pending(site);
+            }
+            record
+        }
+        None => true,
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn mark_pending(site: u32) {
+    let _ = PENDING.try_with(|p| {
+        // SAFETY: only this module reaches the vector, on its own thread, without reentry.
+        unsafe { &mut *p.get() }.push(site)
+    });
+    let _ = ANY_PENDING.try_with(|a| a.set(true));
+}
+
+/// A recorded call of `site` began at `ts`: every [`RATE_WINDOW`] calls its rate decides
+/// whether it is hot.
+#[inline(always)]
+pub(crate) fn recorded_entry(site: u32, ts: u64) {
+    with_site(site, |s| {
+        if s.window_start == 0 {
+            s.window_start = ts;
+            s.window_calls = 0;
+        } else if s.window_calls >= RATE_WINDOW {
+            let spacing = ts.saturating_sub(s.window_start) / u64::from(s.window_calls);
+            let hot_below = HOT_SPACING_TICKS.load(Ordering::Relaxed);
+            s.period = if spacing < hot_below { HOT_PERIOD } else { 1 };
+            s.window_start = ts;
+            s.window_calls = 0;
+        }
+    });
+}
+
+/// A call of `site` returns.
+#[inline(always)]
+pub(crate) fn exit(site: u32) {
+    with_site(site, |s| s.depth = s.depth.saturating_sub(1));
+}
+
+/// Calibration's pseudo-site, whose state is kept in slot 0 (site ids start at 1).
+pub(crate) const CALIBRATION_SITE: u32 = u32::MAX;
+
+/// Makes calibration's pseudo-site record every call (`all`), or none after the next one.
+pub(crate) fn calibrate_recording(all: bool) {
+    with_site(CALIBRATION_SITE, |s| {
+        *s = SiteState {
+            period: if all { 1 } else { u32::MAX },
+            ..SiteState::default()
+        }
+    });
+}
+
+/// Forgets the calls calibration did not record.
+pub(crate) fn discard_pending() {
+    take_pending(|_, _| {});
+}
+
+/// Whether unrecorded calls wait to be written.
+#[inline(always)]
+pub(crate) fn has_pending() -> bool {
+    ANY_PENDING.try_with(Cell::get).unwrap_or(false)
+}
+
+/// Hands over the calling thread's unrecorded call counts, as (site, count) with counts of at
+/// most `u16::MAX` (a larger count comes in several parts), and resets them.
+pub(crate) fn take_pending(mut emit: impl FnMut(u32, u16)) {
+    let Ok(pending) = PENDING.try_with(|p| {
+        // SAFETY: as in `mark_pending`.
+        std::mem::take(unsafe { &mut *p.get() })
+    }) else {
+        return;
+    };
+    let _ = ANY_PENDING.try_with(|a| a.set(false));
+    for site in pending {
+        let mut count = with_site(site, |s| std::mem::take(&mut s.unrecorded)).unwrap_or(0);
+        while count > 0 {
+            let part = count.min(u32::from(u16::MAX));
+            emit(site, part as u16);
+            count -= part;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(site: u32, n: u32) -> Vec<bool> {
+        (0..n)
+            .map(|_| {
+                let r = enter(site);
+                exit(site);
+                r
+            })
+            .collect()
+    }
+
+    fn pending() -> Vec<(u32, u16)> {
+        let mut out = Vec::new();
+        take_pending(|s, c| out.push((s, c)));
+        out
+    }
+
+    #[test]
+    fn a_hot_site_records_one_call_in_its_period_and_counts_the_others() {
+        with_site(7, |s| s.period = 4);
+        let recorded = calls(7, 12);
+        assert_eq!(recorded.iter().filter(|r| **r).count(), 3);
+        assert!(has_pending());
+        assert_eq!(pending(), vec![(7, 9)]);
+        assert!(!has_pending());
+        assert_eq!(pending(), vec![]);
+    }
+
+    #[test]
+    fn calls_nested_in_an_unrecorded_activation_are_not_recorded() {
+        with_site(3, |s| s.period = 2);
+        // The first outermost call is recorded, its nested calls sampled: 1 of 2.
+        assert!(enter(3));
+        let nested: Vec<bool> = (0..4)
+            .map(|_| {
+                let r = enter(3);
+                exit(3);
+                r
+            })
+            .collect();
+        exit(3);
+        assert_eq!(nested, vec![false, true, false, true]);
+        // The next outermost call is skipped, and everything inside it.
+        assert!(!enter(3));
+        assert!((0..5).all(|_| {
+            let r = enter(3);
+            exit(3);
+            !r
+        }));
+        exit(3);
+        assert_eq!(pending(), vec![(3, 2 + 6)]);
+    }
+
+    #[test]
+    fn large_counts_come_in_parts() {
+        with_site(5, |s| {
+            s.unrecorded = 70_000;
+        });
+        mark_pending(5);
+        assert_eq!(pending(), vec![(5, 65_535), (5, 4_465)]);
+    }
+
+    #[test]
+    fn the_rate_makes_a_site_hot_and_cold_again() {
+        HOT_SPACING_TICKS.store(100, Ordering::Relaxed);
+        recorded_entry(9, 1_000);
+        with_site(9, |s| s.window_calls = RATE_WINDOW);
+        recorded_entry(9, 1_000 + 50 * u64::from(RATE_WINDOW));
+        assert_eq!(with_site(9, |s| s.period), Some(HOT_PERIOD));
+        with_site(9, |s| s.window_calls = RATE_WINDOW);
+        recorded_entry(9, 1_000 + 500 * u64::from(RATE_WINDOW));
+        assert_eq!(with_site(9, |s| s.period), Some(1));
+    }
+}
