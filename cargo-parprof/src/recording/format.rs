@@ -914,6 +914,7 @@ mod tests {
                     context_switches: Capability::yes(),
                     cpu_samples: Capability::yes(),
                     switch_stacks: Capability::no("off"),
+                    stack_copies: Capability::yes(),
                     hardware_counters: Capability::no("no PMU"),
                     cpus: CpuQuota {
                         online: 2,
@@ -940,6 +941,12 @@ mod tests {
                 sample_stacks: vec![stack.clone(), stack.clone()],
                 switch_samples: vec![sample(13, 7, &[u64::MAX])],
                 switch_sample_stacks: vec![vec![frame("main", false)]],
+                call_chains: UnwindCounts {
+                    to_the_root: 1,
+                    joined_to_frame_pointers: 2,
+                    cut_at_the_copy: 3,
+                    frame_pointers_only: 4,
+                },
                 sample_period_ns: 1_001_001,
                 lost_records: 3,
                 malformed_records: 1,
