@@ -45,7 +45,8 @@ use super::counters::{
     UnavailableCounter,
 };
 use crate::kernel::{
-    Capabilities, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord, ThreadStart, UnwindCounts,
+    Capabilities, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord, ThreadStart,
+    UnwindCounts,
 };
 pub use parprof_rt::trace::Completeness;
 use serde::{Deserialize, Serialize};
