@@ -11,8 +11,9 @@
 //! region of 250,000 tiny tasks: many probe events and worker wake-ups).
 
 use cargo_parprof::collect::CollectOptions;
-use cargo_parprof::counters::{CounterOptions, CounterRecords, CounterSet};
+use cargo_parprof::counters::{CounterOptions, CounterSet};
 use cargo_parprof::launch;
+use cargo_parprof::recording::counters::CounterRecords;
 use cargo_parprof::target::BuildOptions;
 mod common;
 

@@ -31,7 +31,8 @@ pub const INDEX_FILE: &str = "benchmarks.json";
 const INDEX_SCHEMA: &str = "parprof-benchmarks/1";
 
 /// What runs a bench's measurements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Harness {
     /// Profiled as one program.
     Program,

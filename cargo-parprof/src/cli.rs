@@ -1,18 +1,19 @@
 //! The `cargo parprof` command line: parse, then build → run and collect → analyse → report.
 
 use crate::analysis::diagnoses::Thresholds;
-use crate::analysis::{self, AnalysisOptions, ExitStatus, TargetInfo};
+use crate::analysis::{ExitStatus, TargetInfo};
 use crate::bench_harness::{self, BenchEntry, BenchIndex, Harness};
 use crate::collect::{CallGraph, CollectOptions};
 use crate::counters::{CounterOptions, CounterSet};
 use crate::diff;
 use crate::launch;
-use crate::rayon_hooks::RayonHooks;
-use crate::report;
+use crate::recording::{self, RayonHooks, RecordedOptions, Recording, RunMeta};
 use crate::run_history;
+use crate::run_report::{self, ReportRequest};
 use crate::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
 use anyhow::{Context, Result};
-use clap::{Args, Parser};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -162,14 +163,49 @@ pub struct ThresholdArgs {
 
 impl ThresholdArgs {
     fn thresholds(&self) -> Thresholds {
+        self.given_over(&Thresholds::default(), |_| true)
+    }
+
+    /// The thresholds `given` on the command line (by their argument id), the others from
+    /// `base`.
+    fn given_over(&self, base: &Thresholds, given: impl Fn(&str) -> bool) -> Thresholds {
+        let pick = |id: &str, flag: f64, base: f64| if given(id) { flag } else { base };
         Thresholds {
-            active_overhead: self.active_overhead_threshold,
-            inactive_overhead: self.inactive_overhead_threshold,
-            tasks_per_worker_per_s: self.tasks_per_worker_per_s_threshold,
-            stolen_per_local: self.stolen_per_local_threshold,
-            search_wait_per_worker_per_s: self.search_wait_per_worker_per_s_threshold,
-            preempted: self.preempted_threshold,
-            min_elapsed_ns: self.min_region_elapsed,
+            active_overhead: pick(
+                "active_overhead_threshold",
+                self.active_overhead_threshold,
+                base.active_overhead,
+            ),
+            inactive_overhead: pick(
+                "inactive_overhead_threshold",
+                self.inactive_overhead_threshold,
+                base.inactive_overhead,
+            ),
+            tasks_per_worker_per_s: pick(
+                "tasks_per_worker_per_s_threshold",
+                self.tasks_per_worker_per_s_threshold,
+                base.tasks_per_worker_per_s,
+            ),
+            stolen_per_local: pick(
+                "stolen_per_local_threshold",
+                self.stolen_per_local_threshold,
+                base.stolen_per_local,
+            ),
+            search_wait_per_worker_per_s: pick(
+                "search_wait_per_worker_per_s_threshold",
+                self.search_wait_per_worker_per_s_threshold,
+                base.search_wait_per_worker_per_s,
+            ),
+            preempted: pick(
+                "preempted_threshold",
+                self.preempted_threshold,
+                base.preempted,
+            ),
+            min_elapsed_ns: if given("min_region_elapsed") {
+                self.min_region_elapsed
+            } else {
+                base.min_elapsed_ns
+            },
         }
     }
 }
@@ -299,6 +335,65 @@ pub enum Invocation {
     Run(Box<ParprofArgs>),
     /// Compare two sets of runs.
     Diff(DiffArgs),
+    /// Analyse saved runs again.
+    Report(ReportArgs),
+}
+
+/// `cargo parprof report RUN`: analyse a saved run again (other thresholds, new reports),
+/// without building or running anything.
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "cargo parprof report",
+    version,
+    after_help = "Options not given are those the run was recorded with: without any, the \
+                  reports are the run's own, figure for figure."
+)]
+pub struct ReportArgs {
+    /// A run folder of `cargo parprof`, a folder of its `--repeat` runs, or a criterion bench's
+    /// folder
+    pub run: PathBuf,
+    /// Output folder (default: RUN itself, whose reports are replaced)
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Period of the utilization over time, e.g. `500us`, `2ms` (default: the run's)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub period: Option<u64>,
+    /// One root for all threads in the cpu flamegraph (default: as the run was reported)
+    #[arg(long)]
+    pub merge_threads: bool,
+    /// Analyse run records that were cut (disk full, an interrupted copy) up to their last
+    /// complete part, instead of refusing them
+    #[arg(long)]
+    pub partial: bool,
+    /// Thresholds given on the command line override the run's; the others are the run's.
+    #[command(flatten)]
+    pub thresholds: ThresholdArgs,
+    /// The ids of the threshold flags given on the command line.
+    #[arg(skip)]
+    given_thresholds: Vec<String>,
+}
+
+impl ReportArgs {
+    fn from_matches(matches: &ArgMatches) -> Result<ReportArgs, clap::Error> {
+        let mut args = ReportArgs::from_arg_matches(matches)?;
+        args.given_thresholds = matches
+            .ids()
+            .filter(|id| matches.value_source(id.as_str()) == Some(ValueSource::CommandLine))
+            .map(|id| id.to_string())
+            .collect();
+        Ok(args)
+    }
+
+    /// The options of a run recorded with `recorded`, changed as asked.
+    pub fn options(&self, recorded: &RecordedOptions) -> RecordedOptions {
+        RecordedOptions {
+            thresholds: self.thresholds.given_over(&recorded.thresholds, |id| {
+                self.given_thresholds.iter().any(|g| g == id)
+            }),
+            utilization_period_ns: self.period.unwrap_or(recorded.utilization_period_ns),
+            merge_threads: self.merge_threads || recorded.merge_threads,
+        }
+    }
 }
 
 /// `cargo parprof diff BASE HEAD`: what changed, for a pull request.
@@ -326,6 +421,16 @@ where
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     if args.get(2).is_some_and(|a| a == "diff") {
         return DiffArgs::try_parse_from(args.into_iter().skip(2)).map(Invocation::Diff);
+    }
+    if args.get(2).is_some_and(|a| a == "report") {
+        // A threshold not given is the run's, not the default the main command shows.
+        let matches = ReportArgs::command()
+            .mut_args(|arg| {
+                let has_default = !arg.get_default_values().is_empty();
+                arg.hide_default_value(has_default)
+            })
+            .try_get_matches_from(args.into_iter().skip(2))?;
+        return ReportArgs::from_matches(&matches).map(Invocation::Report);
     }
     parse(args).map(|a| Invocation::Run(Box::new(a)))
 }
@@ -374,6 +479,18 @@ pub fn diff(args: &DiffArgs) -> Result<i32> {
         );
     }
     Ok(if failing.is_empty() { 0 } else { 1 })
+}
+
+/// Analyses saved runs again and writes their reports.
+pub fn report(args: &ReportArgs) -> Result<()> {
+    run_report::report_saved(
+        &ReportRequest {
+            run: args.run.clone(),
+            output: args.output.clone(),
+            partial: args.partial,
+        },
+        |recorded| args.options(recorded),
+    )
 }
 
 /// Where a run's results went.
@@ -475,13 +592,7 @@ fn profile_benchmarks(built: &BuiltTarget<'_>, output_dir: &Path) -> Result<i32>
         entries.push(BenchEntry { name: id, dir });
     }
     let index = BenchIndex::new(&target.name, entries);
-    index.write(output_dir)?;
-    let report = output_dir.join("report.md");
-    std::fs::write(
-        &report,
-        bench_harness::combined_markdown(&index, output_dir),
-    )
-    .with_context(|| format!("cannot write {}", report.display()))?;
+    let report = run_report::write_bench_summary(&index, output_dir)?;
     println!(
         "parprof: {} benchmarks profiled; report written to {}",
         index.benchmarks.len(),
@@ -516,42 +627,37 @@ fn profile_repeated(
     Ok(exit_code)
 }
 
-/// What the analysis cannot know of a run: the target, how it was built, how it ended.
-fn describe_run(
-    analysis: &mut analysis::Analysis,
+/// What the analysis cannot know of a run: the target, how it was built, how it ended, and
+/// the options it is analysed with.
+fn run_meta(
     built: &BuiltTarget<'_>,
     program_args: &[OsString],
     outcome: &launch::RunOutcome,
-) {
-    let target = built.target;
-    analysis.target = TargetInfo {
-        name: target.name.clone(),
-        kind: target.kind.to_string(),
-        args: program_args
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-    };
-    if target.harness == Harness::Divan {
-        analysis.notes.push(
-            "divan bench profiled as one program: per-benchmark profiling supports criterion benches only."
-                .into(),
-        );
-    }
-    if let RayonHooks::Unavailable { reason } = built.rayon_hooks {
-        analysis.notes.push(format!(
-            "rayon's worker lifecycle was not recorded (no tasks, states or diagnoses from hooks): {reason}."
-        ));
-    }
-    analysis.rayon_hooks = Some(built.rayon_hooks.clone());
-    analysis.exit = ExitStatus {
-        code: outcome.exit.code,
-        signal: outcome.exit.signal,
-    };
-    if outcome.interrupted {
-        analysis
-            .notes
-            .push("The run was interrupted (Ctrl-C): the figures cover the part that ran.".into());
+) -> RunMeta {
+    let BuiltTarget { args, target, .. } = *built;
+    RunMeta {
+        target: TargetInfo {
+            name: target.name.clone(),
+            kind: target.kind.to_string(),
+            args: program_args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+        },
+        harness: target.harness,
+        rayon_hooks: built.rayon_hooks.clone(),
+        child_pid: outcome.child_pid,
+        exit: ExitStatus {
+            code: outcome.exit.code,
+            signal: outcome.exit.signal,
+        },
+        interrupted: outcome.interrupted,
+        options: RecordedOptions {
+            thresholds: args.thresholds.thresholds(),
+            utilization_period_ns: args.period,
+            merge_threads: args.merge_threads,
+        },
+        ..RunMeta::default()
     }
 }
 
@@ -584,31 +690,20 @@ fn profile_once(
         &collect_opts,
     )?;
     eprintln!("parprof: the target {}", outcome.exit);
+    let exit_code = outcome.exit.shell_code();
+    let recording = Recording {
+        run: run_meta(built, program_args, &outcome),
+        kernel: outcome.kernel,
+        counters: outcome.counters,
+    };
+    // Saved first: should the analysis fail, `cargo parprof report` can try again.
+    recording::save(output_dir, &recording)?;
 
     eprintln!("parprof: analysing");
-    let analysis_opts = AnalysisOptions {
-        child_pid: Some(outcome.child_pid),
-        thresholds: args.thresholds.thresholds(),
-        utilization_period_ns: args.period,
-        ..AnalysisOptions::default()
-    };
-    let mut analysis = analysis::analyse_with_counters(
-        output_dir,
-        &outcome.kernel,
-        &outcome.counters,
-        &analysis_opts,
-    )?;
-    describe_run(&mut analysis, built, program_args, &outcome);
-    report::write_all(
-        &analysis,
-        output_dir,
-        &report::ReportOptions {
-            merge_threads: args.merge_threads,
-        },
-    )?;
-    println!("{}", report::terminal::summary(&analysis));
-    println!("parprof: report written to {}", output_dir.display());
-    Ok(outcome.exit.shell_code())
+    let options = &recording.run.options;
+    let analysis = run_report::analyse(&recording, output_dir, options)?;
+    run_report::write(&analysis, output_dir, options)?;
+    Ok(exit_code)
 }
 
 #[cfg(test)]
@@ -667,5 +762,101 @@ mod counter_flag_tests {
             err.to_string().contains("did you mean `instructions`"),
             "{err}"
         );
+    }
+}
+
+#[cfg(test)]
+mod report_flag_tests {
+    use super::*;
+
+    fn report_args(flags: &[&str]) -> ReportArgs {
+        let args = ["cargo", "parprof", "report", "run-folder"]
+            .iter()
+            .chain(flags);
+        match parse_invocation(args) {
+            Ok(Invocation::Report(args)) => args,
+            other => panic!("not a report invocation: {other:?}"),
+        }
+    }
+
+    fn recorded() -> RecordedOptions {
+        RecordedOptions {
+            thresholds: Thresholds {
+                preempted: 0.25,
+                active_overhead: 0.5,
+                min_elapsed_ns: 7,
+                ..Thresholds::default()
+            },
+            utilization_period_ns: 3_000_000,
+            merge_threads: true,
+        }
+    }
+
+    #[test]
+    fn without_flags_a_run_is_reported_with_its_own_options() {
+        let args = report_args(&[]);
+        assert_eq!(args.run, PathBuf::from("run-folder"));
+        assert_eq!(args.options(&recorded()), recorded());
+    }
+
+    #[test]
+    fn flags_given_override_only_their_option() {
+        let args = report_args(&[
+            "--preempted-threshold",
+            "0.9",
+            "--min-region-elapsed",
+            "2ms",
+            "--period",
+            "500us",
+            "-o",
+            "elsewhere",
+        ]);
+        let options = args.options(&recorded());
+        assert_eq!(
+            options.thresholds,
+            Thresholds {
+                preempted: 0.9,
+                min_elapsed_ns: 2_000_000,
+                ..recorded().thresholds
+            }
+        );
+        assert_eq!(options.utilization_period_ns, 500_000);
+        assert!(options.merge_threads);
+        assert_eq!(args.output, Some(PathBuf::from("elsewhere")));
+    }
+
+    #[test]
+    fn every_threshold_flag_overrides_its_threshold() {
+        let flags = [
+            "--active-overhead-threshold",
+            "--inactive-overhead-threshold",
+            "--tasks-per-worker-per-s-threshold",
+            "--stolen-per-local-threshold",
+            "--search-wait-per-worker-per-s-threshold",
+            "--preempted-threshold",
+        ];
+        for flag in flags {
+            let options = report_args(&[flag, "123"]).options(&recorded());
+            let changed = [
+                options.thresholds.active_overhead,
+                options.thresholds.inactive_overhead,
+                options.thresholds.tasks_per_worker_per_s,
+                options.thresholds.stolen_per_local,
+                options.thresholds.search_wait_per_worker_per_s,
+                options.thresholds.preempted,
+            ]
+            .into_iter()
+            .filter(|value| *value == 123.0)
+            .count();
+            assert_eq!(changed, 1, "{flag}");
+        }
+    }
+
+    #[test]
+    fn report_help_shows_no_defaults_of_the_main_command() {
+        let err = parse_invocation(["cargo", "parprof", "report", "--help"]).unwrap_err();
+        let help = err.to_string();
+        assert!(help.contains("--preempted-threshold"), "{help}");
+        assert!(!help.contains("[default:"), "{help}");
     }
 }

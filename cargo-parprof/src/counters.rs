@@ -34,27 +34,16 @@ use std::time::Duration;
 
 use perf_event::events::{Event, Hardware, Software};
 use perf_event::{Builder, Counter, ReadFormat};
-use serde::Serialize;
 
-use crate::analysis::attribution::CounterPoint;
-use crate::analysis::utilization::CpuWork;
 use crate::kernel::{Capability, SwitchKind, SwitchRecord};
 use crate::perf::{
     CollectorThread, Cursor, StopSignal, describe_errno, monotonic_ns, online_cpus, open_per_cpu,
     task_builder,
 };
-
-/// Where a counter's values come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CounterSource {
-    /// A hardware PMU event (absent in most virtual machines).
-    Hardware,
-    /// A kernel software event.
-    Software,
-    /// Counted from the threads' context-switch records.
-    SwitchRecords,
-}
+use crate::recording::counters::{
+    CounterRecords, CounterSample, CounterSeries, CounterSource, ReadCost, Scaling,
+    UnavailableCounter,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -243,113 +232,6 @@ impl Default for CounterOptions {
             read_interval_ns: 10_000_000,
             simulate_refused: false,
         }
-    }
-}
-
-/// A requested counter that could not be collected, and why (shown to the user as is).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct UnavailableCounter {
-    pub name: String,
-    pub reason: String,
-}
-
-/// One reading of a cumulative counter: the count of all threads of the program on `cpu`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct CounterSample {
-    pub time_ns: u64,
-    pub cpu: u32,
-    /// Scaled for multiplexing (see [`Scaling`]).
-    pub value: f64,
-}
-
-/// How much of the time it should have counted a counter did count: `time_enabled_ns` is the
-/// CPU time of the program's threads while the counter was enabled, `time_running_ns` the
-/// time it counted, summed over the CPUs. Hardware counter values are scaled up by their
-/// ratio (per interval between reads) when the PMU multiplexed them (`scaled`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Scaling {
-    pub time_enabled_ns: u64,
-    pub time_running_ns: u64,
-    pub scaled: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct CounterSeries {
-    pub name: String,
-    pub source: CounterSource,
-    /// Per CPU: the count of all threads of the program on that CPU, sorted by time. Read by
-    /// the collector every `read_interval_ns`, or at every switch for counters derived from
-    /// switch records.
-    pub cpu_samples: Vec<CounterSample>,
-    pub scaling: Scaling,
-}
-
-impl CounterSeries {
-    /// The program's total count over time (all CPUs), for attribution (method 3): one point
-    /// per reading time, each CPU taken at its latest reading.
-    pub fn process_series(&self) -> Vec<CounterPoint> {
-        let mut last: BTreeMap<u32, f64> = BTreeMap::new();
-        let mut out: Vec<CounterPoint> = Vec::new();
-        for s in &self.cpu_samples {
-            last.insert(s.cpu, s.value);
-            let value = last.values().sum();
-            match out.last_mut() {
-                Some(p) if p.time_ns == s.time_ns => p.value = value,
-                _ => out.push(CounterPoint {
-                    time_ns: s.time_ns,
-                    value,
-                }),
-            }
-        }
-        out
-    }
-
-    /// The work done on each CPU between consecutive readings (method 4).
-    pub fn cpu_work(&self) -> Vec<CpuWork> {
-        let mut last: BTreeMap<u32, (u64, f64)> = BTreeMap::new();
-        let mut out = Vec::new();
-        for s in &self.cpu_samples {
-            if let Some((t, v)) = last.insert(s.cpu, (s.time_ns, s.value))
-                && s.time_ns > t
-            {
-                out.push(CpuWork {
-                    cpu: s.cpu,
-                    start_ns: t,
-                    end_ns: s.time_ns,
-                    amount: (s.value - v).max(0.0),
-                });
-            }
-        }
-        out
-    }
-
-    /// The program's total count.
-    pub fn total(&self) -> f64 {
-        self.process_series().last().map_or(0.0, |p| p.value)
-    }
-}
-
-/// Cost of the collector's periodic reads, measured on the collector thread.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct ReadCost {
-    /// Read passes (one `read()` per CPU each).
-    pub passes: u64,
-    /// Wall time of all passes together.
-    pub total_ns: u64,
-}
-
-/// Everything collected for `--counters`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct CounterRecords {
-    pub counters: Vec<CounterSeries>,
-    pub unavailable: Vec<UnavailableCounter>,
-    pub read_interval_ns: u64,
-    pub read_cost: ReadCost,
-}
-
-impl CounterRecords {
-    pub fn counter(&self, name: &str) -> Option<&CounterSeries> {
-        self.counters.iter().find(|c| c.name == name)
     }
 }
 
@@ -814,7 +696,8 @@ fn derived_series(def: &CounterDef, switches: &[SwitchRecord]) -> CounterSeries 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::attribution::{self, Share, Span};
+    // The real-task test checks what collection is for: attribution within its error bound.
+    use crate::analysis::attribution::{self, Share, Span, process_series};
 
     #[test]
     fn counter_lists_parse_with_aliases_and_without_duplicates() {
@@ -921,25 +804,7 @@ mod tests {
                 scaled: true
             }
         );
-        let at = |time_ns, value| CounterPoint { time_ns, value };
-        assert_eq!(
-            instr.process_series(),
-            [at(1000, 3000.0), at(2000, 3700.0), at(3000, 3800.0)]
-        );
-        let work = |cpu, start_ns, end_ns, amount| CpuWork {
-            cpu,
-            start_ns,
-            end_ns,
-            amount,
-        };
-        assert_eq!(
-            instr.cpu_work(),
-            [
-                work(0, 1000, 2000, 600.0),
-                work(1, 1000, 2000, 100.0),
-                work(0, 2000, 3000, 100.0)
-            ]
-        );
+        assert_eq!(instr, &crate::recording::counters::tests::two_cpu_series());
         assert_eq!(r.counter("cache-misses").unwrap().total(), 23.0 + 11.0);
     }
 
@@ -990,8 +855,13 @@ mod tests {
 
     #[test]
     fn switches_and_migrations_are_counted_from_switch_records() {
-        use crate::analysis::utilization::tests::sw;
         use SwitchKind::*;
+        let sw = |time_ns, cpu, tid, kind| SwitchRecord {
+            time_ns,
+            tid,
+            cpu,
+            kind,
+        };
         // (time, cpu, tid, kind)
         let switches = [
             sw(10, 0, 1, In),
@@ -1176,7 +1046,7 @@ mod tests {
         // Every task sleeps twice: at least two voluntary switches each.
         assert!(records.counter("context-switches").unwrap().total() >= 8.0);
 
-        let series = faults.process_series();
+        let series = process_series(faults);
         let spans: Vec<Span> = tasks
             .iter()
             .map(|&(_, _, start, end)| Span {

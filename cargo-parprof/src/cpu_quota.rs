@@ -3,10 +3,10 @@
 //! only 2 threads at a time; rayon sizes its pool by the CPUs it sees, so that case is the
 //! commonest cause of oversubscription.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The CPUs a program started from this process may use.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuQuota {
     /// CPUs online on the machine.
     pub online: usize,

@@ -1,10 +1,10 @@
 //! What the kernel told us about the profiled process, on `CLOCK_MONOTONIC` nanoseconds
 //! (the collector sets `use_clockid`, the runtime records sync points against the same clock).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Whether a capability could be used, and if not, why (shown to the user as is).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Capability {
     pub available: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -26,7 +26,7 @@ impl Capability {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Capabilities {
     pub context_switches: Capability,
     pub cpu_samples: Capability,
@@ -68,7 +68,7 @@ pub struct ThreadStart {
 }
 
 /// How the call chains of the cpu-clock samples were obtained (see [`crate::unwind`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnwindCounts {
     /// Unwound to the thread's root within the stack copy.
     pub to_the_root: u64,
@@ -107,7 +107,7 @@ pub struct Frame {
 }
 
 /// Everything collected from the kernel for one run.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct KernelRecords {
     pub capabilities: Capabilities,
     /// Sorted by time.

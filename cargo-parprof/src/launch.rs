@@ -19,9 +19,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use crate::collect::{CollectOptions, Collector};
-use crate::counters::{CounterCollector, CounterOptions, CounterRecords};
+use crate::counters::{CounterCollector, CounterOptions};
 use crate::kernel::{Capability, KernelRecords};
 use crate::perf::monotonic_ns;
+use crate::recording::counters::CounterRecords;
 use crate::symbolize::symbolize_samples;
 
 /// How the profiled program ended.

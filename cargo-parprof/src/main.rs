@@ -9,6 +9,7 @@ fn main() {
     let code = match invocation {
         Invocation::Run(args) => cli::run(&args).map(|summary| summary.target_exit_code),
         Invocation::Diff(args) => cli::diff(&args),
+        Invocation::Report(args) => cli::report(&args).map(|()| 0),
     };
     match code {
         Ok(code) => std::process::exit(code),

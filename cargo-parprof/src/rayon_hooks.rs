@@ -20,6 +20,7 @@
 //! Each anchor must occur exactly once in the copy; a version whose sources differ (or that is
 //! not in [`SUPPORTED`]) is built unhooked and the report says so.
 
+use crate::recording::RayonHooks;
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{Metadata, Package};
 use std::path::{Path, PathBuf};
@@ -166,18 +167,6 @@ const HOOK_POINTS: &[HookPoint] = &[
         replacement: "            let _parprof_sleep = ::parprof_rt::rayon_hooks::Sleep::begin();\n            *is_blocked = true;\n",
     },
 ];
-
-/// Whether the build records rayon's lifecycle, and why not.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum RayonHooks {
-    /// Built with the hooks in this rayon-core version.
-    Hooked { version: String },
-    /// The program does not use rayon.
-    NoRayon,
-    /// Built without hooks; the reason is said in the report.
-    Unavailable { reason: String },
-}
 
 /// A prepared hooked copy: the `--config` values that make cargo build with it.
 pub struct HookedBuild {

@@ -6,7 +6,8 @@
 //! target directory of its own so it does not invalidate the user's normal builds.
 
 use crate::bench_harness::{self, Harness};
-use crate::rayon_hooks::{self, HookedBuild, LockFileGuard, RayonHooks};
+use crate::rayon_hooks::{self, HookedBuild, LockFileGuard};
+use crate::recording::RayonHooks;
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{Message, Metadata, Package};
 use std::fmt;

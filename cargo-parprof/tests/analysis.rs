@@ -158,6 +158,8 @@ fn kernel() -> KernelRecords {
             switch(11_225, SwitchKind::OutVoluntary),
             switch(11_411, SwitchKind::In),
         ],
+        // The main thread started before the run: no thread was created during it.
+        thread_starts: Vec::new(),
         samples: vec![sample(10_950), sample(11_300), sample(11_450)],
         sample_stacks: vec![
             vec![frame("main", false), frame("app::f", false)],

@@ -4,7 +4,7 @@
 //!
 //! ## What competes for a slice's delta
 //! The counters are program-wide (all threads, all CPUs:
-//! [`crate::counters::CounterSeries::process_series`]).
+//! [`super::attribution::process_series`]).
 //! The work going on at a moment is what the program's threads are running, so the
 //! competitors are threads: a thread is *busy* while it is inside at least one probe call or
 //! task. Each time slice (a span with a constant set of busy threads, also cut at every read
@@ -39,9 +39,11 @@
 //! roughly triples the analysis time, with a peak of about 60 MiB.
 
 use super::EventConsumer;
-use super::attribution::{CounterPoint, Interpolator, ShareKind};
+use super::attribution::{CounterPoint, Interpolator, ShareKind, process_series};
 use super::offcpu::{OffCpu, OffCpuIndex};
-use crate::counters::{CounterRecords, CounterSource, ReadCost, Scaling, UnavailableCounter};
+use crate::recording::counters::{
+    CounterRecords, CounterSource, ReadCost, Scaling, UnavailableCounter,
+};
 use parprof_rt::trace::{Event, EventKind, SiteRecord};
 use serde::Serialize;
 use std::cmp::Reverse;
@@ -1022,11 +1024,7 @@ impl SpanCollector {
         self.work.seal();
         self.regions.seal();
 
-        let series: Vec<Vec<CounterPoint>> = records
-            .counters
-            .iter()
-            .map(|c| c.process_series())
-            .collect();
+        let series: Vec<Vec<CounterPoint>> = records.counters.iter().map(process_series).collect();
         let reads = read_times(&series, records.read_interval_ns, cx.to_ticks);
         let run_start = if self.first_ts <= self.last_ts {
             self.first_ts
@@ -1227,7 +1225,7 @@ fn track(points: &[CounterPoint], origin_ns: u64) -> Vec<(u64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counters::CounterSeries;
+    use crate::recording::counters::CounterSeries;
 
     fn ev(ts: u64, kind: EventKind, id: u32) -> Event {
         Event {
@@ -1239,7 +1237,7 @@ mod tests {
     /// A counter rising by `per_tick` per tick from 0 at t = 0 to `end`, read every 10 ticks.
     fn linear(per_tick: f64, end: u64) -> CounterRecords {
         let cpu_samples = (0..=end / 10)
-            .map(|i| crate::counters::CounterSample {
+            .map(|i| crate::recording::counters::CounterSample {
                 time_ns: i * 10,
                 cpu: 0,
                 value: per_tick * (i * 10) as f64,

@@ -2,7 +2,7 @@
 //! (tasks, probe calls, regions) when the counter cannot be read per interval.
 //!
 //! Input: one cumulative counter series on `CLOCK_MONOTONIC` ns (e.g. the program's page
-//! faults summed over all CPUs, [`crate::counters::CounterRecords::process_series`]) and a
+//! faults summed over all CPUs, [`process_series`]) and a
 //! set of intervals that compete for it. The intervals are cut into **time slices**, spans
 //! during which the set of active intervals does not change. Each slice's delta is the
 //! difference of the series at the slice's end and start, **linearly interpolated** between
@@ -21,14 +21,34 @@
 //! The sweep over the slices visits the series once in time order (the interpolation cursor
 //! only moves forward), so a caller may feed a long series without random access.
 
+use crate::recording::counters::CounterSeries;
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// A cumulative counter reading.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CounterPoint {
     pub time_ns: u64,
     pub value: f64,
+}
+
+/// The program's total count of `series` over time (all CPUs), for attribution: one point
+/// per reading time, each CPU taken at its latest reading.
+pub fn process_series(series: &CounterSeries) -> Vec<CounterPoint> {
+    let mut last: BTreeMap<u32, f64> = BTreeMap::new();
+    let mut out: Vec<CounterPoint> = Vec::new();
+    for s in &series.cpu_samples {
+        last.insert(s.cpu, s.value);
+        let value = last.values().sum();
+        match out.last_mut() {
+            Some(p) if p.time_ns == s.time_ns => p.value = value,
+            _ => out.push(CounterPoint {
+                time_ns: s.time_ns,
+                value,
+            }),
+        }
+    }
+    out
 }
 
 /// An interval to attribute to. A missing boundary (e.g. a task whose end was not recorded
@@ -371,6 +391,15 @@ pub fn sum<'a>(items: impl IntoIterator<Item = &'a Attributed>) -> GroupTotal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_process_series_sums_each_cpus_latest_reading_per_reading_time() {
+        let series = crate::recording::counters::tests::two_cpu_series();
+        assert_eq!(
+            process_series(&series),
+            [p(1000, 3000.0), p(2000, 3700.0), p(3000, 3800.0)]
+        );
+    }
 
     fn p(time_ns: u64, value: f64) -> CounterPoint {
         CounterPoint { time_ns, value }

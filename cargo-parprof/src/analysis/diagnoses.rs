@@ -25,10 +25,10 @@
 
 use super::lifecycle::{RegionReport, WaitSource};
 use crate::units::{human_count, human_duration};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Thresholds of the diagnoses; every field is configurable.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Thresholds {
     /// LQ + GS as a share of worker time above which causes 1 and 2 are looked for. Default
     /// 0.10: a well-tuned region spends a few percent finding its tasks.

@@ -25,13 +25,14 @@ pub use cpu_stacks::INLINED_SUFFIX;
 pub use model::*;
 pub use trace_file::{TracePick, pick_trace};
 
-use crate::counters::CounterRecords;
 use crate::kernel::{KernelRecords, SwitchRecord};
+use crate::recording::counters::CounterRecords;
 use active_time::{ActiveTime, ActiveTimeResult, PathFrame};
+use attributed_counters::CountersAnalysis;
 use attributed_counters::{AttributionContext, SpanCollector};
 use diagnoses::Thresholds;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use lifecycle::{LifecycleBuilder, LifecycleTimeline};
+use lifecycle::{Lifecycle, LifecycleBuilder, LifecycleTimeline};
 use offcpu::OffCpuIndex;
 use parprof_rt::trace::{
     Chunk, Completeness, End, Event, Header, SiteRecord, ThreadRecord, TickConverter, TraceError,
@@ -129,6 +130,18 @@ struct TraceContents {
     completeness: TraceCompleteness,
 }
 
+impl TraceContents {
+    fn absent() -> TraceContents {
+        TraceContents {
+            sites: HashMap::new(),
+            threads: HashMap::new(),
+            lost_by_thread: HashMap::new(),
+            events: 0,
+            completeness: TraceCompleteness::Absent,
+        }
+    }
+}
+
 /// Analyses a run. `trace` is a trace file or the output folder holding it (see
 /// [`pick_trace`]); when there is no trace, or it is empty, the analysis still succeeds with
 /// the kernel's records alone. A trace that turns out cut or corrupt is analysed up to that
@@ -142,7 +155,9 @@ pub fn analyse(
 }
 
 /// [`analyse`], with the counters collected for `--counters` attributed to probes, tasks and
-/// regions.
+/// regions. The steps: open the trace, place the kernel's records on its time line, stream
+/// it through the per-event analyses, then turn each result into the model's figures and
+/// notes.
 pub fn analyse_with_counters(
     trace: &Path,
     kernel: &KernelRecords,
@@ -150,44 +165,226 @@ pub fn analyse_with_counters(
     opts: &AnalysisOptions,
 ) -> Result<Analysis, AnalysisError> {
     let mut notes = Vec::new();
-    let trace_path = locate_trace(trace, opts.child_pid, &mut notes)?;
-    let mut opened = match &trace_path {
-        Some(path) => open_trace(path, &mut notes)?,
-        None => None,
+    let mut source = TraceSource::open(trace, opts.child_pid, &mut notes)?;
+    let switches = sorted_switches(&kernel.switches);
+    let span = RunSpan::of(&source, kernel, &switches);
+    let off_cpu = OffCpuIndex::from_switches(
+        &switches,
+        &kernel.thread_starts,
+        |ns| source.ticks(ns),
+        span.end_ticks,
+    );
+    let streamed = stream_trace(&mut source, kernel, &switches, counters, &off_cpu, opts);
+    let cx = Context {
+        kernel,
+        counters,
+        opts,
+        switches: &switches,
+        off_cpu: &off_cpu,
+        source: &source,
+        span,
     };
-    if trace_path.is_none() {
-        notes.push(format!(
-            "The program recorded no probes (no trace in {}): only kernel figures and the CPU flamegraph are available.",
-            trace.display()
-        ));
+    let threads = cx.threads(&streamed.activity, &streamed.contents);
+    let folded = cpu_stacks::fold(kernel, &threads, span.origin_ns);
+    let offcpu_stacks = cpu_stacks::fold_switch_outs(kernel, &switches, &threads);
+    let lost_events = source.lost_events(&streamed.contents);
+    let views = cx.probe_views(
+        streamed.active,
+        streamed.lifecycle.timeline,
+        &streamed.contents.sites,
+    );
+    notes.extend(cx.measurement_notes(
+        &streamed.contents,
+        &views,
+        folded.unsymbolised,
+        lost_events,
+    ));
+    notes.extend(sampled_probes_note(&views.probes));
+    notes.extend(lifecycle_notes(
+        &streamed.lifecycle.regions,
+        &opts.thresholds,
+    ));
+    let counters_analysis =
+        cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites, &mut notes);
+    let utilization = cx.utilization(&mut notes);
+    Ok(Analysis {
+        target: TargetInfo::default(),
+        exit: ExitStatus::default(),
+        rayon_hooks: None,
+        capabilities: kernel.capabilities.clone(),
+        trace: source.summary(streamed.contents.completeness, streamed.contents.events),
+        clock: source.clock_info(),
+        threads,
+        probes: views.probes,
+        call_paths: views.call_paths,
+        outermost_calls: views.outermost_calls,
+        cpu_samples: folded.samples,
+        offcpu_stacks,
+        timeline: views.timeline,
+        regions: streamed.lifecycle.regions,
+        counters: counters_analysis,
+        utilization,
+        lost_events,
+        lost_kernel_records: kernel.lost_records,
+        malformed_kernel_records: kernel.malformed_records,
+        call_chains: kernel.call_chains,
+        steal_ns: kernel.steal_ns,
+        buffer_stalls: views.buffer_stalls,
+        anomalies: views.anomalies,
+        notes,
+    })
+}
+
+/// The run's trace, if any, and the clock that places kernel records on its tick time line.
+struct TraceSource {
+    path: Option<PathBuf>,
+    opened: Option<OpenTrace>,
+    /// The trace's header; without a trace, kernel nanoseconds serve as ticks.
+    header: Header,
+    /// The End chunk, when its clock sync point can be used.
+    end: Option<End>,
+    converter: TickConverter,
+}
+
+impl TraceSource {
+    /// Finds and opens the trace of a run (see [`analyse`]); no trace is noted, not an error.
+    fn open(
+        trace: &Path,
+        child_pid: Option<u32>,
+        notes: &mut Vec<String>,
+    ) -> Result<TraceSource, AnalysisError> {
+        let path = locate_trace(trace, child_pid, notes)?;
+        let opened = match &path {
+            Some(path) => open_trace(path, notes)?,
+            None => {
+                notes.push(format!(
+                    "The program recorded no probes (no trace in {}): only kernel figures and the CPU flamegraph are available.",
+                    trace.display()
+                ));
+                None
+            }
+        };
+        let header = opened
+            .as_ref()
+            .map_or_else(Header::monotonic_without_calibration, |t| {
+                t.reader.header().clone()
+            });
+        let end = opened
+            .as_ref()
+            .and_then(|t| clock::usable_end(&header, t.end.as_ref()))
+            .copied();
+        let converter = TickConverter::new(&header, end.as_ref().map(|e| &e.end));
+        Ok(TraceSource {
+            path,
+            opened,
+            header,
+            end,
+            converter,
+        })
     }
 
-    // Without a trace, kernel nanoseconds serve as ticks.
-    let header = opened
-        .as_ref()
-        .map_or_else(Header::monotonic_without_calibration, |t| {
-            t.reader.header().clone()
-        });
-    let end = opened
-        .as_ref()
-        .and_then(|t| clock::usable_end(&header, t.end.as_ref()))
-        .copied();
-    let converter = TickConverter::new(&header, end.as_ref().map(|e| &e.end));
-    let to_ticks = |ns: u64| converter.ns_to_ticks(ns);
+    fn ticks(&self, ns: u64) -> u64 {
+        self.converter.ns_to_ticks(ns)
+    }
 
-    let switches = sorted_switches(&kernel.switches);
-    let last_kernel_ns = switches
-        .last()
-        .map(|s| s.time_ns)
-        .max(kernel.samples.last().map(|s| s.time_ns));
-    let end_of_run = end
-        .map(|e| e.end.ticks)
-        .max(last_kernel_ns.map(to_ticks))
+    /// A duration in ticks, in whole ns.
+    fn span_ns(&self, ticks: u64) -> u64 {
+        self.converter.span_ns(ticks).round() as u64
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.opened.as_ref().map(|_| self.header.pid)
+    }
+
+    /// Where the counters' span collector may spill: beside the trace.
+    fn spill_dir(&self) -> Option<&Path> {
+        self.path
+            .as_deref()
+            .and_then(Path::parent)
+            .filter(|dir| !dir.as_os_str().is_empty())
+    }
+
+    /// Events the runtime lost: counted per thread, or in the End chunk, whichever says more.
+    fn lost_events(&self, contents: &TraceContents) -> u64 {
+        let in_end = self.opened.as_ref().and_then(|t| t.end);
+        (contents.lost_by_thread.values().sum::<u64>()).max(in_end.map_or(0, |e| e.events_lost))
+    }
+
+    fn summary(&self, completeness: TraceCompleteness, events: u64) -> TraceSummary {
+        TraceSummary {
+            file: self.path.as_ref().map(|p| p.display().to_string()),
+            pid: self.pid(),
+            program: self.opened.as_ref().map(|_| self.header.program.clone()),
+            completeness,
+            events,
+        }
+    }
+
+    fn clock_info(&self) -> Option<ClockInfo> {
+        self.opened
+            .as_ref()
+            .map(|_| clock::clock_info(&self.header, self.end.as_ref(), &self.converter))
+    }
+}
+
+/// The run on both time lines.
+#[derive(Clone, Copy, Debug)]
+struct RunSpan {
+    /// The end of the run in ticks: the trace's end or the last kernel record, the later.
+    end_ticks: u64,
+    /// `CLOCK_MONOTONIC` ns of the timeline's time 0: the first thing recorded.
+    origin_ns: u64,
+}
+
+impl RunSpan {
+    fn of(source: &TraceSource, kernel: &KernelRecords, switches: &[SwitchRecord]) -> RunSpan {
+        let last_kernel_ns = switches
+            .last()
+            .map(|s| s.time_ns)
+            .max(kernel.samples.last().map(|s| s.time_ns));
+        let end_ticks = source
+            .end
+            .map(|e| e.end.ticks)
+            .max(last_kernel_ns.map(|ns| source.ticks(ns)))
+            .unwrap_or(0);
+        let origin_ns = [
+            source
+                .opened
+                .as_ref()
+                .map(|_| source.header.start.monotonic_ns),
+            switches.first().map(|s| s.time_ns),
+            kernel.samples.first().map(|s| s.time_ns),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
         .unwrap_or(0);
-    let off_cpu =
-        OffCpuIndex::from_switches(&switches, &kernel.thread_starts, to_ticks, end_of_run);
+        RunSpan {
+            end_ticks,
+            origin_ns,
+        }
+    }
+}
 
-    let mut active = ActiveTime::new(&off_cpu, &header.calibration, opts.max_timeline_spans);
+/// What the pass over the trace produced.
+struct Streamed {
+    active: ActiveTimeResult,
+    activity: ThreadActivity,
+    lifecycle: Lifecycle,
+    counter_spans: SpanCollector,
+    contents: TraceContents,
+}
+
+/// Feeds the trace to every per-event analysis, then finishes those that need nothing else.
+fn stream_trace(
+    source: &mut TraceSource,
+    kernel: &KernelRecords,
+    switches: &[SwitchRecord],
+    counters: &CounterRecords,
+    off_cpu: &OffCpuIndex,
+    opts: &AnalysisOptions,
+) -> Streamed {
+    let mut active = ActiveTime::new(off_cpu, &source.header.calibration, opts.max_timeline_spans);
     let mut activity = ThreadActivity::default();
     let mut lifecycle = LifecycleBuilder::new(opts.max_timeline_spans);
     lifecycle.set_usable_cpus(kernel.capabilities.cpus.usable());
@@ -198,14 +395,8 @@ pub fn analyse_with_counters(
             .filter(|(_, name)| name == parprof_rt::trace::WRITER_THREAD_NAME)
             .map(|(tid, _)| *tid),
     );
-    let mut counter_spans = SpanCollector::new(
-        !counters.counters.is_empty(),
-        trace_path
-            .as_deref()
-            .and_then(Path::parent)
-            .filter(|dir| !dir.as_os_str().is_empty()),
-    );
-    let contents = match opened.as_mut() {
+    let mut counter_spans = SpanCollector::new(!counters.counters.is_empty(), source.spill_dir());
+    let contents = match source.opened.as_mut() {
         Some(trace) => read_chunks(
             trace,
             opts,
@@ -216,85 +407,163 @@ pub fn analyse_with_counters(
                 &mut counter_spans,
             ],
         ),
-        None => TraceContents {
-            sites: HashMap::new(),
-            threads: HashMap::new(),
-            lost_by_thread: HashMap::new(),
-            events: 0,
-            completeness: TraceCompleteness::Absent,
-        },
+        None => TraceContents::absent(),
     };
-    for s in switches.iter() {
-        activity.saw(s.tid, to_ticks(s.time_ns));
+    for (tid, ns) in switches
+        .iter()
+        .map(|s| (s.tid, s.time_ns))
+        .chain(kernel.samples.iter().map(|s| (s.tid, s.time_ns)))
+    {
+        activity.saw(tid, source.ticks(ns));
     }
-    for s in &kernel.samples {
-        activity.saw(s.tid, to_ticks(s.time_ns));
-    }
-    let active = active.finish();
     for site in contents.sites.values() {
         lifecycle.on_site(site);
     }
     for thread in contents.threads.values() {
         lifecycle.on_thread(thread);
     }
-    let lifecycle = lifecycle.finish(&off_cpu, converter.ns_per_tick(), &opts.thresholds);
+    Streamed {
+        active: active.finish(),
+        activity,
+        lifecycle: lifecycle.finish(off_cpu, source.converter.ns_per_tick(), &opts.thresholds),
+        counter_spans,
+        contents,
+    }
+}
 
-    let origin_ns = [
-        opened.as_ref().map(|_| header.start.monotonic_ns),
-        switches.first().map(|s| s.time_ns),
-        kernel.samples.first().map(|s| s.time_ns),
-    ]
-    .into_iter()
-    .flatten()
-    .min()
-    .unwrap_or(0);
-    let switches_recorded = kernel.capabilities.context_switches.available;
-    let threads = activity.summarise(&ThreadSources {
-        kernel,
-        trace_threads: &contents.threads,
-        lost_events: &contents.lost_by_thread,
-        off_cpu: &off_cpu,
-        switches_recorded,
-        converter: &converter,
-        origin_ns,
-        pid: opened.as_ref().map(|_| header.pid).or(opts.child_pid),
-    });
-    let folded = cpu_stacks::fold(kernel, &threads, origin_ns);
-    let offcpu_stacks = cpu_stacks::fold_switch_outs(kernel, &switches, &threads);
-    let lost_events = contents.lost_by_thread.values().sum::<u64>().max(
-        opened
-            .as_ref()
-            .and_then(|t| t.end)
-            .map_or(0, |e| e.events_lost),
-    );
-    let ns = |ticks: u64| converter.span_ns(ticks).round() as u64;
-    let probes = probe_summaries(&active, &contents.sites, ns);
-    let call_paths = call_path_summaries(&active, &contents.sites, ns);
-    let outermost_calls = outermost_calls(&active, ns);
+/// The run's records and what the steps after the trace's pass share.
+struct Context<'a> {
+    kernel: &'a KernelRecords,
+    counters: &'a CounterRecords,
+    opts: &'a AnalysisOptions,
+    /// Sorted by time.
+    switches: &'a [SwitchRecord],
+    off_cpu: &'a OffCpuIndex,
+    source: &'a TraceSource,
+    span: RunSpan,
+}
 
-    let timeline = timeline(
-        active.spans,
-        lifecycle.timeline,
-        &off_cpu,
-        &converter,
-        origin_ns,
-    );
-    notes.extend(measurement_notes(&MeasurementFacts {
-        kernel,
-        counters_unavailable: !counters.unavailable.is_empty(),
-        completeness: &contents.completeness,
-        has_trace: opened.is_some(),
-        lost_events,
-        lost_threads: contents.lost_by_thread.values().filter(|n| **n > 0).count(),
-        active: &active.anomalies,
-        uncalibrated: &active.uncalibrated,
-        timeline: &timeline,
-        unsymbolised_samples: folded.unsymbolised,
-        buffer_stalls: (active.buffer_stalls.count, ns(active.buffer_stalls.ticks)),
-    }));
-    notes.extend(sampled_probes_note(&probes));
-    if lifecycle
-        .regions
+/// The probes' figures and the timeline, in ns.
+struct ProbeViews {
+    probes: Vec<ProbeSummary>,
+    call_paths: Vec<CallPathSummary>,
+    outermost_calls: ProbedTime,
+    timeline: Timeline,
+    buffer_stalls: BufferStalls,
+    anomalies: Anomalies,
+    uncalibrated: std::collections::BTreeSet<parprof_rt::trace::EventKind>,
+}
+
+impl Context<'_> {
+    fn threads(&self, activity: &ThreadActivity, contents: &TraceContents) -> Vec<ThreadSummary> {
+        activity.summarise(&ThreadSources {
+            kernel: self.kernel,
+            trace_threads: &contents.threads,
+            lost_events: &contents.lost_by_thread,
+            off_cpu: self.off_cpu,
+            switches_recorded: self.kernel.capabilities.context_switches.available,
+            converter: &self.source.converter,
+            origin_ns: self.span.origin_ns,
+            pid: self.source.pid().or(self.opts.child_pid),
+        })
+    }
+
+    fn probe_views(
+        &self,
+        active: ActiveTimeResult,
+        lifecycle: LifecycleTimeline,
+        sites: &HashMap<u32, SiteRecord>,
+    ) -> ProbeViews {
+        let ns = |ticks: u64| self.source.span_ns(ticks);
+        ProbeViews {
+            probes: probe_summaries(&active, sites, ns),
+            call_paths: call_path_summaries(&active, sites, ns),
+            outermost_calls: outermost_calls(&active, ns),
+            buffer_stalls: BufferStalls {
+                count: active.buffer_stalls.count,
+                total_ns: ns(active.buffer_stalls.ticks),
+            },
+            timeline: timeline(
+                active.spans,
+                lifecycle,
+                self.off_cpu,
+                &self.source.converter,
+                self.span.origin_ns,
+            ),
+            anomalies: active.anomalies,
+            uncalibrated: active.uncalibrated,
+        }
+    }
+
+    fn measurement_notes(
+        &self,
+        contents: &TraceContents,
+        views: &ProbeViews,
+        unsymbolised_samples: u64,
+        lost_events: u64,
+    ) -> Vec<String> {
+        measurement_notes(&MeasurementFacts {
+            kernel: self.kernel,
+            counters_unavailable: !self.counters.unavailable.is_empty(),
+            completeness: &contents.completeness,
+            has_trace: self.source.opened.is_some(),
+            lost_events,
+            lost_threads: contents.lost_by_thread.values().filter(|n| **n > 0).count(),
+            active: &views.anomalies,
+            uncalibrated: &views.uncalibrated,
+            timeline: &views.timeline,
+            unsymbolised_samples,
+            buffer_stalls: (views.buffer_stalls.count, views.buffer_stalls.total_ns),
+        })
+    }
+
+    /// Method 3: the counters attributed to probes, tasks and regions.
+    fn attribute_counters(
+        &self,
+        spans: SpanCollector,
+        sites: &HashMap<u32, SiteRecord>,
+        notes: &mut Vec<String>,
+    ) -> Option<CountersAnalysis> {
+        let converter = &self.source.converter;
+        spans.finish(
+            &AttributionContext {
+                counters: self.counters,
+                sites,
+                to_ns: &|ticks| converter.to_ns(ticks),
+                to_ticks: &|ns| converter.ns_to_ticks(ns),
+                off_cpu: self
+                    .kernel
+                    .capabilities
+                    .context_switches
+                    .available
+                    .then_some(self.off_cpu),
+                end_of_run: self.span.end_ticks,
+                origin_ns: self.span.origin_ns,
+            },
+            notes,
+        )
+    }
+
+    /// Method 4: parallelism over time.
+    fn utilization(&self, notes: &mut Vec<String>) -> Option<utilization::Utilization> {
+        utilization::of_run(
+            &utilization::RunRecords {
+                switches: self.switches,
+                switch_records: &self.kernel.capabilities.context_switches,
+                counters: self.counters,
+                start_ns: self.span.origin_ns,
+                end_ns: self.source.converter.to_ns(self.span.end_ticks),
+                period_ns: self.opts.utilization_period_ns,
+            },
+            notes,
+        )
+    }
+}
+
+/// What the lifecycle could not tell apart, or what hid waits, in words for the user.
+fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds) -> Vec<String> {
+    let mut notes = Vec::new();
+    if regions
         .iter()
         .any(|r| r.gs_gs_source == lifecycle::SearchRounds::Estimated)
     {
@@ -305,74 +574,11 @@ pub fn analyse_with_counters(
         );
     }
     notes.extend(
-        lifecycle
-            .regions
+        regions
             .iter()
-            .filter_map(|r| diagnoses::hidden_wait_note(r, &opts.thresholds)),
+            .filter_map(|r| diagnoses::hidden_wait_note(r, thresholds)),
     );
-
-    let to_ns = |ticks: u64| converter.to_ns(ticks);
-    let counters_analysis = counter_spans.finish(
-        &AttributionContext {
-            counters,
-            sites: &contents.sites,
-            to_ns: &to_ns,
-            to_ticks: &to_ticks,
-            off_cpu: switches_recorded.then_some(&off_cpu),
-            end_of_run,
-            origin_ns,
-        },
-        &mut notes,
-    );
-    let utilization = utilization::of_run(
-        &utilization::RunRecords {
-            switches: &switches,
-            switch_records: &kernel.capabilities.context_switches,
-            counters,
-            start_ns: origin_ns,
-            end_ns: converter.to_ns(end_of_run),
-            period_ns: opts.utilization_period_ns,
-        },
-        &mut notes,
-    );
-
-    Ok(Analysis {
-        target: TargetInfo::default(),
-        exit: ExitStatus::default(),
-        rayon_hooks: None,
-        capabilities: kernel.capabilities.clone(),
-        trace: TraceSummary {
-            file: trace_path.map(|p| p.display().to_string()),
-            pid: opened.as_ref().map(|_| header.pid),
-            program: opened.as_ref().map(|_| header.program.clone()),
-            completeness: contents.completeness,
-            events: contents.events,
-        },
-        clock: opened
-            .as_ref()
-            .map(|_| clock::clock_info(&header, end.as_ref(), &converter)),
-        threads,
-        probes,
-        call_paths,
-        outermost_calls,
-        cpu_samples: folded.samples,
-        offcpu_stacks,
-        timeline,
-        regions: lifecycle.regions,
-        counters: counters_analysis,
-        utilization,
-        lost_events,
-        lost_kernel_records: kernel.lost_records,
-        malformed_kernel_records: kernel.malformed_records,
-        call_chains: kernel.call_chains,
-        steal_ns: kernel.steal_ns,
-        buffer_stalls: BufferStalls {
-            count: active.buffer_stalls.count,
-            total_ns: ns(active.buffer_stalls.ticks),
-        },
-        anomalies: active.anomalies,
-        notes,
-    })
+    notes
 }
 
 fn locate_trace(
@@ -455,11 +661,8 @@ fn read_chunks(
         ProgressBar::hidden()
     };
     let mut contents = TraceContents {
-        sites: HashMap::new(),
-        threads: HashMap::new(),
-        lost_by_thread: HashMap::new(),
-        events: 0,
         completeness: TraceCompleteness::Complete,
+        ..TraceContents::absent()
     };
     let failure = loop {
         match trace.reader.next_chunk() {
@@ -727,7 +930,8 @@ fn capitalised(text: &str) -> String {
         .unwrap_or_default()
 }
 
-/// What could not be measured, or may be off, in words for the user.
+/// What could not be measured, or may be off, in words for the user: the trace's state and
+/// the capabilities, then what was lost, then what the probes and samples could not resolve.
 fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
     let mut notes = Vec::new();
     let caps = &facts.kernel.capabilities;
@@ -775,6 +979,14 @@ fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
             reason(&caps.hardware_counters)
         ));
     }
+    notes.extend(loss_notes(facts));
+    notes.extend(resolution_notes(facts));
+    notes
+}
+
+/// Events, records and time lost to full buffers, steal time or bad records.
+fn loss_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
+    let mut notes = Vec::new();
     if facts.lost_events > 0 {
         notes.push(format!(
             "{} trace events were lost on {} thread(s) (the runtime's buffers were full): probe figures there may \
@@ -809,6 +1021,12 @@ fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
             facts.kernel.malformed_records
         ));
     }
+    notes
+}
+
+/// Probe events that did not nest or had no calibration, spans left out, unsymbolised samples.
+fn resolution_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
+    let mut notes = Vec::new();
     let a = facts.active;
     if a.total() > 0 {
         notes.push(format!(

@@ -4,7 +4,7 @@
 //! times on the timeline are nanoseconds since [`Timeline::origin_monotonic_ns`].
 
 use crate::kernel::Capabilities;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How reports name an unnamed rayon worker (rayon's threads have no name unless the pool's
 /// builder gives them one; the kernel calls them all after the program).
@@ -21,7 +21,7 @@ pub struct Analysis {
     pub exit: ExitStatus,
     /// Whether the build recorded rayon's lifecycle (filled by the caller; `None`: not known,
     /// e.g. a trace analysed on its own).
-    pub rayon_hooks: Option<crate::rayon_hooks::RayonHooks>,
+    pub rayon_hooks: Option<crate::recording::RayonHooks>,
     pub capabilities: Capabilities,
     pub trace: TraceSummary,
     /// `None` when the program wrote no trace: kernel times are then used as they are.
@@ -64,7 +64,7 @@ pub struct Analysis {
     pub notes: Vec<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetInfo {
     pub name: String,
     /// `bin`, `example`, `bench` or `test`.
@@ -73,7 +73,7 @@ pub struct TargetInfo {
 }
 
 /// Exactly one field is set once the caller knows how the process ended.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExitStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub code: Option<i32>,

@@ -26,8 +26,8 @@
 //! that CPU over the run (work per switched-in ns; on a CPU with no work, the mean over all
 //! CPUs).
 
-use crate::counters::CounterRecords;
 use crate::kernel::{Capability, SwitchKind, SwitchRecord};
+use crate::recording::counters::{CounterRecords, CounterSeries};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -46,6 +46,25 @@ pub struct CpuWork {
     pub start_ns: u64,
     pub end_ns: u64,
     pub amount: f64,
+}
+
+/// The work `series` counted on each CPU between consecutive readings.
+pub fn cpu_work(series: &CounterSeries) -> Vec<CpuWork> {
+    let mut last: BTreeMap<u32, (u64, f64)> = BTreeMap::new();
+    let mut out = Vec::new();
+    for s in &series.cpu_samples {
+        if let Some((t, v)) = last.insert(s.cpu, (s.time_ns, s.value))
+            && s.time_ns > t
+        {
+            out.push(CpuWork {
+                cpu: s.cpu,
+                start_ns: t,
+                end_ns: s.time_ns,
+                amount: (s.value - v).max(0.0),
+            });
+        }
+    }
+    out
 }
 
 /// A work counter and its deltas.
@@ -244,7 +263,7 @@ pub fn of_run(run: &RunRecords<'_>, notes: &mut Vec<String>) -> Option<Utilizati
     } else {
         asked
     };
-    let deltas = run.counters.counter(WORK_COUNTER).map(|c| c.cpu_work());
+    let deltas = run.counters.counter(WORK_COUNTER).map(cpu_work);
     Some(utilization(&UtilizationInput {
         switches: run.switches,
         start_ns: run.start_ns,
@@ -362,11 +381,30 @@ pub fn utilization(input: &UtilizationInput<'_>) -> Utilization {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
 
+    #[test]
+    fn cpu_work_is_the_delta_between_a_cpus_consecutive_readings() {
+        let series = crate::recording::counters::tests::two_cpu_series();
+        let work = |cpu, start_ns, end_ns, amount| CpuWork {
+            cpu,
+            start_ns,
+            end_ns,
+            amount,
+        };
+        assert_eq!(
+            cpu_work(&series),
+            [
+                work(0, 1000, 2000, 600.0),
+                work(1, 1000, 2000, 100.0),
+                work(0, 2000, 3000, 100.0)
+            ]
+        );
+    }
+
     /// A switch record, for tests.
-    pub(crate) fn sw(time_ns: u64, cpu: u32, tid: u32, kind: SwitchKind) -> SwitchRecord {
+    fn sw(time_ns: u64, cpu: u32, tid: u32, kind: SwitchKind) -> SwitchRecord {
         SwitchRecord {
             time_ns,
             tid,

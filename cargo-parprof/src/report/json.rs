@@ -14,7 +14,7 @@ use crate::analysis::{
     ProbedTime, TargetInfo, ThreadSummary, TraceSummary,
 };
 use crate::kernel::{Capabilities, UnwindCounts};
-use crate::rayon_hooks::RayonHooks;
+use crate::recording::RayonHooks;
 use serde::Serialize;
 use std::io::Write;
 

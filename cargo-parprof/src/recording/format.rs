@@ -1,0 +1,1262 @@
+//! The encoding of `records.ppr`, version 1 (also described in `docs/run-folder.md`).
+//!
+//! ```text
+//! preamble   magic "PPRUNREC" (8 bytes), version u32
+//! part*      kind u32, len u32, payload (len bytes), crc32 u32 of kind, len and payload
+//! ```
+//!
+//! Integers of the framing are little-endian; inside payloads, integers are LEB128 varints
+//! ("v" below) and `f64` are their 8 IEEE bytes, little-endian, so every value reads back bit
+//! for bit. The framing is the probe trace's (`docs/trace-format.md`), so a cut file is read
+//! the same way: up to its last complete part, with the loss reported as
+//! [`Completeness::Cut`].
+//!
+//! Parts, in the order written (every list may span several parts of at most ~1 MiB):
+//!
+//! | kind | part | payload |
+//! | --- | --- | --- |
+//! | 1 | meta | JSON: the run (target, exit, options), capabilities, kernel scalars, thread names, counter setup |
+//! | 2 | functions | v count, then per name: v len, UTF-8 |
+//! | 3 | callchains | v count, then per chain: v n, n × v instruction pointer (leaf first) |
+//! | 4 | stacks | v count, then per stack: v n, n × v (function id × 2 + inlined) (root first) |
+//! | 5 | switches | v count, then: v time_ns, v tid, v cpu, u8 kind (0 in, 1 preempted, 2 voluntary) |
+//! | 6 | thread starts | v count, then: v time_ns, v tid |
+//! | 7 | cpu samples | v count, then: v time_ns, v tid, v cpu, v callchain id |
+//! | 8 | cpu sample stacks | v count, then v stack id each |
+//! | 9 | switch samples | as 7 |
+//! | 10 | switch sample stacks | as 8 |
+//! | 11 | counter samples | v series index (into the meta's series), v count, then: v time_ns, v cpu, f64 value |
+//! | 12 | end | v count of every list above (5 to 10), then of each counter series' samples |
+//!
+//! Samples share few distinct call chains and stacks, so those are stored once (parts 2-4,
+//! ids in the order written) and samples refer to them: a sample with its stack costs about
+//! 16 bytes.
+//!
+//! The meta part is JSON because it is small and holds nested, evolving types; the lists that
+//! can run into millions are binary.
+//!
+//! The meta part must come first, ids must refer to entries already read, and the end part's
+//! counts must match what was read; anything else is [`RecordsError::Corrupt`].
+
+use super::Recording;
+use super::RunMeta;
+use super::counters::{
+    CounterRecords, CounterSample, CounterSeries, CounterSource, ReadCost, Scaling,
+    UnavailableCounter,
+};
+use crate::kernel::{
+    Capabilities, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord, ThreadStart,
+    UnwindCounts,
+};
+pub use parprof_rt::trace::Completeness;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::io::{self, Read, Write};
+
+pub const MAGIC: [u8; 8] = *b"PPRUNREC";
+pub const VERSION: u32 = 1;
+/// The writer closes a part once its payload reaches this size.
+const TARGET_PART_LEN: usize = 1 << 20;
+/// No part is longer: the reader refuses a longer one before allocating for it.
+pub const MAX_PART_LEN: u32 = 16 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PartKind {
+    Meta = 1,
+    Functions = 2,
+    Callchains = 3,
+    Stacks = 4,
+    Switches = 5,
+    ThreadStarts = 6,
+    Samples = 7,
+    SampleStacks = 8,
+    SwitchSamples = 9,
+    SwitchSampleStacks = 10,
+    CounterSamples = 11,
+    End = 12,
+}
+
+impl PartKind {
+    fn from_u32(raw: u32) -> Option<PartKind> {
+        use PartKind::*;
+        [
+            Meta,
+            Functions,
+            Callchains,
+            Stacks,
+            Switches,
+            ThreadStarts,
+            Samples,
+            SampleStacks,
+            SwitchSamples,
+            SwitchSampleStacks,
+            CounterSamples,
+            End,
+        ]
+        .into_iter()
+        .find(|k| *k as u32 == raw)
+    }
+}
+
+/// Why records could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordsError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("not the records of a parprof run (bad magic number)")]
+    NotRecords,
+    #[error(
+        "run records format version {found} is newer than this parprof understands \
+         ({supported}); update cargo-parprof"
+    )]
+    FutureVersion { found: u32, supported: u32 },
+    #[error("run records format version {found} is not supported (this parprof reads {supported})")]
+    OldVersion { found: u32, supported: u32 },
+    #[error("the run records end before their first part: the file was cut (disk full?)")]
+    Empty,
+    #[error("corrupt run records at byte {offset}: {reason}")]
+    Corrupt { offset: u64, reason: String },
+}
+
+/// What [`read`] got: the records, whole or up to the last complete part of a cut file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loaded {
+    pub recording: Recording,
+    pub completeness: Completeness,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The meta part
+
+/// The small, nested part of a recording, as JSON.
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    run: RunMeta,
+    capabilities: Capabilities,
+    call_chains: UnwindCounts,
+    sample_period_ns: u64,
+    lost_records: u64,
+    malformed_records: u64,
+    thread_names: Vec<(u32, String)>,
+    steal_ns: Option<u64>,
+    counters: CountersMeta,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CountersMeta {
+    series: Vec<SeriesMeta>,
+    unavailable: Vec<UnavailableCounter>,
+    read_interval_ns: u64,
+    read_cost: ReadCost,
+}
+
+/// A counter series without its samples (they are in counter-samples parts).
+#[derive(Serialize, Deserialize)]
+struct SeriesMeta {
+    name: String,
+    source: CounterSource,
+    scaling: Scaling,
+}
+
+impl Meta {
+    fn of(recording: &Recording) -> Meta {
+        // Taken apart field by field, so that a field added to the records does not compile
+        // until it is saved here or in a list part: `report` must see everything the run saw.
+        let KernelRecords {
+            capabilities,
+            switches: _,
+            thread_starts: _,
+            samples: _,
+            sample_stacks: _,
+            switch_samples: _,
+            switch_sample_stacks: _,
+            call_chains,
+            sample_period_ns,
+            lost_records,
+            malformed_records,
+            thread_names,
+            steal_ns,
+        } = &recording.kernel;
+        let CounterRecords {
+            counters,
+            unavailable,
+            read_interval_ns,
+            read_cost,
+        } = &recording.counters;
+        Meta {
+            run: recording.run.clone(),
+            capabilities: capabilities.clone(),
+            call_chains: *call_chains,
+            sample_period_ns: *sample_period_ns,
+            lost_records: *lost_records,
+            malformed_records: *malformed_records,
+            thread_names: thread_names.clone(),
+            steal_ns: *steal_ns,
+            counters: CountersMeta {
+                series: counters
+                    .iter()
+                    .map(|series| {
+                        let CounterSeries {
+                            name,
+                            source,
+                            cpu_samples: _,
+                            scaling,
+                        } = series;
+                        SeriesMeta {
+                            name: name.clone(),
+                            source: *source,
+                            scaling: *scaling,
+                        }
+                    })
+                    .collect(),
+                unavailable: unavailable.clone(),
+                read_interval_ns: *read_interval_ns,
+                read_cost: *read_cost,
+            },
+        }
+    }
+
+    /// A recording with the meta part's fields and empty lists.
+    fn into_recording(self) -> Recording {
+        Recording {
+            run: self.run,
+            kernel: KernelRecords {
+                capabilities: self.capabilities,
+                call_chains: self.call_chains,
+                sample_period_ns: self.sample_period_ns,
+                lost_records: self.lost_records,
+                malformed_records: self.malformed_records,
+                thread_names: self.thread_names,
+                steal_ns: self.steal_ns,
+                ..KernelRecords::default()
+            },
+            counters: CounterRecords {
+                counters: self
+                    .counters
+                    .series
+                    .into_iter()
+                    .map(|s| CounterSeries {
+                        name: s.name,
+                        source: s.source,
+                        cpu_samples: Vec::new(),
+                        scaling: s.scaling,
+                    })
+                    .collect(),
+                unavailable: self.counters.unavailable,
+                read_interval_ns: self.counters.read_interval_ns,
+                read_cost: self.counters.read_cost,
+            },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+fn put_varint(buf: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        buf.push(value as u8 | 0x80);
+        value >>= 7;
+    }
+    buf.push(value as u8);
+}
+
+fn switch_kind_code(kind: SwitchKind) -> u8 {
+    match kind {
+        SwitchKind::In => 0,
+        SwitchKind::OutPreempted => 1,
+        SwitchKind::OutVoluntary => 2,
+    }
+}
+
+/// Distinct values in the order first seen; a value's id is its index.
+struct Table<K> {
+    ids: HashMap<K, u64>,
+    items: Vec<K>,
+}
+
+impl<K: Hash + Eq + Clone> Table<K> {
+    fn new() -> Self {
+        Table {
+            ids: HashMap::new(),
+            items: Vec::new(),
+        }
+    }
+
+    fn id(&mut self, key: K) -> u64 {
+        let next = self.items.len() as u64;
+        *self.ids.entry(key).or_insert_with_key(|key| {
+            self.items.push(key.clone());
+            next
+        })
+    }
+}
+
+struct PartWriter<W> {
+    out: W,
+}
+
+impl<W: Write> PartWriter<W> {
+    fn part(&mut self, kind: PartKind, payload: &[u8]) -> io::Result<()> {
+        let len = u32::try_from(payload.len())
+            .ok()
+            .filter(|len| *len <= MAX_PART_LEN)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("a {kind:?} part of {} bytes is too long", payload.len()),
+                )
+            })?;
+        let mut frame = [0u8; 8];
+        frame[..4].copy_from_slice(&(kind as u32).to_le_bytes());
+        frame[4..].copy_from_slice(&len.to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&frame);
+        crc.update(payload);
+        self.out.write_all(&frame)?;
+        self.out.write_all(payload)?;
+        self.out.write_all(&crc.finalize().to_le_bytes())
+    }
+
+    /// Writes `items` as parts of `kind`: each payload is `prefix`, the count of items in the
+    /// part, then the items as `encode` writes them.
+    fn list<T>(
+        &mut self,
+        kind: PartKind,
+        prefix: &[u8],
+        items: impl IntoIterator<Item = T>,
+        encode: impl Fn(&mut Vec<u8>, T),
+    ) -> io::Result<()> {
+        let mut body = Vec::new();
+        let mut count = 0u64;
+        let flush = |this: &mut Self, body: &mut Vec<u8>, count: &mut u64| {
+            let mut payload = prefix.to_vec();
+            put_varint(&mut payload, *count);
+            payload.append(body);
+            *count = 0;
+            this.part(kind, &payload)
+        };
+        for item in items {
+            encode(&mut body, item);
+            count += 1;
+            if body.len() >= TARGET_PART_LEN {
+                flush(self, &mut body, &mut count)?;
+            }
+        }
+        if count > 0 {
+            flush(self, &mut body, &mut count)?;
+        }
+        Ok(())
+    }
+}
+
+/// The call chains and symbolised stacks of both sample lists, each stored once.
+struct SampleTables<'a> {
+    functions: Table<&'a str>,
+    callchains: Table<&'a [u64]>,
+    /// A stack as its frames' codes (function id × 2 + inlined).
+    stacks: Table<Vec<u64>>,
+}
+
+impl<'a> SampleTables<'a> {
+    fn callchain_ids(&mut self, samples: &'a [CpuSample]) -> Vec<u64> {
+        samples
+            .iter()
+            .map(|s| self.callchains.id(&s.callchain))
+            .collect()
+    }
+
+    fn stack_ids(&mut self, stacks: &'a [Vec<Frame>]) -> Vec<u64> {
+        stacks
+            .iter()
+            .map(|stack| {
+                let codes = stack
+                    .iter()
+                    .map(|f| self.functions.id(&f.function) * 2 + u64::from(f.inlined))
+                    .collect();
+                self.stacks.id(codes)
+            })
+            .collect()
+    }
+}
+
+fn put_sample(buf: &mut Vec<u8>, (sample, callchain): (&CpuSample, &u64)) {
+    put_varint(buf, sample.time_ns);
+    put_varint(buf, sample.tid.into());
+    put_varint(buf, sample.cpu.into());
+    put_varint(buf, *callchain);
+}
+
+/// Writes `recording` in the format above.
+pub fn write(recording: &Recording, out: impl Write) -> io::Result<()> {
+    let mut out = out;
+    out.write_all(&MAGIC)?;
+    out.write_all(&VERSION.to_le_bytes())?;
+    let mut w = PartWriter { out };
+    let meta = serde_json::to_vec(&Meta::of(recording))?;
+    w.part(PartKind::Meta, &meta)?;
+    write_kernel_lists(&mut w, &recording.kernel)?;
+    for (index, series) in recording.counters.counters.iter().enumerate() {
+        let mut prefix = Vec::new();
+        put_varint(&mut prefix, index as u64);
+        w.list(
+            PartKind::CounterSamples,
+            &prefix,
+            &series.cpu_samples,
+            |b, s| {
+                put_varint(b, s.time_ns);
+                put_varint(b, s.cpu.into());
+                b.extend_from_slice(&s.value.to_bits().to_le_bytes());
+            },
+        )?;
+    }
+    let counts = list_counts(recording);
+    let mut end = Vec::new();
+    put_varint(&mut end, counts.len() as u64);
+    for count in counts {
+        put_varint(&mut end, count);
+    }
+    w.part(PartKind::End, &end)?;
+    w.out.flush()
+}
+
+/// The tables of call chains and stacks, then the kernel's lists that refer to them.
+fn write_kernel_lists(w: &mut PartWriter<impl Write>, k: &KernelRecords) -> io::Result<()> {
+    let mut tables = SampleTables {
+        functions: Table::new(),
+        callchains: Table::new(),
+        stacks: Table::new(),
+    };
+    let sample_chains = tables.callchain_ids(&k.samples);
+    let switch_sample_chains = tables.callchain_ids(&k.switch_samples);
+    let sample_stacks = tables.stack_ids(&k.sample_stacks);
+    let switch_sample_stacks = tables.stack_ids(&k.switch_sample_stacks);
+    w.list(PartKind::Functions, &[], &tables.functions.items, |b, f| {
+        put_varint(b, f.len() as u64);
+        b.extend_from_slice(f.as_bytes());
+    })?;
+    let put_codes = |b: &mut Vec<u8>, codes: &[u64]| {
+        put_varint(b, codes.len() as u64);
+        codes.iter().for_each(|c| put_varint(b, *c));
+    };
+    w.list(
+        PartKind::Callchains,
+        &[],
+        &tables.callchains.items,
+        |b, c| put_codes(b, c),
+    )?;
+    w.list(PartKind::Stacks, &[], &tables.stacks.items, |b, s| {
+        put_codes(b, s)
+    })?;
+    w.list(PartKind::Switches, &[], &k.switches, |b, s| {
+        put_varint(b, s.time_ns);
+        put_varint(b, s.tid.into());
+        put_varint(b, s.cpu.into());
+        b.push(switch_kind_code(s.kind));
+    })?;
+    w.list(PartKind::ThreadStarts, &[], &k.thread_starts, |b, t| {
+        put_varint(b, t.time_ns);
+        put_varint(b, t.tid.into());
+    })?;
+    let put_id = |b: &mut Vec<u8>, id: &u64| put_varint(b, *id);
+    w.list(
+        PartKind::Samples,
+        &[],
+        k.samples.iter().zip(&sample_chains),
+        put_sample,
+    )?;
+    w.list(PartKind::SampleStacks, &[], &sample_stacks, put_id)?;
+    w.list(
+        PartKind::SwitchSamples,
+        &[],
+        k.switch_samples.iter().zip(&switch_sample_chains),
+        put_sample,
+    )?;
+    w.list(
+        PartKind::SwitchSampleStacks,
+        &[],
+        &switch_sample_stacks,
+        put_id,
+    )
+}
+
+/// The lengths of the lists the end part counts, in its order.
+fn list_counts(recording: &Recording) -> Vec<u64> {
+    let k = &recording.kernel;
+    [
+        k.switches.len(),
+        k.thread_starts.len(),
+        k.samples.len(),
+        k.sample_stacks.len(),
+        k.switch_samples.len(),
+        k.switch_sample_stacks.len(),
+    ]
+    .into_iter()
+    .chain(
+        recording
+            .counters
+            .counters
+            .iter()
+            .map(|s| s.cpu_samples.len()),
+    )
+    .map(|n| n as u64)
+    .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+/// Reads records written by [`write`]. Never panics on bad bytes, and never allocates more
+/// than [`MAX_PART_LEN`] for one part nor more list entries than a part has bytes.
+pub fn read(mut input: impl Read) -> Result<Loaded, RecordsError> {
+    read_preamble(&mut input)?;
+    let mut parts = PartReader {
+        input,
+        offset: (MAGIC.len() + 4) as u64,
+        payload: Vec::new(),
+    };
+    let mut decoder = match parts.next()? {
+        Next::Part(PartKind::Meta, start) => Decoder::new(parts.meta(start)?),
+        Next::Part(kind, start) => {
+            return Err(RecordsError::Corrupt {
+                offset: start,
+                reason: format!("the first part is {kind:?}, not the meta part"),
+            });
+        }
+        Next::Cut { .. } => return Err(RecordsError::Empty),
+    };
+    loop {
+        match parts.next()? {
+            Next::Part(kind, start) => {
+                let corrupt = |reason: String| RecordsError::Corrupt {
+                    offset: start,
+                    reason: format!("{kind:?} part: {reason}"),
+                };
+                let mut cursor = Cursor {
+                    bytes: &parts.payload,
+                    pos: 0,
+                };
+                let done = decoder.part(kind, &mut cursor).map_err(corrupt)?;
+                cursor.finish().map_err(|r| corrupt(r.to_owned()))?;
+                if done {
+                    return Ok(decoder.finish(Completeness::Complete));
+                }
+            }
+            Next::Cut {
+                after_byte,
+                tail_bytes,
+            } => {
+                return Ok(decoder.finish(Completeness::Cut {
+                    after_byte,
+                    tail_bytes,
+                }));
+            }
+        }
+    }
+}
+
+fn read_preamble(input: &mut impl Read) -> Result<(), RecordsError> {
+    let mut pre = [0u8; 12];
+    let got = read_full(input, &mut pre)?;
+    if got < MAGIC.len() && MAGIC.starts_with(&pre[..got]) {
+        return Err(RecordsError::Empty);
+    }
+    if pre[..MAGIC.len()] != MAGIC {
+        return Err(RecordsError::NotRecords);
+    }
+    if got < pre.len() {
+        return Err(RecordsError::Empty);
+    }
+    let version = u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]);
+    match version.cmp(&VERSION) {
+        std::cmp::Ordering::Greater => Err(RecordsError::FutureVersion {
+            found: version,
+            supported: VERSION,
+        }),
+        std::cmp::Ordering::Less => Err(RecordsError::OldVersion {
+            found: version,
+            supported: VERSION,
+        }),
+        std::cmp::Ordering::Equal => Ok(()),
+    }
+}
+
+/// Fills `buf` as far as the input goes; returns how much was read.
+fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match input.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+enum Next {
+    /// A whole part, checksum verified, its payload in [`PartReader::payload`]; it starts at
+    /// this byte.
+    Part(PartKind, u64),
+    /// The input ends here, `tail_bytes` into an incomplete part (0: between parts).
+    Cut { after_byte: u64, tail_bytes: u64 },
+}
+
+struct PartReader<R> {
+    input: R,
+    offset: u64,
+    payload: Vec<u8>,
+}
+
+impl<R: Read> PartReader<R> {
+    fn next(&mut self) -> Result<Next, RecordsError> {
+        let start = self.offset;
+        let mut frame = [0u8; 8];
+        let got = read_full(&mut self.input, &mut frame)?;
+        if got < frame.len() {
+            return Ok(Next::Cut {
+                after_byte: start,
+                tail_bytes: got as u64,
+            });
+        }
+        let corrupt = |reason: String| RecordsError::Corrupt {
+            offset: start,
+            reason,
+        };
+        let kind_raw = u32::from_le_bytes([frame[0], frame[1], frame[2], frame[3]]);
+        let len = u32::from_le_bytes([frame[4], frame[5], frame[6], frame[7]]);
+        let kind = PartKind::from_u32(kind_raw)
+            .ok_or_else(|| corrupt(format!("unknown part kind {kind_raw}")))?;
+        if len > MAX_PART_LEN {
+            return Err(corrupt(format!("part length {len} exceeds {MAX_PART_LEN}")));
+        }
+        self.payload.clear();
+        self.payload.resize(len as usize + 4, 0);
+        let got_payload = read_full(&mut self.input, &mut self.payload)?;
+        if got_payload < self.payload.len() {
+            return Ok(Next::Cut {
+                after_byte: start,
+                tail_bytes: (frame.len() + got_payload) as u64,
+            });
+        }
+        let crc_bytes = self.payload.split_off(len as usize);
+        let stored = u32::from_le_bytes([crc_bytes[0], crc_bytes[1], crc_bytes[2], crc_bytes[3]]);
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&frame);
+        crc.update(&self.payload);
+        if crc.finalize() != stored {
+            return Err(corrupt(format!("checksum mismatch in a {kind:?} part")));
+        }
+        self.offset += (frame.len() + self.payload.len() + 4) as u64;
+        Ok(Next::Part(kind, start))
+    }
+
+    fn meta(&self, start: u64) -> Result<Meta, RecordsError> {
+        serde_json::from_slice(&self.payload).map_err(|e| RecordsError::Corrupt {
+            offset: start,
+            reason: format!("meta part: {e}"),
+        })
+    }
+}
+
+/// Reads a payload; every failure is a reason for [`RecordsError::Corrupt`].
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn varint(&mut self) -> Result<u64, &'static str> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = *self.bytes.get(self.pos).ok_or("ends inside a number")?;
+            self.pos += 1;
+            let bits = u64::from(byte & 0x7f);
+            if shift == 63 && bits > 1 {
+                return Err("a number exceeds 64 bits");
+            }
+            value |= bits << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err("a number exceeds 64 bits")
+    }
+
+    fn u32(&mut self) -> Result<u32, &'static str> {
+        u32::try_from(self.varint()?).map_err(|_| "a 32-bit number exceeds 32 bits")
+    }
+
+    fn take(&mut self, n: usize) -> Result<&[u8], &'static str> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|end| *end <= self.bytes.len())
+            .ok_or("ends inside a value")?;
+        let taken = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(taken)
+    }
+
+    /// A count of entries that take at least one byte each: never more than the bytes left,
+    /// so that a corrupt count cannot make the reader allocate without bound.
+    fn count(&mut self) -> Result<usize, &'static str> {
+        let count = self.varint()?;
+        usize::try_from(count)
+            .ok()
+            .filter(|n| *n <= self.bytes.len() - self.pos)
+            .ok_or("a count exceeds the part")
+    }
+
+    /// `count` entries read by `entry`.
+    fn list<T>(
+        &mut self,
+        mut entry: impl FnMut(&mut Self) -> Result<T, String>,
+    ) -> Result<Vec<T>, String> {
+        let n = self.count()?;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            out.push(entry(self)?);
+        }
+        Ok(out)
+    }
+
+    fn finish(self) -> Result<(), &'static str> {
+        if self.pos == self.bytes.len() {
+            Ok(())
+        } else {
+            Err("bytes left over after its entries")
+        }
+    }
+}
+
+/// An id into a table read so far.
+fn lookup<'t, T>(table: &'t [T], id: u64, what: &str) -> Result<&'t T, String> {
+    usize::try_from(id)
+        .ok()
+        .and_then(|i| table.get(i))
+        .ok_or_else(|| format!("{what} id {id} refers to no {what} read before it"))
+}
+
+/// Builds the recording part by part.
+struct Decoder {
+    recording: Recording,
+    functions: Vec<String>,
+    callchains: Vec<Vec<u64>>,
+    stacks: Vec<Vec<Frame>>,
+}
+
+impl Decoder {
+    fn new(meta: Meta) -> Decoder {
+        Decoder {
+            recording: meta.into_recording(),
+            functions: Vec::new(),
+            callchains: Vec::new(),
+            stacks: Vec::new(),
+        }
+    }
+
+    fn finish(self, completeness: Completeness) -> Loaded {
+        Loaded {
+            recording: self.recording,
+            completeness,
+        }
+    }
+
+    /// Decodes one part after the meta part; `Ok(true)` for the end part.
+    fn part(&mut self, kind: PartKind, c: &mut Cursor<'_>) -> Result<bool, String> {
+        let k = &mut self.recording.kernel;
+        match kind {
+            PartKind::Meta => return Err("a second meta part".into()),
+            PartKind::Functions => self.functions.extend(c.list(|c| {
+                let len = c.count()?;
+                String::from_utf8(c.take(len)?.to_vec())
+                    .map_err(|_| "a function name is not UTF-8".into())
+            })?),
+            PartKind::Callchains => self
+                .callchains
+                .extend(c.list(|c| c.list(|c| Ok(c.varint()?)))?),
+            PartKind::Stacks => {
+                let stacks = stack_table(c, &self.functions)?;
+                self.stacks.extend(stacks);
+            }
+            PartKind::Switches => k.switches.extend(c.list(|c| {
+                Ok(SwitchRecord {
+                    time_ns: c.varint()?,
+                    tid: c.u32()?,
+                    cpu: c.u32()?,
+                    kind: match c.take(1)? {
+                        [0] => SwitchKind::In,
+                        [1] => SwitchKind::OutPreempted,
+                        [2] => SwitchKind::OutVoluntary,
+                        other => return Err(format!("unknown switch kind {other:?}")),
+                    },
+                })
+            })?),
+            PartKind::ThreadStarts => k.thread_starts.extend(c.list(|c| {
+                Ok(ThreadStart {
+                    time_ns: c.varint()?,
+                    tid: c.u32()?,
+                })
+            })?),
+            PartKind::Samples => k.samples.extend(samples(c, &self.callchains)?),
+            PartKind::SwitchSamples => k.switch_samples.extend(samples(c, &self.callchains)?),
+            PartKind::SampleStacks => k.sample_stacks.extend(stacks(c, &self.stacks)?),
+            PartKind::SwitchSampleStacks => k.switch_sample_stacks.extend(stacks(c, &self.stacks)?),
+            PartKind::CounterSamples => {
+                let index = c.varint()?;
+                let series = usize::try_from(index)
+                    .ok()
+                    .and_then(|i| self.recording.counters.counters.get_mut(i))
+                    .ok_or_else(|| format!("counter series {index} is not in the meta part"))?;
+                series.cpu_samples.extend(c.list(|c| {
+                    Ok(CounterSample {
+                        time_ns: c.varint()?,
+                        cpu: c.u32()?,
+                        value: f64::from_le_bytes(
+                            c.take(8)?.try_into().map_err(|_| "a value is cut")?,
+                        ),
+                    })
+                })?);
+            }
+            PartKind::End => {
+                let counts = c.list(|c| Ok(c.varint()?))?;
+                let read = list_counts(&self.recording);
+                if counts != read {
+                    return Err(format!(
+                        "the lists read have {read:?} entries, the end part says {counts:?}: \
+                         parts are missing"
+                    ));
+                }
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Stacks of frames, each frame a function id × 2 + inlined.
+fn stack_table(c: &mut Cursor<'_>, functions: &[String]) -> Result<Vec<Vec<Frame>>, String> {
+    c.list(|c| {
+        c.list(|c| {
+            let code = c.varint()?;
+            Ok(Frame {
+                function: lookup(functions, code / 2, "function")?.clone(),
+                inlined: code % 2 == 1,
+            })
+        })
+    })
+}
+
+fn samples(c: &mut Cursor<'_>, callchains: &[Vec<u64>]) -> Result<Vec<CpuSample>, String> {
+    c.list(|c| {
+        Ok(CpuSample {
+            time_ns: c.varint()?,
+            tid: c.u32()?,
+            cpu: c.u32()?,
+            callchain: lookup(callchains, c.varint()?, "callchain")?.clone(),
+        })
+    })
+}
+
+fn stacks(c: &mut Cursor<'_>, stacks: &[Vec<Frame>]) -> Result<Vec<Vec<Frame>>, String> {
+    c.list(|c| Ok(lookup(stacks, c.varint()?, "stack")?.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::diagnoses::Thresholds;
+    use crate::cpu_quota::CpuQuota;
+    use crate::kernel::Capability;
+    use crate::recording::RecordedOptions;
+    use proptest::prelude::*;
+
+    fn encode(recording: &Recording) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        write(recording, &mut bytes).expect("writing to memory");
+        bytes
+    }
+
+    fn frame(function: &str, inlined: bool) -> Frame {
+        Frame {
+            function: function.into(),
+            inlined,
+        }
+    }
+
+    /// A small recording with every list and a shared stack.
+    fn example() -> Recording {
+        let sample = |time_ns, tid, callchain: &[u64]| CpuSample {
+            time_ns,
+            tid,
+            cpu: 1,
+            callchain: callchain.to_vec(),
+        };
+        let stack = vec![frame("main", false), frame("app::work", true)];
+        Recording {
+            run: RunMeta {
+                child_pid: 4242,
+                interrupted: true,
+                options: RecordedOptions {
+                    thresholds: Thresholds {
+                        preempted: 0.3,
+                        ..Thresholds::default()
+                    },
+                    utilization_period_ns: 2_000_000,
+                    merge_threads: true,
+                },
+                ..RunMeta::default()
+            },
+            kernel: KernelRecords {
+                capabilities: Capabilities {
+                    context_switches: Capability::yes(),
+                    cpu_samples: Capability::yes(),
+                    switch_stacks: Capability::no("off"),
+                    stack_copies: Capability::yes(),
+                    hardware_counters: Capability::no("no PMU"),
+                    cpus: CpuQuota {
+                        online: 2,
+                        affinity: 2,
+                        cgroup_limit: Some(1.5),
+                    },
+                },
+                switches: vec![
+                    SwitchRecord {
+                        time_ns: 10,
+                        tid: 7,
+                        cpu: 0,
+                        kind: SwitchKind::In,
+                    },
+                    SwitchRecord {
+                        time_ns: u64::MAX,
+                        tid: u32::MAX,
+                        cpu: 1,
+                        kind: SwitchKind::OutPreempted,
+                    },
+                ],
+                thread_starts: vec![ThreadStart { time_ns: 5, tid: 8 }],
+                samples: vec![sample(11, 7, &[3, 2, 1]), sample(12, 8, &[3, 2, 1])],
+                sample_stacks: vec![stack.clone(), stack.clone()],
+                switch_samples: vec![sample(13, 7, &[u64::MAX])],
+                switch_sample_stacks: vec![vec![frame("main", false)]],
+                call_chains: UnwindCounts {
+                    to_the_root: 1,
+                    joined_to_frame_pointers: 2,
+                    cut_at_the_copy: 3,
+                    frame_pointers_only: 4,
+                },
+                sample_period_ns: 1_001_001,
+                lost_records: 3,
+                malformed_records: 1,
+                thread_names: vec![(7, "app".into()), (8, "rayon-0".into())],
+                steal_ns: Some(77),
+            },
+            counters: CounterRecords {
+                counters: vec![CounterSeries {
+                    name: "page-faults".into(),
+                    source: CounterSource::Software,
+                    cpu_samples: vec![CounterSample {
+                        time_ns: 20,
+                        cpu: 1,
+                        value: 0.1 + 0.2,
+                    }],
+                    scaling: Scaling {
+                        time_enabled_ns: 5,
+                        time_running_ns: 4,
+                        scaled: true,
+                    },
+                }],
+                unavailable: vec![UnavailableCounter {
+                    name: "cycles".into(),
+                    reason: "no PMU".into(),
+                }],
+                read_interval_ns: 10_000_000,
+                read_cost: ReadCost {
+                    passes: 2,
+                    total_ns: 900,
+                },
+            },
+        }
+    }
+
+    #[test]
+    fn a_recording_reads_back_whole() {
+        let recording = example();
+        let loaded = read(encode(&recording).as_slice()).unwrap();
+        assert_eq!(loaded.completeness, Completeness::Complete);
+        assert_eq!(loaded.recording, recording);
+    }
+
+    #[test]
+    fn samples_share_their_stacks_and_call_chains() {
+        let mut recording = example();
+        let one = encode(&recording).len();
+        let sample = recording.kernel.samples[0].clone();
+        let stack = recording.kernel.sample_stacks[0].clone();
+        recording.kernel.samples.extend(vec![sample; 1000]);
+        recording.kernel.sample_stacks.extend(vec![stack; 1000]);
+        let per_sample = (encode(&recording).len() - one) as f64 / 1000.0;
+        assert!(per_sample < 6.0, "{per_sample} bytes per sample");
+    }
+
+    #[test]
+    fn long_lists_span_several_parts() {
+        let mut recording = example();
+        let switch = recording.kernel.switches[1];
+        recording.kernel.switches = vec![switch; 200_000];
+        let bytes = encode(&recording);
+        assert!(bytes.len() > 2 * TARGET_PART_LEN);
+        assert_eq!(read(bytes.as_slice()).unwrap().recording, recording);
+    }
+
+    #[test]
+    fn every_cut_reads_the_complete_parts_before_it() {
+        let recording = example();
+        let bytes = encode(&recording);
+        let meta_end = 12 + 8 + serde_json::to_vec(&Meta::of(&recording)).unwrap().len() + 4;
+        let mut prefixes = Vec::new();
+        for cut in 0..bytes.len() {
+            match read(&bytes[..cut]) {
+                Err(RecordsError::Empty) => assert!(cut < meta_end, "cut at {cut}"),
+                Err(e) => panic!("cut at {cut}: {e}"),
+                Ok(loaded) => {
+                    assert!(cut >= meta_end);
+                    let Completeness::Cut { after_byte, .. } = loaded.completeness else {
+                        panic!("cut at {cut} read as complete");
+                    };
+                    assert!(after_byte <= cut as u64);
+                    assert_is_prefix(&loaded.recording, &recording);
+                    prefixes.push(list_counts(&loaded.recording));
+                }
+            }
+        }
+        // Each complete part adds entries: the prefixes grow with the cut.
+        assert!(prefixes.windows(2).all(|w| w[0] <= w[1]));
+        assert!(prefixes.first() < prefixes.last());
+    }
+
+    fn assert_is_prefix(part: &Recording, whole: &Recording) {
+        fn prefix<T: PartialEq + std::fmt::Debug>(a: &[T], b: &[T]) {
+            assert!(b.starts_with(a), "{a:?} is not a prefix of {b:?}");
+        }
+        assert_eq!(part.run, whole.run);
+        let (p, w) = (&part.kernel, &whole.kernel);
+        assert_eq!(p.capabilities, w.capabilities);
+        assert_eq!(p.thread_names, w.thread_names);
+        prefix(&p.switches, &w.switches);
+        prefix(&p.thread_starts, &w.thread_starts);
+        prefix(&p.samples, &w.samples);
+        prefix(&p.sample_stacks, &w.sample_stacks);
+        prefix(&p.switch_samples, &w.switch_samples);
+        prefix(&p.switch_sample_stacks, &w.switch_sample_stacks);
+        for (p, w) in part.counters.counters.iter().zip(&whole.counters.counters) {
+            assert_eq!((&p.name, p.scaling), (&w.name, w.scaling));
+            prefix(&p.cpu_samples, &w.cpu_samples);
+        }
+    }
+
+    #[test]
+    fn a_damaged_preamble_or_part_is_a_typed_error() {
+        let bytes = encode(&example());
+        let with = |at: usize, byte: u8| {
+            let mut b = bytes.clone();
+            b[at] = byte;
+            read(b.as_slice())
+        };
+        assert!(matches!(with(0, b'X'), Err(RecordsError::NotRecords)));
+        assert!(matches!(
+            with(8, 2),
+            Err(RecordsError::FutureVersion { found: 2, .. })
+        ));
+        assert!(matches!(
+            with(8, 0),
+            Err(RecordsError::OldVersion { found: 0, .. })
+        ));
+        assert!(matches!(
+            with(12, 99),
+            Err(RecordsError::Corrupt { offset: 12, .. })
+        ));
+        let last_payload_byte = bytes.len() - 5;
+        let err = with(last_payload_byte, bytes[last_payload_byte] ^ 1).unwrap_err();
+        assert!(err.to_string().contains("checksum mismatch"), "{err}");
+        assert!(matches!(read(&b""[..]), Err(RecordsError::Empty)));
+    }
+
+    /// The end part's length, for counts below 128 (one byte each).
+    fn end_part_len(recording: &Recording) -> usize {
+        8 + 1 + list_counts(recording).len() + 4
+    }
+
+    #[test]
+    fn a_missing_part_is_caught_by_the_end_part() {
+        // The same recording without its thread starts, with the original's end part.
+        let recording = example();
+        let mut without = recording.clone();
+        without.kernel.thread_starts.clear();
+        let whole = encode(&recording);
+        let mut spliced = encode(&without);
+        let end_len = end_part_len(&recording);
+        spliced.truncate(spliced.len() - end_len);
+        spliced.extend_from_slice(&whole[whole.len() - end_len..]);
+        let err = read(spliced.as_slice()).unwrap_err();
+        assert!(err.to_string().contains("parts are missing"), "{err}");
+    }
+
+    #[test]
+    fn parts_must_refer_to_what_was_read_before_them() {
+        let mut bytes = encode(&Recording::default());
+        bytes.truncate(bytes.len() - end_part_len(&Recording::default()));
+        let mut w = PartWriter { out: &mut bytes };
+        // A sample stack list naming stack 0 while no stack was read.
+        w.part(PartKind::SampleStacks, &[1, 0]).unwrap();
+        let err = read(bytes.as_slice()).unwrap_err();
+        assert!(
+            err.to_string().contains("stack id 0 refers to no stack"),
+            "{err}"
+        );
+    }
+
+    fn recordings() -> impl Strategy<Value = Recording> {
+        let frame = ("[a-z:]{1,8}", any::<bool>())
+            .prop_map(|(function, inlined)| Frame { function, inlined });
+        let stack = prop::collection::vec(frame, 0..4);
+        let sample = (
+            any::<u64>(),
+            any::<u32>(),
+            0u32..4,
+            prop::collection::vec(any::<u64>(), 0..5),
+        )
+            .prop_map(|(time_ns, tid, cpu, callchain)| CpuSample {
+                time_ns,
+                tid,
+                cpu,
+                callchain,
+            });
+        let switch = (any::<u64>(), any::<u32>(), any::<u32>(), 0..3u8).prop_map(
+            |(time_ns, tid, cpu, kind)| SwitchRecord {
+                time_ns,
+                tid,
+                cpu,
+                kind: [
+                    SwitchKind::In,
+                    SwitchKind::OutPreempted,
+                    SwitchKind::OutVoluntary,
+                ][kind as usize],
+            },
+        );
+        let counter_sample =
+            (any::<u64>(), 0u32..4, -1e18..1e18f64).prop_map(|(time_ns, cpu, value)| {
+                CounterSample {
+                    time_ns,
+                    cpu,
+                    value,
+                }
+            });
+        (
+            prop::collection::vec(switch, 0..20),
+            prop::collection::vec(sample.clone(), 0..12),
+            prop::collection::vec(stack.clone(), 0..12),
+            prop::collection::vec(sample, 0..6),
+            prop::collection::vec(stack, 0..6),
+            prop::collection::vec(prop::collection::vec(counter_sample, 0..10), 0..3),
+            (any::<u32>(), 0.0..10.0f64, any::<Option<u64>>()),
+        )
+            .prop_map(
+                |(
+                    switches,
+                    samples,
+                    sample_stacks,
+                    switch_samples,
+                    switch_sample_stacks,
+                    series,
+                    (pid, threshold, steal_ns),
+                )| {
+                    let mut recording = example();
+                    recording.run.child_pid = pid;
+                    recording.run.options.thresholds.active_overhead = threshold;
+                    let k = &mut recording.kernel;
+                    k.thread_starts = switches
+                        .iter()
+                        .map(|s| ThreadStart {
+                            time_ns: s.time_ns,
+                            tid: s.tid,
+                        })
+                        .collect();
+                    (k.switches, k.samples, k.sample_stacks) = (switches, samples, sample_stacks);
+                    (k.switch_samples, k.switch_sample_stacks) =
+                        (switch_samples, switch_sample_stacks);
+                    k.steal_ns = steal_ns;
+                    let template = recording.counters.counters[0].clone();
+                    recording.counters.counters = series
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, cpu_samples)| CounterSeries {
+                            name: format!("counter-{i}"),
+                            cpu_samples,
+                            ..template.clone()
+                        })
+                        .collect();
+                    recording
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn recordings_read_back_bit_for_bit(recording in recordings()) {
+            let loaded = read(encode(&recording).as_slice()).unwrap();
+            prop_assert_eq!(loaded.completeness, Completeness::Complete);
+            prop_assert_eq!(loaded.recording, recording);
+        }
+
+        #[test]
+        fn a_cut_file_gives_a_prefix_or_a_typed_error(
+            recording in recordings(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let bytes = encode(&recording);
+            let cut = cut.index(bytes.len());
+            match read(&bytes[..cut]) {
+                Ok(loaded) => {
+                    let cut_reported = matches!(loaded.completeness, Completeness::Cut { .. });
+                    prop_assert!(cut_reported);
+                    assert_is_prefix(&loaded.recording, &recording);
+                }
+                Err(e) => {
+                    let before_meta = matches!(e, RecordsError::Empty);
+                    prop_assert!(before_meta, "{}", e);
+                }
+            }
+        }
+
+        #[test]
+        fn a_flipped_byte_never_panics_nor_passes_unnoticed(
+            recording in recordings(),
+            at in any::<prop::sample::Index>(),
+            flip in 1..=255u8,
+        ) {
+            let mut bytes = encode(&recording);
+            let at = at.index(bytes.len());
+            bytes[at] ^= flip;
+            if let Ok(loaded) = read(bytes.as_slice()) {
+                // A flipped length may turn the file into a cut one; it never reads as another
+                // complete recording.
+                if loaded.completeness == Completeness::Complete {
+                    prop_assert_eq!(loaded.recording, recording);
+                }
+            }
+        }
+
+        #[test]
+        fn random_bytes_never_panic(tail in prop::collection::vec(any::<u8>(), 0..512)) {
+            let mut bytes = MAGIC.to_vec();
+            bytes.extend_from_slice(&VERSION.to_le_bytes());
+            bytes.extend_from_slice(&tail);
+            let _ = read(bytes.as_slice());
+            let _ = read(tail.as_slice());
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! From a run's records to its reports: analyse, say what only the command line knew, write
+//! every view. `cargo parprof` does it right after recording a run; `cargo parprof report`
+//! does it again from a saved run folder, with other options if asked, without building or
+//! running anything.
+
+use crate::analysis::{self, Analysis, AnalysisOptions};
+use crate::bench_harness::{self, BenchIndex, Harness};
+use crate::recording::{self, Completeness, RayonHooks, RecordedOptions, Recording, RunMeta};
+use crate::{diff, report};
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+
+/// Analyses the run recorded in `run_dir` (its trace is there) with `options`.
+pub fn analyse(
+    recording: &Recording,
+    run_dir: &Path,
+    options: &RecordedOptions,
+) -> Result<Analysis> {
+    let analysis_opts = AnalysisOptions {
+        child_pid: Some(recording.run.child_pid),
+        thresholds: options.thresholds.clone(),
+        utilization_period_ns: options.utilization_period_ns,
+        ..AnalysisOptions::default()
+    };
+    let mut analysis = analysis::analyse_with_counters(
+        run_dir,
+        &recording.kernel,
+        &recording.counters,
+        &analysis_opts,
+    )?;
+    describe_run(&mut analysis, &recording.run);
+    Ok(analysis)
+}
+
+/// What the analysis cannot know of a run: the target, how it was built, how it ended.
+fn describe_run(analysis: &mut Analysis, run: &RunMeta) {
+    analysis.target = run.target.clone();
+    if run.harness == Harness::Divan {
+        analysis.notes.push(
+            "divan bench profiled as one program: per-benchmark profiling supports criterion benches only."
+                .into(),
+        );
+    }
+    if let RayonHooks::Unavailable { reason } = &run.rayon_hooks {
+        analysis.notes.push(format!(
+            "rayon's worker lifecycle was not recorded (no tasks, states or diagnoses from hooks): {reason}."
+        ));
+    }
+    analysis.rayon_hooks = Some(run.rayon_hooks.clone());
+    analysis.exit = run.exit;
+    if run.interrupted {
+        analysis
+            .notes
+            .push("The run was interrupted (Ctrl-C): the figures cover the part that ran.".into());
+    }
+}
+
+/// Writes every report of `analysis` into `out_dir` and prints the summary.
+pub fn write(analysis: &Analysis, out_dir: &Path, options: &RecordedOptions) -> Result<()> {
+    report::write_all(
+        analysis,
+        out_dir,
+        &report::ReportOptions {
+            merge_threads: options.merge_threads,
+        },
+    )?;
+    println!("{}", report::terminal::summary(analysis));
+    println!("parprof: report written to {}", out_dir.display());
+    Ok(())
+}
+
+/// What `cargo parprof report` was asked for.
+#[derive(Debug, Clone)]
+pub struct ReportRequest {
+    /// A run folder, a folder of repeated runs, or a criterion bench's folder.
+    pub run: PathBuf,
+    /// Where the reports go (default: beside the records).
+    pub output: Option<PathBuf>,
+    /// Analyse cut records up to their last complete part instead of refusing them.
+    pub partial: bool,
+}
+
+/// `cargo parprof report`: analyses every run under `request.run` again, each with the
+/// options it was recorded with changed by `options`, and writes its reports.
+pub fn report_saved(
+    request: &ReportRequest,
+    options: impl Fn(&RecordedOptions) -> RecordedOptions,
+) -> Result<()> {
+    let root = &request.run;
+    let out_root = request.output.as_deref().unwrap_or(root);
+    let layout = Layout::of(root)?;
+    for run in &layout.runs {
+        let (run_dir, out_dir) = (under(root, run), under(out_root, run));
+        if layout.runs.len() > 1 {
+            eprintln!("parprof: {}", run_dir.display());
+        }
+        let (recording, cut_note) = load(&run_dir, request.partial)?;
+        let options = options(&recording.run.options);
+        let mut analysis = analyse(&recording, &run_dir, &options)?;
+        analysis.notes.extend(cut_note);
+        write(&analysis, &out_dir, &options)?;
+    }
+    if let Some(index) = &layout.bench {
+        let report = write_bench_summary(index, out_root)?;
+        println!(
+            "parprof: {} benchmarks reported; report written to {}",
+            index.benchmarks.len(),
+            report.display()
+        );
+    } else if layout.runs.len() > 1 {
+        println!("{}", diff::views::spread(&diff::load_side(out_root)?));
+    }
+    Ok(())
+}
+
+/// `root/relative`, without a trailing `/` for the root itself.
+fn under(root: &Path, relative: &Path) -> PathBuf {
+    if relative.as_os_str().is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(relative)
+    }
+}
+
+/// The records of `run_dir`, with a note when they were cut and `partial` allows it.
+fn load(run_dir: &Path, partial: bool) -> Result<(Recording, Option<String>)> {
+    let loaded = recording::load(run_dir)?;
+    let Completeness::Cut { after_byte, .. } = loaded.completeness else {
+        return Ok((loaded.recording, None));
+    };
+    let path = run_dir.join(recording::RECORDS_FILE);
+    if !partial {
+        bail!(
+            "{} is cut after byte {after_byte} (disk full, or an interrupted copy?): the kernel \
+             records and counters after that point are lost and the figures would be off; \
+             pass --partial to analyse what is left",
+            path.display()
+        );
+    }
+    eprintln!(
+        "parprof: warning: {} is cut after byte {after_byte}; analysing what is left",
+        path.display()
+    );
+    Ok((
+        loaded.recording,
+        Some(format!(
+            "The run's records ({}) were cut after byte {after_byte}: kernel records and counters \
+             after that point are missing, so times may not be corrected for every context switch.",
+            recording::RECORDS_FILE
+        )),
+    ))
+}
+
+/// The runs under a folder `cargo parprof` wrote.
+struct Layout {
+    /// Run folders, relative to the root ("" for the root itself).
+    runs: Vec<PathBuf>,
+    /// A criterion bench's index, when the root is a bench's folder.
+    bench: Option<BenchIndex>,
+}
+
+impl Layout {
+    fn of(root: &Path) -> Result<Layout> {
+        if recording::is_run_folder(root) {
+            return Ok(Layout {
+                runs: vec![PathBuf::new()],
+                bench: None,
+            });
+        }
+        let Some(index) = BenchIndex::read(root)? else {
+            return Ok(Layout {
+                runs: repeated_runs(root)?,
+                bench: None,
+            });
+        };
+        let mut runs = Vec::new();
+        for entry in &index.benchmarks {
+            let dir = Path::new(&entry.dir);
+            if recording::is_run_folder(&root.join(dir)) {
+                runs.push(dir.to_path_buf());
+            } else {
+                let repeated = repeated_runs(&root.join(dir))
+                    .with_context(|| format!("benchmark `{}`", entry.name))?;
+                runs.extend(repeated.into_iter().map(|run| dir.join(run)));
+            }
+        }
+        Ok(Layout {
+            runs,
+            bench: Some(index),
+        })
+    }
+}
+
+/// The run folders among the sub-folders of `dir` (`--repeat`'s `run-1`, `run-2`, …).
+fn repeated_runs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(|e| e.ok())
+        .filter(|e| recording::is_run_folder(&e.path()))
+        .map(|e| PathBuf::from(e.file_name()))
+        .collect();
+    runs.sort();
+    if runs.is_empty() {
+        bail!(
+            "{} is not a run folder of `cargo parprof`: it has no {} (nor sub-folders with one, as \
+             `--repeat` writes, nor a criterion bench's benchmarks.json). Runs recorded before \
+             parprof saved its records cannot be analysed again: record them anew",
+            dir.display(),
+            recording::RECORDS_FILE
+        );
+    }
+    Ok(runs)
+}
+
+/// A criterion bench's index and its combined `report.md`, at the top of `dir`.
+pub fn write_bench_summary(index: &BenchIndex, dir: &Path) -> Result<PathBuf> {
+    index.write(dir)?;
+    let report = dir.join("report.md");
+    std::fs::write(&report, bench_harness::combined_markdown(index, dir))
+        .with_context(|| format!("cannot write {}", report.display()))?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench_harness::BenchEntry;
+
+    fn run_folder(dir: &Path) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(recording::RECORDS_FILE), b"").unwrap();
+    }
+
+    #[test]
+    fn a_run_folder_is_one_run() {
+        let root = tempfile::tempdir().unwrap();
+        run_folder(root.path());
+        let layout = Layout::of(root.path()).unwrap();
+        assert_eq!(layout.runs, [PathBuf::new()]);
+        assert!(layout.bench.is_none());
+    }
+
+    #[test]
+    fn repeated_runs_are_the_sub_folders_with_records() {
+        let root = tempfile::tempdir().unwrap();
+        run_folder(&root.path().join("run-2"));
+        run_folder(&root.path().join("run-1"));
+        std::fs::create_dir(root.path().join("notes")).unwrap();
+        let layout = Layout::of(root.path()).unwrap();
+        assert_eq!(
+            layout.runs,
+            [PathBuf::from("run-1"), PathBuf::from("run-2")]
+        );
+    }
+
+    #[test]
+    fn a_bench_folder_lists_its_benchmarks_runs() {
+        let root = tempfile::tempdir().unwrap();
+        run_folder(&root.path().join("fast"));
+        run_folder(&root.path().join("slow/run-1"));
+        run_folder(&root.path().join("slow/run-2"));
+        let entry = |name: &str| BenchEntry {
+            name: name.into(),
+            dir: name.into(),
+        };
+        BenchIndex::new("pair", vec![entry("fast"), entry("slow")])
+            .write(root.path())
+            .unwrap();
+        let layout = Layout::of(root.path()).unwrap();
+        assert_eq!(
+            layout.runs,
+            [
+                PathBuf::from("fast"),
+                PathBuf::from("slow/run-1"),
+                PathBuf::from("slow/run-2")
+            ]
+        );
+        assert_eq!(layout.bench.map(|b| b.program), Some("pair".to_owned()));
+    }
+
+    #[test]
+    fn a_folder_without_records_says_what_report_reads() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("report.json"), b"{}").unwrap();
+        let err = Layout::of(root.path()).err().unwrap().to_string();
+        assert!(err.contains("is not a run folder"), "{err}");
+        assert!(err.contains("records.ppr"), "{err}");
+        assert!(err.contains("--repeat"), "{err}");
+    }
+}

@@ -1,0 +1,154 @@
+//! Record once, analyse many: `cargo parprof report` on run folders the real `cargo parprof`
+//! recorded, without building or running anything.
+
+mod common;
+
+use common::{cargo_parprof, codes, parprof};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Output;
+
+fn report(run: &Path, flags: &[&str]) -> Output {
+    cargo_parprof()
+        .arg("report")
+        .arg(run)
+        .args(flags)
+        .output()
+        .expect("run cargo")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn report_json(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("report.json"))
+        .unwrap_or_else(|e| panic!("no report.json in {} ({e})", dir.display()));
+    serde_json::from_str(&text).expect("report.json is JSON")
+}
+
+fn all_codes(report: &Value) -> Vec<String> {
+    report["regions"]
+        .as_array()
+        .expect("regions[]")
+        .iter()
+        .flat_map(codes)
+        .collect()
+}
+
+/// A copy of a run folder whose records are changed by `damage`.
+fn damaged_copy(run: &Path, damage: impl FnOnce(&mut Vec<u8>)) -> tempfile::TempDir {
+    let copy = tempfile::tempdir().expect("temporary directory");
+    for entry in std::fs::read_dir(run).expect("the run folder") {
+        let entry = entry.expect("an entry");
+        std::fs::copy(entry.path(), copy.path().join(entry.file_name())).expect("copy");
+    }
+    let records = copy.path().join("records.ppr");
+    let mut bytes = std::fs::read(&records).expect("records.ppr");
+    damage(&mut bytes);
+    std::fs::write(&records, bytes).expect("write records.ppr");
+    copy
+}
+
+#[test]
+fn saved_runs_are_reported_again_figure_for_figure_and_with_other_thresholds() {
+    let run = parprof(&["--example", "quickstart", "--repeat", "2"], &[]);
+    assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
+    let (run_1, run_2) = (run.path("run-1"), run.path("run-2"));
+    let recorded = [report_json(&run_1), report_json(&run_2)];
+
+    // The folder of repeated runs, reported elsewhere: every run as recorded.
+    let out = tempfile::tempdir().expect("temporary directory");
+    let again = report(run.dir.path(), &["-o", out.path().to_str().unwrap()]);
+    assert!(again.status.success(), "stderr:\n{}", stderr(&again));
+    for (name, recorded) in ["run-1", "run-2"].iter().zip(&recorded) {
+        assert_eq!(&report_json(&out.path().join(name)), recorded, "{name}");
+        assert!(out.path().join(name).join("cpu.svg").is_file());
+    }
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("Spread over 2 runs"),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+
+    // One run, in place: its reports are rewritten with the same figures.
+    let in_place = report(&run_2, &[]);
+    assert!(in_place.status.success(), "stderr:\n{}", stderr(&in_place));
+    assert_eq!(report_json(&run_2), recorded[1]);
+
+    // Other thresholds change the diagnoses, and nothing else is measured anew.
+    let diagnosed = all_codes(&recorded[0]);
+    assert!(
+        !diagnosed.is_empty(),
+        "quickstart's finely cut region is diagnosed: {:#}",
+        recorded[0]["regions"]
+    );
+    for flags in [
+        ["--min-region-elapsed", "1000s"],
+        ["--active-overhead-threshold", "1000"],
+    ] {
+        let out = tempfile::tempdir().expect("temporary directory");
+        let mut args = vec!["-o", out.path().to_str().unwrap()];
+        args.extend(flags);
+        let changed = report(&run_1, &args);
+        assert!(changed.status.success(), "stderr:\n{}", stderr(&changed));
+        let changed = report_json(out.path());
+        let codes = all_codes(&changed);
+        assert!(
+            !codes.iter().any(|c| c == "too_fine_granularity"),
+            "{flags:?}: {codes:?}"
+        );
+        assert_ne!(codes, diagnosed, "{flags:?}");
+        assert_eq!(changed["probes"], recorded[0]["probes"], "{flags:?}");
+        assert_eq!(changed["threads"], recorded[0]["threads"], "{flags:?}");
+    }
+
+    damaged_runs_are_refused_with_a_clear_error(&run_1);
+}
+
+fn damaged_runs_are_refused_with_a_clear_error(run: &Path) {
+    // A flipped byte in the middle of the records.
+    let flipped = damaged_copy(run, |bytes| {
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x5a;
+    });
+    let out = report(flipped.path(), &[]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    // Almost surely a checksum mismatch; a flip in a part's length may read as a cut file.
+    assert!(
+        err.contains("corrupt run records") || err.contains("is cut after byte"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+
+    // Cut records: refused unless --partial, which analyses what is left and says so.
+    let cut = damaged_copy(run, |bytes| bytes.truncate(bytes.len() * 2 / 3));
+    let out = report(cut.path(), &[]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("is cut after byte") && err.contains("--partial"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let partial = report(cut.path(), &["--partial"]);
+    assert!(partial.status.success(), "stderr:\n{}", stderr(&partial));
+    let notes = report_json(cut.path())["notes"].to_string();
+    assert!(notes.contains("were cut after byte"), "{notes}");
+
+    // Records cut inside their first part: nothing to analyse.
+    let empty = damaged_copy(run, |bytes| bytes.truncate(20));
+    let out = report(empty.path(), &["--partial"]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("end before their first part"), "{err}");
+
+    // A folder without records.
+    let none = tempfile::tempdir().expect("temporary directory");
+    let out = report(none.path(), &[]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("is not a run folder"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
