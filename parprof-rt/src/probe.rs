@@ -88,11 +88,15 @@ impl Guard {
 impl Drop for Guard {
     #[inline(always)]
     fn drop(&mut self) {
-        if self.id != 0 {
+        if self.id == 0 {
+            return;
+        }
+        if !self.recorded {
             sampling::exit(self.id);
-            if self.recorded {
-                recorder::record(EventKind::Exit, self.id, 0, 0);
-            }
+        } else if let Some(ts) = recorder::stamp(EventKind::Exit, self.id, 0, 0) {
+            sampling::recorded_exit(self.id, ts);
+        } else {
+            sampling::exit(self.id);
         }
     }
 }
@@ -124,15 +128,11 @@ fn enter_recording(site: &'static Site, type_name: Option<fn() -> &'static str>)
             recorded: false,
         };
     }
-    match recorder::stamp(EventKind::Enter, id, 0, 0) {
-        Some(ts) => {
-            sampling::recorded_entry(id, ts);
-            Guard::new(id)
-        }
-        None => {
-            sampling::exit(id);
-            Guard::new(0)
-        }
+    if recorder::record(EventKind::Enter, id, 0, 0) {
+        Guard::new(id)
+    } else {
+        sampling::exit(id);
+        Guard::new(0)
     }
 }
 

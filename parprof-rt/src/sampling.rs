@@ -145,11 +145,12 @@ fn mark_pending(site: u32) {
     let _ = ANY_PENDING.try_with(|a| a.set(true));
 }
 
-/// A recorded call of `site` began at `ts`: every [`RATE_WINDOW`] calls its rate decides
+/// A recorded call of `site` returns at `ts`: every [`RATE_WINDOW`] calls its rate decides
 /// whether it is hot.
 #[inline(always)]
-pub(crate) fn recorded_entry(site: u32, ts: u64) {
+pub(crate) fn recorded_exit(site: u32, ts: u64) {
     with_site(site, |s| {
+        s.depth = s.depth.saturating_sub(1);
         if s.window_start == 0 {
             s.window_start = ts;
             s.window_calls = 0;
@@ -163,7 +164,7 @@ pub(crate) fn recorded_entry(site: u32, ts: u64) {
     });
 }
 
-/// A call of `site` returns.
+/// An unrecorded call of `site` returns.
 #[inline(always)]
 pub(crate) fn exit(site: u32) {
     with_site(site, |s| s.depth = s.depth.saturating_sub(1));
@@ -281,12 +282,12 @@ mod tests {
     #[test]
     fn the_rate_makes_a_site_hot_and_cold_again() {
         HOT_SPACING_TICKS.store(100, Ordering::Relaxed);
-        recorded_entry(9, 1_000);
+        recorded_exit(9, 1_000);
         with_site(9, |s| s.window_calls = RATE_WINDOW);
-        recorded_entry(9, 1_000 + 50 * u64::from(RATE_WINDOW));
+        recorded_exit(9, 1_000 + 50 * u64::from(RATE_WINDOW));
         assert_eq!(with_site(9, |s| s.period), Some(HOT_PERIOD));
         with_site(9, |s| s.window_calls = RATE_WINDOW);
-        recorded_entry(9, 1_000 + 500 * u64::from(RATE_WINDOW));
+        recorded_exit(9, 1_000 + 500 * u64::from(RATE_WINDOW));
         assert_eq!(with_site(9, |s| s.period), Some(1));
     }
 }
