@@ -540,21 +540,28 @@ impl Totals<'_> {
         }
     }
 
-    /// Adds the unrecorded outermost calls, each like the site's average recorded outermost
-    /// call, to the site and to their path, and moves their active time out of the self time
-    /// of the probe call they ran in.
+    /// Adds the unrecorded outermost calls, each like the average recorded call on the same
+    /// path (a function costs what its caller asks of it; the site's average where the path
+    /// has no recorded call), to the site and to their path, and moves their active time out
+    /// of the self time of the probe call they ran in.
     fn extrapolate_unrecorded(&mut self) {
         for ((parent, site), count) in std::mem::take(&mut self.unrecorded_outermost) {
             let Some(probe) = self.probes.get_mut(&site) else {
                 continue;
             };
-            let estimate = probe.recorded_outermost.extrapolated(count);
+            let path = self.call_paths.child(parent, PathFrame::Probe(site));
+            let on_path = self.call_paths.nodes[path as usize].totals;
+            let basis = if on_path.calls > 0 {
+                on_path
+            } else {
+                probe.recorded_outermost
+            };
+            let estimate = basis.extrapolated(count);
             // The calls are counted already.
             probe.totals.add(&CallTotals {
                 calls: 0,
                 ..estimate
             });
-            let path = self.call_paths.child(parent, PathFrame::Probe(site));
             self.call_paths.nodes[path as usize].totals.add(&estimate);
             let parent_node = &mut self.call_paths.nodes[parent as usize];
             if parent != ROOT_PATH
@@ -940,6 +947,43 @@ mod tests {
         );
         // Still outermost on its own thread.
         assert_eq!(result.outermost.calls, 2);
+    }
+
+    /// Calls of G that sampling left untimed: counted, their cost (5 ticks each) removed from
+    /// the call they ran in, and added like the timed calls on the same path.
+    #[test]
+    fn unrecorded_calls_are_counted_and_extrapolated_from_their_own_path() {
+        use EventKind::{Enter, Exit, Unrecorded};
+        let mut cal = calibration(0, 0);
+        cal.push(Calibration {
+            kind: Unrecorded,
+            cost_ticks: 5,
+        });
+        let events = [
+            // F calls G once for 100 ticks.
+            Event::new(0, Enter, F),
+            Event::new(10, Enter, G),
+            Event::new(110, Exit, G),
+            Event::new(120, Exit, F),
+            // H calls G for 10 ticks, then 3 untimed calls of G: written at 200, the next
+            // event at 204 (writing them took 4 ticks).
+            Event::new(150, Enter, H),
+            Event::new(160, Enter, G),
+            Event::new(170, Exit, G),
+            Event::unrecorded(200, G, 3),
+            Event::new(204, Exit, H),
+        ];
+        let r = run_on_cpu(&cal, &events);
+        let g = &r.probes[&G].totals;
+        assert_eq!(r.probes[&G].unrecorded_calls, 3);
+        assert_eq!(g.calls, 5);
+        // 100 + 10 timed, 3 × 10 estimated from the call under H (not 3 × 55, the site's mean).
+        assert_eq!(g.active, 140);
+        let h = &r.probes[&H].totals;
+        // H: 54 elapsed, less 15 (3 untimed calls) and 4 (writing them): 35 active, of which
+        // 10 timed and 30 estimated in G; its self time cannot go below 0.
+        assert_eq!((h.elapsed, h.active), (54, 35));
+        assert_eq!(h.self_active, 0);
     }
 
     #[test]
