@@ -12,13 +12,11 @@
 
 use cargo_parprof::collect::CollectOptions;
 use cargo_parprof::counters::{CounterOptions, CounterSet};
-use cargo_parprof::launch;
 use cargo_parprof::recording::counters::CounterRecords;
 use cargo_parprof::target::BuildOptions;
 mod common;
 
-use common::{build_example, median};
-use std::ffi::OsString;
+use common::{build_example, median, run_profiled};
 use std::path::Path;
 
 const ROUNDS: usize = 9;
@@ -52,27 +50,17 @@ fn children_cpu_s() -> f64 {
 /// The program's wall time and CPU time in s, and the counter records.
 fn run(
     exe: &Path,
-    args: &[OsString],
+    args: &[&str],
     counters: Option<CounterOptions>,
 ) -> anyhow::Result<(f64, f64, CounterRecords)> {
     let out = tempfile::tempdir()?;
     let cpu_before = children_cpu_s();
-    let outcome = launch::run_and_collect(
-        exe,
-        args,
-        &[(
-            OsString::from("PARPROF_OUT"),
-            out.path().as_os_str().to_owned(),
-        )],
-        None,
-        &CollectOptions {
-            counters,
-            // Symbolising samples happens after the program exited: not its cost.
-            symbolize: false,
-            ..CollectOptions::default()
-        },
-    )?;
-    anyhow::ensure!(outcome.exit.success(), "{} {}", exe.display(), outcome.exit);
+    let opts = CollectOptions {
+        counters,
+        symbolize: false,
+        ..CollectOptions::default()
+    };
+    let outcome = run_profiled(exe, args, out.path(), &opts)?;
     Ok((
         outcome.wall_ns as f64 / 1e9,
         children_cpu_s() - cpu_before,
@@ -90,7 +78,6 @@ fn main() -> anyhow::Result<()> {
     )];
     for t in &TARGETS {
         let exe = build_example(t.example, &BuildOptions::default())?;
-        let args: Vec<OsString> = t.args.iter().map(OsString::from).collect();
         let (mut without, mut with) = (Vec::new(), Vec::new());
         let (mut cpu_without, mut cpu_with) = (Vec::new(), Vec::new());
         let mut records = CounterRecords::default();
@@ -98,7 +85,7 @@ fn main() -> anyhow::Result<()> {
             // Alternate which goes first, so that a trend of the machine hits both alike.
             let first_with = round % 2 == 1;
             for with_counters in [first_with, !first_with] {
-                let (secs, cpu, r) = run(&exe, &args, with_counters.then(|| default.clone()))?;
+                let (secs, cpu, r) = run(&exe, t.args, with_counters.then(|| default.clone()))?;
                 if with_counters {
                     with.push(secs);
                     cpu_with.push(cpu);

@@ -7,13 +7,11 @@
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
 use cargo_parprof::collect::CollectOptions;
-use cargo_parprof::launch;
 use cargo_parprof::target::BuildOptions;
 
 mod common;
 
-use common::{build_example, median};
-use std::ffi::OsString;
+use common::{build_example, median, run_profiled};
 use std::time::Instant;
 
 const ROUNDS: usize = 5;
@@ -31,20 +29,11 @@ fn main() -> anyhow::Result<()> {
         direct.push(start.elapsed().as_secs_f64() * 1e3);
 
         let out = tempfile::tempdir()?;
-        let outcome = launch::run_and_collect(
-            &exe,
-            &[],
-            &[(
-                OsString::from("PARPROF_OUT"),
-                out.path().as_os_str().to_owned(),
-            )],
-            None,
-            &CollectOptions {
-                symbolize: false,
-                ..CollectOptions::default()
-            },
-        )?;
-        anyhow::ensure!(outcome.exit.success(), "{} {}", exe.display(), outcome.exit);
+        let opts = CollectOptions {
+            symbolize: false,
+            ..CollectOptions::default()
+        };
+        let outcome = run_profiled(&exe, &[], out.path(), &opts)?;
         profiled.push(outcome.wall_ns as f64 / 1e6);
         last = Some((out, outcome));
     }

@@ -7,13 +7,11 @@
 //! `offcpu_waits` (few, long waits; its wall time is mostly sleeping).
 
 use cargo_parprof::collect::CollectOptions;
-use cargo_parprof::launch;
 use cargo_parprof::target::BuildOptions;
 
 mod common;
 
-use common::{build_example, median};
-use std::ffi::OsString;
+use common::{build_example, median, run_profiled};
 use std::path::Path;
 
 const ROUNDS: usize = 7;
@@ -21,23 +19,12 @@ const ROUNDS: usize = 7;
 /// The child's wall time in ms and the switch samples taken.
 fn profiled(exe: &Path, args: &[&str], switch_stacks: bool) -> anyhow::Result<(f64, usize)> {
     let out = tempfile::tempdir()?;
-    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    let outcome = launch::run_and_collect(
-        exe,
-        &args,
-        &[(
-            OsString::from("PARPROF_OUT"),
-            out.path().as_os_str().to_owned(),
-        )],
-        None,
-        &CollectOptions {
-            switch_stacks,
-            // Symbolising happens after the program exited: not its cost.
-            symbolize: false,
-            ..CollectOptions::default()
-        },
-    )?;
-    anyhow::ensure!(outcome.exit.success(), "{} {}", exe.display(), outcome.exit);
+    let opts = CollectOptions {
+        switch_stacks,
+        symbolize: false,
+        ..CollectOptions::default()
+    };
+    let outcome = run_profiled(exe, args, out.path(), &opts)?;
     Ok((
         outcome.wall_ns as f64 / 1e6,
         outcome.kernel.switch_samples.len(),

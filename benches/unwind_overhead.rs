@@ -9,13 +9,11 @@
 //! the program for the CPUs).
 
 use cargo_parprof::collect::{CallGraph, CollectOptions};
-use cargo_parprof::launch;
 use cargo_parprof::target::BuildOptions;
 
 mod common;
 
-use common::{build_example, median};
-use std::ffi::OsString;
+use common::{build_example, median, run_profiled};
 use std::path::Path;
 
 const ROUNDS: usize = 7;
@@ -23,23 +21,12 @@ const ROUNDS: usize = 7;
 /// The child's wall time in ms, the samples taken and the kernel records lost.
 fn profiled(exe: &Path, args: &[&str], call_graph: CallGraph) -> anyhow::Result<(f64, f64, u64)> {
     let out = tempfile::tempdir()?;
-    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    let outcome = launch::run_and_collect(
-        exe,
-        &args,
-        &[(
-            OsString::from("PARPROF_OUT"),
-            out.path().as_os_str().to_owned(),
-        )],
-        None,
-        &CollectOptions {
-            call_graph,
-            // Symbolising happens after the program exited: not its cost.
-            symbolize: false,
-            ..CollectOptions::default()
-        },
-    )?;
-    anyhow::ensure!(outcome.exit.success(), "{} {}", exe.display(), outcome.exit);
+    let opts = CollectOptions {
+        call_graph,
+        symbolize: false,
+        ..CollectOptions::default()
+    };
+    let outcome = run_profiled(exe, args, out.path(), &opts)?;
     Ok((
         outcome.wall_ns as f64 / 1e6,
         outcome.kernel.samples.len() as f64,

@@ -10,22 +10,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static CALLS: AtomicU64 = AtomicU64::new(0);
 
 #[probe]
-fn quicksort(v: &mut [u64]) {
+fn quicksort(v: &mut [u32]) {
     CALLS.fetch_add(1, Ordering::Relaxed);
     if v.len() <= 1 {
         return;
     }
-    let pivot = v[v.len() - 1];
-    let mut store = 0;
-    for i in 0..v.len() - 1 {
-        if v[i] < pivot {
-            v.swap(i, store);
-            store += 1;
-        }
-    }
-    let last = v.len() - 1;
-    v.swap(store, last);
-    let (low, high) = v.split_at_mut(store);
+    let mid = parprof_suite::partition(v);
+    let (low, high) = v.split_at_mut(mid);
     quicksort(low);
     quicksort(&mut high[1..]);
 }
@@ -35,15 +26,7 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(3_000_000);
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let mut v: Vec<u64> = (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        })
-        .collect();
+    let mut v = parprof_suite::pseudo_random(len);
     quicksort(&mut v);
     assert!(v.is_sorted());
     println!("calls={}", CALLS.load(Ordering::Relaxed));

@@ -11,24 +11,9 @@ fn quicksort(v: &mut [u64]) {
         insertion_sort(v);
         return;
     }
-    let mid = partition(v);
+    let mid = parprof_suite::partition(v);
     let (low, high) = v.split_at_mut(mid);
     rayon::join(|| quicksort(low), || quicksort(&mut high[1..]));
-}
-
-#[inline(never)]
-fn partition(v: &mut [u64]) -> usize {
-    let pivot = v[v.len() - 1];
-    let mut store = 0;
-    for i in 0..v.len() - 1 {
-        if v[i] < pivot {
-            v.swap(i, store);
-            store += 1;
-        }
-    }
-    let last = v.len() - 1;
-    v.swap(store, last);
-    store
 }
 
 #[inline(never)]

@@ -42,6 +42,23 @@ pub fn pseudo_random(len: usize) -> Vec<u32> {
         .collect()
 }
 
+/// The textbook quicksort step: partitions `v` (not empty) around its last element and returns
+/// where that pivot ends up; everything before it is smaller.
+#[inline(never)]
+pub fn partition<T: Ord + Copy>(v: &mut [T]) -> usize {
+    let pivot = v[v.len() - 1];
+    let mut store = 0;
+    for i in 0..v.len() - 1 {
+        if v[i] < pivot {
+            v.swap(i, store);
+            store += 1;
+        }
+    }
+    let last = v.len() - 1;
+    v.swap(store, last);
+    store
+}
+
 /// The `rayon::join`, `spawn` and `install` calls a demo program makes, counted by the program
 /// itself where it writes them, so that a test can check the tasks parprof recorded against
 /// them.

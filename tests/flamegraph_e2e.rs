@@ -207,40 +207,52 @@ fn a_user_callback_called_by_std_keeps_its_callers() {
     );
 }
 
-/// Weight of the samples inside `std_function`, and of those whose stack holds `caller` and
+/// `utf8_check` profiled with `extra` arguments: its cpu flamegraph, the run's `call_chains`,
+/// and the weight of the samples inside `str::from_utf8`, with and without `count_valid` and
 /// `main` above it.
-fn samples_with_caller(folded: &str, std_function: &str, caller: &str) -> (u64, u64) {
+fn utf8_check_samples(extra: &[&str]) -> (String, serde_json::Value, u64, u64) {
+    let args: Vec<&str> = ["--example", "utf8_check"]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect();
+    let run = parprof(&args, &[]);
+    assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
+    let folded = std::fs::read_to_string(run.path("cpu.folded")).expect("cpu.folded");
     let (mut with_caller, mut total) = (0, 0);
     for line in folded.lines() {
         let (stack, weight) = line.rsplit_once(' ').expect("`stack weight`");
         let weight: u64 = weight.parse().expect("weight");
         let frames: Vec<&str> = stack.split(';').collect();
-        let Some(at) = frames.iter().position(|f| f.starts_with(std_function)) else {
+        let Some(at) = frames
+            .iter()
+            .position(|f| f.starts_with("core::str::converts::from_utf8"))
+        else {
             continue;
         };
         total += weight;
         let above = &frames[..at];
-        if above.iter().any(|f| f.starts_with(caller))
+        if above
+            .iter()
+            .any(|f| f.starts_with("utf8_check::count_valid"))
             && above.iter().any(|f| f.starts_with("utf8_check::main"))
         {
             with_caller += weight;
         }
     }
-    (with_caller, total)
+    (
+        folded,
+        run.report()["call_chains"].clone(),
+        with_caller,
+        total,
+    )
 }
 
 /// `str::from_utf8` comes precompiled without frame pointers: the kernel's frame-pointer walk
 /// from inside it skips its caller, the unwound stack copy does not.
 #[test]
 fn a_hot_std_function_without_frame_pointers_keeps_its_caller() {
-    let run = parprof(&["--example", "utf8_check"], &[]);
-    assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
-    let folded = std::fs::read_to_string(run.path("cpu.folded")).expect("cpu.folded");
-    let (with_caller, total) = samples_with_caller(
-        &folded,
-        "core::str::converts::from_utf8",
-        "utf8_check::count_valid",
-    );
+    let (folded, chains, with_caller, total) = utf8_check_samples(&[]);
     assert!(
         total >= 50,
         "too few samples in from_utf8: {total}\n{folded}"
@@ -249,21 +261,13 @@ fn a_hot_std_function_without_frame_pointers_keeps_its_caller() {
         with_caller * 10 >= total * 9,
         "{with_caller} of {total} samples in from_utf8 reach count_valid and main\n{folded}"
     );
-    let chains = &run.report()["call_chains"];
     assert!(
         chains["to_the_root"].as_u64().unwrap() * 10 >= total * 9,
         "{chains}"
     );
 
     // The frame-pointer walk alone loses the caller: what the test above relies on.
-    let fp = parprof(&["--example", "utf8_check", "--call-graph", "fp"], &[]);
-    assert!(fp.output.status.success(), "stderr:\n{}", fp.stderr());
-    let folded = std::fs::read_to_string(fp.path("cpu.folded")).expect("cpu.folded");
-    let (with_caller, total) = samples_with_caller(
-        &folded,
-        "core::str::converts::from_utf8",
-        "utf8_check::count_valid",
-    );
+    let (folded, _, with_caller, total) = utf8_check_samples(&["--call-graph", "fp"]);
     assert!(
         with_caller * 2 < total,
         "frame pointers alone reached count_valid in {with_caller} of {total} samples: does this \

@@ -3,8 +3,27 @@
 
 #![allow(dead_code)] // each bench uses a different part of this module
 
+use cargo_parprof::collect::CollectOptions;
+use cargo_parprof::launch::{self, RunOutcome};
 use cargo_parprof::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+/// Runs `exe` with `args` under the collector, its probes recording into `out` (as
+/// `cargo parprof` runs a target), and checks that it exited with 0. Pass options with
+/// `symbolize: false` to time the program alone: symbolising comes after it exited.
+pub fn run_profiled(
+    exe: &Path,
+    args: &[&str],
+    out: &Path,
+    opts: &CollectOptions,
+) -> anyhow::Result<RunOutcome> {
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let env = [(OsString::from("PARPROF_OUT"), out.as_os_str().to_owned())];
+    let outcome = launch::run_and_collect(exe, &args, &env, None, opts)?;
+    anyhow::ensure!(outcome.exit.success(), "{} {}", exe.display(), outcome.exit);
+    Ok(outcome)
+}
 
 /// Builds one of this repository's examples for profiling, exactly as `cargo parprof` would
 /// (with the rayon-core hooks).
