@@ -3,6 +3,8 @@
 //! - ns per enabled probe pair on 1 and 2 threads, next to two bare clock reads (goal:
 //!   ≤ 1.3 × two bare reads + 2 ns): with the default sampling of hot sites (this loop is hot:
 //!   one call in 32 recorded) and with every call recorded (`PARPROF_SAMPLING=off`);
+//! - beside them, in the same process, a span of `tracy-client` and a scope of `puffin` around
+//!   the same function (goal: parprof's pair at most half of each);
 //! - ns per disabled probe pair (no `PARPROF_OUT`; goal ≤ 1 ns) over an unprobed call;
 //! - sustained events/s into the trace file, and memory held.
 //!
@@ -29,15 +31,45 @@ fn plain() {
     black_box(());
 }
 
-fn best_ns_per_iteration(mut burst: impl FnMut()) -> f64 {
+#[inline(never)]
+fn in_tracy_span() {
+    let _span = tracy_client::span!("probed");
+    black_box(());
+}
+
+#[inline(never)]
+fn in_puffin_scope() {
+    puffin::profile_scope!("probed");
+    black_box(());
+}
+
+/// The fastest burst's ns per iteration; `between` runs after each burst, untimed (the
+/// profilers' own housekeeping: parprof's writer, puffin's frame).
+fn best_ns_per_iteration_then(mut burst: impl FnMut(), mut between: impl FnMut()) -> f64 {
     let mut best = f64::MAX;
     for _ in 0..BURSTS {
         let start = Instant::now();
         burst();
         best = best.min(start.elapsed().as_nanos() as f64 / BURST as f64);
-        parprof_rt::flush();
+        between();
     }
     best
+}
+
+fn best_ns_per_iteration(burst: impl FnMut()) -> f64 {
+    best_ns_per_iteration_then(burst, parprof_rt::flush)
+}
+
+/// A `tracy-client` span and a `puffin` scope around the same empty function, in ns.
+fn other_profilers_ns() -> (f64, f64) {
+    let _client = tracy_client::Client::start();
+    let tracy = best_ns_per_iteration(|| (0..BURST).for_each(|_| in_tracy_span()));
+    puffin::set_scopes_on(true);
+    let puffin = best_ns_per_iteration_then(
+        || (0..BURST).for_each(|_| in_puffin_scope()),
+        || puffin::GlobalProfiler::lock().new_frame(),
+    );
+    (tracy, puffin)
 }
 
 fn probe_pair_ns() -> f64 {
@@ -142,6 +174,14 @@ fn child(mode: &str) {
                 two[0],
                 two[1],
                 verdict(two.iter().all(|&t| t <= goal))
+            );
+            let (tracy, puffin) = other_profilers_ns();
+            println!(
+                "  side by side: tracy-client span {tracy:.2} ns, puffin scope {puffin:.2} ns; the \
+                 probe pair is {:.2}× tracy's and {:.2}× puffin's (goal ≤ 0.5× each: {})",
+                one / tracy,
+                one / puffin,
+                verdict(one <= 0.5 * tracy && one <= 0.5 * puffin)
             );
             sustained(std::path::Path::new(&dir));
         }
