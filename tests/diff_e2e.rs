@@ -9,17 +9,25 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Output;
 
-/// `cargo parprof --repeat 3 --example two_steps -o <dir> -- <scale>`.
+/// `cargo parprof --example two_steps -o <dir> -- <scale>`.
 fn record(dir: &Path, scale: &str) {
-    let _ = std::fs::remove_dir_all(dir);
-    let run = parprof_while_holding(
-        &["--repeat", "3", "--example", "two_steps", "--", scale],
-        &[],
-    );
+    let run = parprof_while_holding(&["--example", "two_steps", "--", scale], &[]);
     assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
-    // The run went to a temporary folder; keep it under `dir`.
-    std::fs::rename(run.dir.path(), dir).expect("keep the runs");
+    // The run went to a temporary folder; keep it as `dir`.
+    std::fs::create_dir_all(dir.parent().expect("a parent")).expect("the side's folder");
+    std::fs::rename(run.dir.path(), dir).expect("keep the run");
     std::mem::forget(run.dir);
+}
+
+/// Three runs of each side, `run-1` … `run-3` in `base` (scale 1) and `head` (scale 2), taken
+/// alternately: a drift of the machine during the test then reaches both sides alike, as it
+/// would not if one side's runs all came first (seen: every base run 6 % slower than every
+/// head run, a `faster` verdict for the unchanged step).
+fn record_alternately(base: &Path, head: &Path) {
+    for i in 1..=3 {
+        record(&base.join(format!("run-{i}")), "1");
+        record(&head.join(format!("run-{i}")), "2");
+    }
 }
 
 /// `cargo parprof diff <args> -o <out>`.
@@ -49,8 +57,7 @@ fn a_step_made_twice_as_slow_is_slower_and_the_other_within_noise() {
         work.path().join("head"),
         work.path().join("out"),
     );
-    record(&base, "1");
-    record(&head, "2");
+    record_alternately(&base, &head);
     let output = diff(
         &[
             base.to_str().unwrap(),
