@@ -175,6 +175,8 @@ fn child(mode: &str) {
                 two[1],
                 verdict(two.iter().all(|&t| t <= goal))
             );
+            // Before the other profilers hold memory of their own.
+            sustained(std::path::Path::new(&dir));
             let (tracy, puffin) = other_profilers_ns();
             println!(
                 "  side by side: tracy-client span {tracy:.2} ns, puffin scope {puffin:.2} ns; the \
@@ -183,7 +185,6 @@ fn child(mode: &str) {
                 one / puffin,
                 verdict(one <= 0.5 * tracy && one <= 0.5 * puffin)
             );
-            sustained(std::path::Path::new(&dir));
         }
         "disabled" => {
             assert!(!parprof_rt::is_enabled());
