@@ -352,7 +352,10 @@ fn an_unannotated_par_sort_is_named_after_its_caller() {
 /// builds a pool of 2 and `install`s a recursive join there, from a worker of the global pool
 /// (an entry from outside that pool). Entries: `main`'s and the installs.
 fn nested_pool_region(annotation: Annotation) -> Value {
-    let run = demo("demo_nested_pool", &[], annotation);
+    // 16 M integers: the library pools' 4 workers compete for the 2 CPUs for tens of ms. With
+    // the default 2 M the region lasted 9 ms, mostly pool start-up, and its preempted share
+    // fell below the threshold in one run of several.
+    let run = demo("demo_nested_pool", &["16000000"], annotation);
     let region = the_region(
         &run,
         annotation,
