@@ -10,6 +10,7 @@ pub use parprof_macros::probe;
 
 mod calibrate;
 pub mod clock;
+pub mod codec;
 // With `off`, probes expand to the stubs below and only calibration uses the real guard.
 #[cfg_attr(feature = "off", allow(dead_code))]
 mod probe;

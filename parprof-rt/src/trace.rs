@@ -25,6 +25,7 @@
 //! varint  := LEB128, unsigned, at most 10 bytes
 //! ```
 
+use crate::codec::{put_varint, read_full, read_varint};
 use std::io::{self, Read, Write};
 
 /// First eight bytes of every trace file.
@@ -365,14 +366,6 @@ const HEAD_ID: u8 = 1 << 4;
 const HEAD_AUX: u8 = 1 << 5;
 const HEAD_FLAGS: u8 = 1 << 6;
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 /// Appends `e` packed against `previous`, the chunk's event before it (the default event for
 /// the first). Timestamps of a chunk never decrease (the reader checks it).
 fn pack_event(out: &mut Vec<u8>, e: &Event, previous: &Event) {
@@ -655,19 +648,6 @@ impl<R: Read> Iterator for TraceReader<R> {
 }
 
 /// Reads as many bytes as are available up to `buf.len()`; returns how many.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match r.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
-}
-
 /// A bounds-checked cursor over a chunk payload.
 struct Cursor<'a> {
     b: &'a [u8],
@@ -701,19 +681,9 @@ impl<'a> Cursor<'a> {
         ))
     }
     fn varint(&mut self) -> Result<u64, &'static str> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let byte = self.u8()?;
-            let bits = u64::from(byte & 0x7f);
-            if i == 9 && bits > 1 {
-                return Err("varint overflows 64 bits");
-            }
-            v |= bits << (7 * i);
-            if byte & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("varint longer than 10 bytes")
+        let (value, len) = read_varint(self.b)?;
+        self.b = &self.b[len..];
+        Ok(value)
     }
 
     /// One packed event after `previous` (see the module's format).

@@ -48,6 +48,7 @@ use crate::kernel::{
     Capabilities, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord, ThreadStart,
     UnwindCounts,
 };
+use parprof_rt::codec::{put_varint, read_full, read_varint};
 pub use parprof_rt::trace::Completeness;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -253,14 +254,6 @@ impl Meta {
 
 // ---------------------------------------------------------------------------------------------
 // Writing
-
-fn put_varint(buf: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        buf.push(value as u8 | 0x80);
-        value >>= 7;
-    }
-    buf.push(value as u8);
-}
 
 fn switch_kind_code(kind: SwitchKind) -> u8 {
     match kind {
@@ -582,20 +575,6 @@ fn read_preamble(input: &mut impl Read) -> Result<(), RecordsError> {
     }
 }
 
-/// Fills `buf` as far as the input goes; returns how much was read.
-fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match input.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
-}
-
 enum Next {
     /// A whole part, checksum verified, its payload in [`PartReader::payload`]; it starts at
     /// this byte.
@@ -669,20 +648,9 @@ struct Cursor<'a> {
 
 impl Cursor<'_> {
     fn varint(&mut self) -> Result<u64, &'static str> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = *self.bytes.get(self.pos).ok_or("ends inside a number")?;
-            self.pos += 1;
-            let bits = u64::from(byte & 0x7f);
-            if shift == 63 && bits > 1 {
-                return Err("a number exceeds 64 bits");
-            }
-            value |= bits << shift;
-            if byte & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err("a number exceeds 64 bits")
+        let (value, len) = read_varint(&self.bytes[self.pos..])?;
+        self.pos += len;
+        Ok(value)
     }
 
     fn u32(&mut self) -> Result<u32, &'static str> {
