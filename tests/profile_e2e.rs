@@ -223,3 +223,27 @@ fn refused_perf_access_degrades_with_an_explanation() {
             == 3
     );
 }
+
+/// A probe on a hot recursive function, as a new user writes one: sampled, every call counted
+/// (the program counts them too), inclusive time within the calls' elapsed time, and the report
+/// says which probe was sampled.
+#[test]
+fn a_hot_recursive_probe_is_sampled_and_every_call_counted() {
+    let run = parprof(&["--example", "probed_quicksort", "--", "1000000"], &[]);
+    assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
+    let probe = run.probe("probed_quicksort::quicksort");
+    let calls = probe["calls"].as_u64().unwrap();
+    assert_eq!(calls, run.printed("calls"), "{probe:#}");
+    let untimed = probe["unrecorded_calls"].as_u64().unwrap();
+    // One call in 32 is timed once the site is hot, after its first 1024 calls.
+    assert!(untimed * 10 > calls * 9, "{probe:#}");
+    assert!(
+        probe["active_ns"].as_u64() <= probe["elapsed_ns"].as_u64(),
+        "{probe:#}"
+    );
+    let md = std::fs::read_to_string(run.path("report.md")).expect("report.md");
+    assert!(
+        md.contains("Hot probes were sampled") && md.contains("probed_quicksort::quicksort ("),
+        "{md}"
+    );
+}

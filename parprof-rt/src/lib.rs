@@ -19,7 +19,7 @@ pub mod rayon_hooks;
 mod recorder;
 pub mod region;
 mod ring;
-pub mod sampling;
+mod sampling;
 pub mod trace;
 
 pub use recorder::{flush, is_enabled, register_current_thread, shutdown, trace_file_name};

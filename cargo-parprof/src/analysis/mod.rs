@@ -199,7 +199,6 @@ pub fn analyse_with_counters(
         folded.unsymbolised,
         lost_events,
     ));
-    notes.extend(sampled_probes_note(&views.probes));
     notes.extend(lifecycle_notes(
         &streamed.lifecycle.regions,
         &opts.thresholds,
@@ -715,33 +714,6 @@ fn site_name(sites: &HashMap<u32, SiteRecord>, site: u32) -> String {
     sites
         .get(&site)
         .map_or_else(|| format!("site #{site}"), |s| s.name.clone())
-}
-
-/// Which probes the runtime sampled, once for all of them.
-fn sampled_probes_note(probes: &[ProbeSummary]) -> Option<String> {
-    let sampled: Vec<String> = probes
-        .iter()
-        .filter(|p| p.unrecorded_calls > 0)
-        .map(|p| {
-            format!(
-                "{} ({} of {} calls)",
-                p.name,
-                crate::units::human_count(p.unrecorded_calls as f64),
-                crate::units::human_count(p.calls as f64)
-            )
-        })
-        .collect();
-    (!sampled.is_empty()).then(|| {
-        format!(
-            "Hot probes were sampled to keep their cost bounded (calls under {} µs apart on a thread: one in {} \
-             timed, every call counted; `PARPROF_SAMPLING=off` times them all): {}. Their times add the untimed \
-             calls as copies of the timed ones (exact for recursion nested in a timed call), and their per-call \
-             figures are of timed calls.",
-            parprof_rt::sampling::HOT_SPACING_NS / 1000,
-            parprof_rt::sampling::HOT_PERIOD,
-            sampled.join(", ")
-        )
-    })
 }
 
 fn probe_summaries(

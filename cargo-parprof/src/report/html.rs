@@ -162,7 +162,7 @@ pub fn input_of(analysis: &Analysis, svgs: Vec<(String, String)>) -> HtmlInput {
         ));
     }
     // The notes name the counters that were not measured, with the reason.
-    summary_lines.extend(analysis.notes.iter().map(|n| format!("Note: {n}")));
+    summary_lines.extend(super::notes(analysis).iter().map(|n| format!("Note: {n}")));
 
     let diagnoses = diagnosed(&analysis.regions)
         .map(|(region, d)| HtmlDiagnosis {

@@ -47,7 +47,7 @@ struct Report<'a> {
     steal_ns: Option<u64>,
     buffer_stalls: &'a BufferStalls,
     anomalies: &'a Anomalies,
-    notes: &'a [String],
+    notes: Vec<String>,
 }
 
 /// A parallel region, with its task counts flat (`tasks`, `tasks_local`, …).
@@ -176,7 +176,7 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
         call_chains: analysis.call_chains,
         buffer_stalls: &analysis.buffer_stalls,
         anomalies: &analysis.anomalies,
-        notes: &analysis.notes,
+        notes: super::notes(analysis),
     };
     serde_json::to_writer_pretty(&mut *out, &report)?;
     out.write_all(b"\n")?;

@@ -86,9 +86,10 @@ pub fn render(analysis: &Analysis) -> String {
     }
 
     write_counters(analysis, &mut md);
-    if !analysis.notes.is_empty() {
+    let notes = super::notes(analysis);
+    if !notes.is_empty() {
         let _ = writeln!(md, "### Not measured, or may be off\n");
-        for note in &analysis.notes {
+        for note in &notes {
             let _ = writeln!(md, "- {}", note.replace('\n', " "));
         }
         md.push('\n');

@@ -29,6 +29,39 @@ pub struct ReportOptions {
 }
 
 /// Writes every report file into `out_dir` and returns their paths, in a fixed order.
+/// The notes every view shows: the analysis's, then those the views word from its figures.
+pub fn notes(analysis: &Analysis) -> Vec<String> {
+    let mut notes = analysis.notes.clone();
+    notes.extend(sampled_probes_note(analysis));
+    notes
+}
+
+/// Which probes the runtime sampled, once for all of them.
+fn sampled_probes_note(analysis: &Analysis) -> Option<String> {
+    let sampled: Vec<String> = analysis
+        .probes
+        .iter()
+        .filter(|p| p.unrecorded_calls > 0)
+        .map(|p| {
+            format!(
+                "{} ({} of {} calls untimed)",
+                p.name,
+                crate::units::human_count(p.unrecorded_calls as f64),
+                crate::units::human_count(p.calls as f64)
+            )
+        })
+        .collect();
+    (!sampled.is_empty()).then(|| {
+        format!(
+            "Hot probes were sampled to keep their cost bounded (calls close together on a thread: a sample \
+             of them timed, every call counted; `PARPROF_SAMPLING=off` times them all): {}. Their times add the \
+             untimed calls as copies of the timed ones on the same call path (exact for recursion nested in a \
+             timed call), and their per-call figures are of timed calls.",
+            sampled.join(", ")
+        )
+    })
+}
+
 pub fn write_all(
     analysis: &Analysis,
     out_dir: &Path,

@@ -74,9 +74,10 @@ pub fn summary(analysis: &Analysis) -> String {
             let _ = writeln!(out, "\nCorrection: {sentence}.");
         }
     }
-    if !analysis.notes.is_empty() {
+    let notes = super::notes(analysis);
+    if !notes.is_empty() {
         let _ = writeln!(out, "\nNot measured, or may be off:");
-        for note in &analysis.notes {
+        for note in &notes {
             let _ = writeln!(out, "  - {note}");
         }
     }
