@@ -388,7 +388,9 @@ fn a_nested_pool_in_a_region_counts_in_it() {
 
 /// A pool of 8 workers on a 2-core machine, entered with `install` from `main`.
 fn big_pool_region(annotation: Annotation) -> Value {
-    let run = demo("demo_big_pool", &[], annotation);
+    // 16 M integers, for the reason given at `nested_pool_region`: with the default 4 M the
+    // region lasted 8 ms and its preempted share fell below the threshold once.
+    let run = demo("demo_big_pool", &["8", "16000000"], annotation);
     let region = the_region(&run, annotation, "big_pool", "demo_big_pool::sum_in_pool");
     let calls = calls(&run);
     assert_eq!(calls.installs, 1);

@@ -78,6 +78,8 @@ thread_local! {
     static SITES: UnsafeCell<Vec<SiteState>> = const { UnsafeCell::new(Vec::new()) };
     /// Sites with unrecorded calls not yet in the trace.
     static PENDING: UnsafeCell<Vec<u32>> = const { UnsafeCell::new(Vec::new()) };
+    /// `PENDING` is not empty. Derivable, but every recorded event checks it, and a `Cell`
+    /// without a destructor costs less to reach than the vector.
     static ANY_PENDING: Cell<bool> = const { Cell::new(false) };
 }
 
