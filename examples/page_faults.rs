@@ -17,54 +17,22 @@
 //! `faults_region_tasks=<n>`.
 
 use parprof_rt::{parallel_region, probe};
+use parprof_suite::{thread_minor_faults, touch_fresh_pages};
 use rayon::prelude::*;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::sleep;
 use std::time::Duration;
 
-const PAGE: usize = 4096;
 /// Longer than two reads of the counters (10 ms apart by default).
 const QUIET: Duration = Duration::from_millis(25);
-
-/// Minor page faults of the calling thread so far.
-fn thread_minor_faults() -> u64 {
-    // SAFETY: an all-zero rusage is valid; getrusage fills it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-    usage.ru_minflt as u64
-}
-
-/// Writes one byte to each of `pages` fresh anonymous pages: one minor fault per page.
-fn touch(pages: usize) {
-    let len = pages * PAGE;
-    // SAFETY: a fresh private anonymous mapping, written within its bounds, then unmapped.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED, "mmap of {len} bytes failed");
-        // Transparent huge pages would fault 512 pages at once.
-        libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
-        for i in 0..pages {
-            std::ptr::write_volatile(p.cast::<u8>().add(i * PAGE), 1);
-        }
-        libc::munmap(p, len);
-    }
-}
 
 /// The body of every probed call: touch the pages, then wait for the other calls to finish
 /// theirs. Returns the faults of this thread during the call.
 fn touch_then_wait(pages: usize, done: &Barrier) -> u64 {
     let before = thread_minor_faults();
     sleep(QUIET);
-    touch(pages);
+    touch_fresh_pages(pages);
     done.wait();
     sleep(QUIET);
     thread_minor_faults() - before
@@ -144,7 +112,7 @@ fn main() {
         (0..8).into_par_iter().with_max_len(1).for_each(|_| {
             let before = thread_minor_faults();
             sleep(QUIET);
-            touch(300);
+            touch_fresh_pages(300);
             sleep(QUIET);
             task_faults.fetch_add(thread_minor_faults() - before, Ordering::Relaxed);
         });

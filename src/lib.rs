@@ -59,6 +59,42 @@ pub fn partition<T: Ord + Copy>(v: &mut [T]) -> usize {
     store
 }
 
+const PAGE: usize = 4096;
+
+/// Minor page faults of the calling thread so far.
+pub fn thread_minor_faults() -> u64 {
+    // SAFETY: an all-zero rusage is valid; getrusage fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    usage.ru_minflt as u64
+}
+
+/// Writes one byte to each of `pages` fresh anonymous pages: one minor fault per page. The
+/// pages are mapped and unmapped here, so that every call faults (memory from the allocator
+/// would be reused, already faulted).
+pub fn touch_fresh_pages(pages: usize) {
+    let len = pages * PAGE;
+    // SAFETY: a fresh private anonymous mapping, written within its bounds, then unmapped.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "mmap of {len} bytes failed");
+        // Transparent huge pages would fault 512 pages at once.
+        libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+        for i in 0..pages {
+            std::ptr::write_volatile(p.cast::<u8>().add(i * PAGE), 1);
+        }
+        libc::munmap(p, len);
+    }
+}
+
 /// The `rayon::join`, `spawn` and `install` calls a demo program makes, counted by the program
 /// itself where it writes them, so that a test can check the tasks parprof recorded against
 /// them.

@@ -18,8 +18,19 @@ pub fn run_profiled(
     out: &Path,
     opts: &CollectOptions,
 ) -> anyhow::Result<RunOutcome> {
+    run_profiled_with_env(exe, args, out, opts, Vec::new())
+}
+
+/// [`run_profiled`] with more variables in the program's environment.
+pub fn run_profiled_with_env(
+    exe: &Path,
+    args: &[&str],
+    out: &Path,
+    opts: &CollectOptions,
+    mut env: Vec<(OsString, OsString)>,
+) -> anyhow::Result<RunOutcome> {
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    let env = [(OsString::from("PARPROF_OUT"), out.as_os_str().to_owned())];
+    env.push((OsString::from("PARPROF_OUT"), out.as_os_str().to_owned()));
     let outcome = launch::run_and_collect(exe, &args, &env, None, opts)?;
     anyhow::ensure!(outcome.exit.success(), "{} {}", exe.display(), outcome.exit);
     Ok(outcome)

@@ -7,7 +7,7 @@ use crate::collect::{CallGraph, CollectOptions};
 use crate::counters::{CounterOptions, CounterSet};
 use crate::diff;
 use crate::launch;
-use crate::recording::{self, RayonHooks, RecordedOptions, Recording, RunMeta};
+use crate::recording::{self, DetailRequest, RayonHooks, RecordedOptions, Recording, RunMeta};
 use crate::run_history;
 use crate::run_report::{self, ReportRequest};
 use crate::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
@@ -16,6 +16,10 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+/// The runtime's switches for slices and for `--detail full`.
+const SLICES_ENV: &str = "PARPROF_SLICES";
+const DETAIL_ENV: &str = "PARPROF_DETAIL";
 
 /// Reading the counters more often than this costs the program more than it tells.
 const MIN_COUNTER_READ_INTERVAL_NS: u64 = 100_000;
@@ -107,9 +111,74 @@ pub struct ParprofArgs {
     /// Arguments for the profiled program
     #[arg(last = true, value_name = "ARGS")]
     pub args: Vec<OsString>,
-    // Last, so that its help heading does not take in the arguments above.
+    // Last, so that their help headings do not take in the arguments above.
     #[command(flatten)]
     pub thresholds: ThresholdArgs,
+    #[command(flatten)]
+    pub slices: SliceArgs,
+}
+
+/// Detailed instrumentation: counters read at every probe event (method 5 of the spec).
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Exact Per-Call Counters")]
+pub struct SliceArgs {
+    /// Fork short slices of the program onto idle CPUs, each reading the counters at every
+    /// probe event: exact page faults and task-clock (and instructions, where the machine has
+    /// them) per probe call, at the cost of a fork per slice. Slices cannot write, signal or
+    /// spawn: their output is dropped
+    #[arg(long, conflicts_with = "detail")]
+    pub slices: bool,
+    /// `full`: read the counters at every probe event in the program itself, for the whole
+    /// run — the reference that slices make affordable (a system call per probe event)
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub detail: Option<Detail>,
+    /// Fork a slice only while running program threads ÷ usable CPUs is below this
+    #[arg(long, value_name = "LOAD", value_parser = non_negative, default_value_t = 1.0, requires = "slices")]
+    pub load_threshold: f64,
+    /// Slices alive at once (default: usable CPUs − program threads at start, at least 1)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), requires = "slices")]
+    pub slice_threshold: Option<u32>,
+    /// CPU time a slice runs before it hands its results back
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "10ms", requires = "slices")]
+    pub slice_length: u64,
+    /// CPU time of a thread between two chances to fork a slice of it
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "20ms", requires = "slices")]
+    pub slice_period: u64,
+}
+
+/// `--detail`: how much the probes measure in the program itself.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// Counters read at every probe event, on every thread, for the whole run.
+    Full,
+}
+
+impl SliceArgs {
+    fn request(&self) -> DetailRequest {
+        match (self.slices, self.detail) {
+            (_, Some(Detail::Full)) => DetailRequest::Full,
+            (true, None) => DetailRequest::Slices,
+            (false, None) => DetailRequest::Off,
+        }
+    }
+
+    /// The variables that turn on the runtime's detailed instrumentation (none: off).
+    pub fn env(&self) -> Vec<(OsString, OsString)> {
+        if self.detail == Some(Detail::Full) {
+            return vec![(OsString::from(DETAIL_ENV), OsString::from("full"))];
+        }
+        if !self.slices {
+            return Vec::new();
+        }
+        let mut config = format!(
+            "period_ns={},length_ns={},load={}",
+            self.slice_period, self.slice_length, self.load_threshold
+        );
+        if let Some(max) = self.slice_threshold {
+            config.push_str(&format!(",max={max}"));
+        }
+        vec![(OsString::from(SLICES_ENV), OsString::from(config))]
+    }
 }
 
 /// Which target to profile: at most one of these (none: cargo's default binary).
@@ -657,6 +726,7 @@ fn run_meta(
             utilization_period_ns: args.period,
             merge_threads: args.merge_threads,
         },
+        detail: args.slices.request(),
         ..RunMeta::default()
     }
 }
@@ -678,17 +748,13 @@ fn profile_once(
     let working_dir = matches!(target.kind, TargetKind::Bench | TargetKind::Test)
         .then_some(target.package_root.as_path());
     let collect_opts = args.collect_options();
+    let mut env = vec![(
+        OsString::from("PARPROF_OUT"),
+        output_dir.as_os_str().to_owned(),
+    )];
+    env.extend(args.slices.env());
     eprintln!("parprof: running {}", exe.display());
-    let outcome = launch::run_and_collect(
-        exe,
-        program_args,
-        &[(
-            OsString::from("PARPROF_OUT"),
-            output_dir.as_os_str().to_owned(),
-        )],
-        working_dir,
-        &collect_opts,
-    )?;
+    let outcome = launch::run_and_collect(exe, program_args, &env, working_dir, &collect_opts)?;
     eprintln!("parprof: the target {}", outcome.exit);
     let exit_code = outcome.exit.shell_code();
     let recording = Recording {

@@ -3,11 +3,15 @@
 //! does it again from a saved run folder, with other options if asked, without building or
 //! running anything.
 
+use crate::analysis::slices;
 use crate::analysis::{self, Analysis, AnalysisOptions};
 use crate::bench_harness::{self, BenchIndex, Harness};
-use crate::recording::{self, Completeness, RayonHooks, RecordedOptions, Recording, RunMeta};
+use crate::recording::{
+    self, Completeness, DetailRequest, RayonHooks, RecordedOptions, Recording, RunMeta,
+};
 use crate::{diff, report};
 use anyhow::{Context, Result, bail};
+use parprof_rt::slice_results::{self, SliceResults};
 use std::path::{Path, PathBuf};
 
 /// Analyses the run recorded in `run_dir` (its trace is there) with `options`.
@@ -29,7 +33,46 @@ pub fn analyse(
         &analysis_opts,
     )?;
     describe_run(&mut analysis, &recording.run);
+    analysis.slices = slice_results(&recording.run, run_dir, &mut analysis.notes).map(|r| {
+        slices::analyse(
+            &r,
+            &analysis.probes,
+            &analysis.threads,
+            analysis.counters.as_ref(),
+        )
+    });
     Ok(analysis)
+}
+
+/// The results the runtime wrote for `--slices` or `--detail full`, if asked for; what went
+/// wrong reading them is noted (the rest of the analysis stands without them).
+fn slice_results(run: &RunMeta, run_dir: &Path, notes: &mut Vec<String>) -> Option<SliceResults> {
+    if run.detail == DetailRequest::Off {
+        return None;
+    }
+    let path = run_dir.join(slice_results::file_name(run.child_pid));
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(e) => {
+            notes.push(format!(
+                "Exact per-call counters were asked for, but {} cannot be read ({e}): the program \
+                 did not start parprof's runtime (no probe, or not linked), or ended before its \
+                 exit handlers ran.",
+                path.display()
+            ));
+            return None;
+        }
+    };
+    match slice_results::read(std::io::BufReader::new(file)) {
+        Ok(results) => Some(results),
+        Err(e) => {
+            notes.push(format!(
+                "The exact per-call counters in {} could not be read: {e}.",
+                path.display()
+            ));
+            None
+        }
+    }
 }
 
 /// What the analysis cannot know of a run: the target, how it was built, how it ended.

@@ -72,6 +72,16 @@ pub fn counter_figure(counter: &str, value: f64) -> String {
     }
 }
 
+/// A counter's value per call: durations for `task-clock`, one decimal below 100 (a mean of
+/// 64.3 page faults reads as such).
+pub fn per_call_figure(counter: &str, value: f64) -> String {
+    if counter != "task-clock" && value.is_finite() && value.abs() < 100.0 {
+        format!("{value:.1}")
+    } else {
+        counter_figure(counter, value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

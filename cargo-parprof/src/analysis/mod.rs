@@ -16,6 +16,7 @@ mod distribution;
 pub mod lifecycle;
 pub mod model;
 pub mod offcpu;
+pub mod slices;
 mod spans;
 mod threads;
 mod trace_file;
@@ -223,6 +224,7 @@ pub fn analyse_with_counters(
         regions: streamed.lifecycle.regions,
         counters: counters_analysis,
         utilization,
+        slices: None,
         lost_events,
         lost_kernel_records: kernel.lost_records,
         malformed_kernel_records: kernel.malformed_records,

@@ -46,6 +46,9 @@ pub struct Analysis {
     /// Work executed vs. slots available over time (method 4); `None` without context-switch
     /// records.
     pub utilization: Option<super::utilization::Utilization>,
+    /// Exact per-call counters from slices or `--detail full` (method 5); `None` when neither
+    /// was asked for (filled by the caller, from the runtime's results file).
+    pub slices: Option<super::slices::SlicesAnalysis>,
     /// Trace events the runtime could not store (its buffers were full).
     pub lost_events: u64,
     /// Kernel records lost because a perf ring buffer was full.

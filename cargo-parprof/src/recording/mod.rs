@@ -47,6 +47,20 @@ pub struct RunMeta {
     /// The run was interrupted with Ctrl-C.
     pub interrupted: bool,
     pub options: RecordedOptions,
+    /// Exact per-call counters asked for (method 5): the runtime wrote their results beside
+    /// the trace. Runs recorded before it existed have none.
+    #[serde(default)]
+    pub detail: DetailRequest,
+}
+
+/// What `--slices` or `--detail full` asked the runtime for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DetailRequest {
+    #[default]
+    Off,
+    Slices,
+    Full,
 }
 
 impl Default for RunMeta {
@@ -60,6 +74,7 @@ impl Default for RunMeta {
             exit: ExitStatus::default(),
             interrupted: false,
             options: RecordedOptions::default(),
+            detail: DetailRequest::Off,
         }
     }
 }

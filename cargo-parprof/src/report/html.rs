@@ -197,11 +197,15 @@ pub fn input_of(analysis: &Analysis, svgs: Vec<(String, String)>) -> HtmlInput {
         title: format!("parprof: {name}"),
         summary_lines,
         diagnoses,
-        tables: vec![
-            tables::regions(analysis),
-            tables::probes(analysis),
-            tables::threads(analysis),
-        ],
+        tables: [
+            Some(tables::regions(analysis)),
+            Some(tables::probes(analysis)),
+            tables::slices(analysis),
+            Some(tables::threads(analysis)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
         svgs,
         items,
     }

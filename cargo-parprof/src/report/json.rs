@@ -40,6 +40,9 @@ struct Report<'a> {
     timeline: TimelineCounts,
     counters: &'a Option<CountersAnalysis>,
     utilization: &'a Option<Utilization>,
+    /// Method 5 (`--slices`, `--detail full`); absent when neither was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slices: &'a Option<crate::analysis::slices::SlicesAnalysis>,
     lost_events: u64,
     lost_kernel_records: u64,
     malformed_kernel_records: u64,
@@ -169,6 +172,7 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
         },
         counters: &analysis.counters,
         utilization: &analysis.utilization,
+        slices: &analysis.slices,
         lost_events: analysis.lost_events,
         lost_kernel_records: analysis.lost_kernel_records,
         steal_ns: analysis.steal_ns,

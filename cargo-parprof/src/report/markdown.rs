@@ -86,6 +86,14 @@ pub fn render(analysis: &Analysis) -> String {
     }
 
     write_counters(analysis, &mut md);
+    if let Some(table) = tables::slices(analysis) {
+        let _ = writeln!(md, "### {}\n", table.title);
+        write_table(&mut md, &table, TOP_SLICE_PROBES, "probes");
+        if let Some(note) = &table.note {
+            let _ = writeln!(md, "\n{note}");
+        }
+        md.push('\n');
+    }
     let notes = super::notes(analysis);
     if !notes.is_empty() {
         let _ = writeln!(md, "### Not measured, or may be off\n");
@@ -105,6 +113,9 @@ pub fn render(analysis: &Analysis) -> String {
     );
     md
 }
+
+/// Probes listed with their exact per-call counters.
+const TOP_SLICE_PROBES: usize = 12;
 
 /// Items listed with their attributed counters (by their value of the first counter).
 const TOP_COUNTER_ITEMS: usize = 12;

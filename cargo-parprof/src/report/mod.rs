@@ -11,6 +11,7 @@ pub mod tables;
 pub mod terminal;
 pub mod timeline;
 
+use crate::analysis::slices::SlicesAnalysis;
 use crate::analysis::{Analysis, ExitStatus, TraceCompleteness};
 pub(crate) use crate::units::{human_count, human_duration, relative_error};
 use anyhow::Context;
@@ -60,6 +61,61 @@ fn sampled_probes_note(analysis: &Analysis) -> Option<String> {
             sampled.join(", ")
         )
     })
+}
+
+/// What the slices covered and how they ended, and how to read their table.
+pub(crate) fn slices_sentence(s: &SlicesAnalysis) -> String {
+    let coverage = s.coverage.map_or(String::new(), |c| {
+        format!(" — {:.1}% of the program's CPU time", c * 100.0)
+    });
+    let mut text = if s.mode == "full" {
+        format!(
+            "Every probe call was measured in the program itself (counters read at each probe event, {} of CPU time{coverage}).",
+            human_duration(s.cpu_ns)
+        )
+    } else {
+        let e = &s.ended_early;
+        let mut ended: Vec<String> = [
+            (e.blocked, "blocked"),
+            (e.timeout, "out of wall time"),
+            (e.killed, "killed"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, why)| format!("{n} {why}"))
+        .collect();
+        if e.forbidden_syscall > 0 {
+            let names: Vec<String> = s
+                .forbidden_syscalls
+                .iter()
+                .map(|f| format!("{} ×{}", f.name, f.slices))
+                .collect();
+            ended.push(format!(
+                "{} at a system call with effects outside the slice ({})",
+                e.forbidden_syscall,
+                names.join(", ")
+            ));
+        }
+        let ended = if ended.is_empty() {
+            String::new()
+        } else {
+            format!(", ended early: {}", ended.join(", "))
+        };
+        format!(
+            "{} slices of up to {} of CPU time ran {} in all{coverage}{ended}.",
+            s.taken,
+            human_duration(s.config.slice_length_ns),
+            human_duration(s.cpu_ns),
+        )
+    };
+    text.push_str(
+        " Per call: the mean ± the standard deviation over the calls measured whole; \
+         attributed: method 3's estimate per call ± its error bound.",
+    );
+    for u in &s.unavailable {
+        text.push_str(&format!(" {} not measured: {}.", u.counter, u.reason));
+    }
+    text
 }
 
 pub fn write_all(

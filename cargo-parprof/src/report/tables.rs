@@ -2,8 +2,11 @@
 //! cells, rendered by `report.md` and `report.html`.
 
 use super::regions::{codes, preempted_percent, state_percents, task_origins};
-use super::{correction_percent, correction_sentence, human_count, human_duration};
+use super::{
+    correction_percent, correction_sentence, human_count, human_duration, slices_sentence,
+};
 use crate::analysis::Analysis;
+use crate::units::per_call_figure;
 use serde::Serialize;
 
 /// A table of text cells; the first column names the row, the others are figures.
@@ -143,4 +146,67 @@ pub fn threads(analysis: &Analysis) -> Table {
             .collect(),
         note: None,
     }
+}
+
+/// Exact per-call counters of method 5, beside method 3's estimates (`None` without
+/// `--slices` or `--detail full`).
+pub fn slices(analysis: &Analysis) -> Option<Table> {
+    let s = analysis.slices.as_ref()?;
+    let attributed: Vec<bool> = s
+        .counters
+        .iter()
+        .map(|c| s.probes.iter().any(|p| p.attributed.contains_key(c)))
+        .collect();
+    let mut header = vec!["probe".to_owned(), "calls measured".to_owned()];
+    for (counter, &with_attributed) in s.counters.iter().zip(&attributed) {
+        header.push(format!("{counter} per call"));
+        if with_attributed {
+            header.push(format!("{counter} attributed"));
+        }
+    }
+    let rows = s
+        .probes
+        .iter()
+        .map(|p| {
+            let calls = match p.calls_total {
+                Some(total) => format!(
+                    "{} of {}",
+                    human_count(p.calls_observed as f64),
+                    human_count(total as f64)
+                ),
+                None => human_count(p.calls_observed as f64),
+            };
+            let mut row = vec![p.name.clone(), calls];
+            for (counter, &with_attributed) in s.counters.iter().zip(&attributed) {
+                row.push(match (p.counters.get(counter), p.spread.get(counter)) {
+                    (Some(&mean), Some(&spread)) => format!(
+                        "{} ± {}",
+                        per_call_figure(counter, mean),
+                        per_call_figure(counter, spread)
+                    ),
+                    _ => "–".to_owned(),
+                });
+                if with_attributed {
+                    row.push(p.attributed.get(counter).map_or("–".to_owned(), |a| {
+                        format!(
+                            "{} ± {}",
+                            per_call_figure(counter, a.value),
+                            per_call_figure(counter, a.error)
+                        )
+                    }));
+                }
+            }
+            row
+        })
+        .collect();
+    Some(Table {
+        id: "slices".into(),
+        title: match s.mode {
+            "full" => "Exact per-call counters (every call, --detail full)".into(),
+            _ => "Exact per-call counters (slices)".into(),
+        },
+        header,
+        rows,
+        note: Some(slices_sentence(s)),
+    })
 }

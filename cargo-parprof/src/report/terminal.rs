@@ -7,6 +7,7 @@ use super::{
     human_duration,
 };
 use crate::analysis::Analysis;
+use crate::units::per_call_figure;
 use std::fmt::Write;
 
 /// Longest probe name shown before it is shortened (from the left: the end names the function).
@@ -74,6 +75,7 @@ pub fn summary(analysis: &Analysis) -> String {
             let _ = writeln!(out, "\nCorrection: {sentence}.");
         }
     }
+    write_slices(analysis, &mut out);
     let notes = super::notes(analysis);
     if !notes.is_empty() {
         let _ = writeln!(out, "\nNot measured, or may be off:");
@@ -82,6 +84,33 @@ pub fn summary(analysis: &Analysis) -> String {
         }
     }
     out
+}
+
+/// Probes with their exact per-call counters (method 5), the most measured first.
+fn write_slices(analysis: &Analysis, out: &mut String) {
+    let Some(s) = &analysis.slices else { return };
+    let _ = writeln!(out, "\nExact per-call counters ({}):", s.mode);
+    let _ = writeln!(out, "  {}", super::slices_sentence(s));
+    for p in s.probes.iter().take(TOP_PROBES) {
+        let figures: Vec<String> = s
+            .counters
+            .iter()
+            .filter_map(|c| {
+                let mean = p.counters.get(c)?;
+                let attributed = p.attributed.get(c).map_or(String::new(), |a| {
+                    format!(" (attributed {})", per_call_figure(c, a.value))
+                });
+                Some(format!("{c} {}{attributed}", per_call_figure(c, *mean)))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:>9} calls  {}  {}",
+            p.calls_observed,
+            shorten(&p.name),
+            figures.join(", ")
+        );
+    }
 }
 
 /// The diagnoses, each with its region, evidence, impact and advice; then one row per region.
