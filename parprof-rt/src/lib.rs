@@ -20,6 +20,7 @@ mod recorder;
 pub mod region;
 mod ring;
 mod sampling;
+pub mod slice_results;
 pub mod trace;
 
 pub use recorder::{flush, is_enabled, register_current_thread, shutdown, trace_file_name};
