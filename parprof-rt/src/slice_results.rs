@@ -257,7 +257,11 @@ impl<R: Read> Lines<R> {
 fn fields<'a>(rest: &'a str, keys: &[&str]) -> Result<Vec<&'a str>, String> {
     let tokens: Vec<&str> = rest.split(' ').collect();
     if tokens.len() != keys.len() {
-        return Err(format!("expected {} fields: {}", keys.len(), keys.join(" ")));
+        return Err(format!(
+            "expected {} fields: {}",
+            keys.len(),
+            keys.join(" ")
+        ));
     }
     tokens
         .iter()
@@ -540,7 +544,10 @@ mod tests {
             })
         );
         let err = read(&b"parprof-slices 2\n"[..]).unwrap_err();
-        assert!(matches!(err, SliceResultsError::Line { line: 1, .. }), "{err}");
+        assert!(
+            matches!(err, SliceResultsError::Line { line: 1, .. }),
+            "{err}"
+        );
     }
 
     proptest! {
