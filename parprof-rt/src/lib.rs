@@ -8,9 +8,13 @@
 pub use parprof_macros::parallel_region;
 pub use parprof_macros::probe;
 
+mod attention;
 mod calibrate;
 pub mod clock;
 pub mod codec;
+mod detail;
+mod full_detail;
+mod perf_group;
 // With `off`, probes expand to the stubs below and only calibration uses the real guard.
 #[cfg_attr(feature = "off", allow(dead_code))]
 mod probe;
@@ -20,7 +24,10 @@ mod recorder;
 pub mod region;
 mod ring;
 mod sampling;
+mod slice_child;
 pub mod slice_results;
+mod slice_slot;
+mod slices;
 pub mod trace;
 
 pub use recorder::{flush, is_enabled, register_current_thread, shutdown, trace_file_name};

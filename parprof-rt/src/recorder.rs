@@ -6,10 +6,14 @@
 //! writer cannot keep up, further events of that thread are counted as lost and the count is
 //! written into the trace.
 
+use crate::attention;
 use crate::calibrate;
 use crate::clock;
+use crate::full_detail;
 use crate::ring::{Push, Ring};
 use crate::sampling;
+use crate::slice_child;
+use crate::slices;
 use crate::trace::{
     self, Chunk, ChunkEncoder, End, Event, EventKind, Header, SiteKind, SiteRecord, ThreadRecord,
 };
@@ -72,6 +76,12 @@ struct ThreadExit {
 
 impl Drop for ThreadExit {
     fn drop(&mut self) {
+        if slice_child::active() {
+            // A slice's only thread ends: so does the slice, complete.
+            slice_child::finish_completed();
+        }
+        slices::detach_thread();
+        full_detail::detach_thread();
         let _ = RING.try_with(|r| r.set(std::ptr::null()));
         if let Some(ring) = self.ring.borrow_mut().take() {
             if sampling::has_pending() {
@@ -105,8 +115,10 @@ pub fn stamp(kind: EventKind, id: u32, aux: u16, flags: u8) -> Option<u64> {
     }
     // SAFETY: a non-null RING points into an Arc held by THREAD_EXIT of this live thread.
     let ring = unsafe { &*ring };
-    if sampling::has_pending() {
-        write_unrecorded(ring, clock::now());
+    // One byte says whether anything else is to be done: unrecorded calls to write, a slice
+    // checkpoint, detailed instrumentation.
+    if attention::get() != 0 {
+        return stamp_attention(ring, kind, id, aux, flags);
     }
     let ts = clock::now();
     push(
@@ -119,6 +131,48 @@ pub fn stamp(kind: EventKind, id: u32, aux: u16, flags: u8) -> Option<u64> {
             flags,
         },
     );
+    Some(ts)
+}
+
+/// `stamp` for a thread whose attention byte is set.
+#[cold]
+#[inline(never)]
+fn stamp_attention(ring: &Ring, kind: EventKind, id: u32, aux: u16, flags: u8) -> Option<u64> {
+    if attention::get() & attention::DETAIL == 0 || !slice_child::active() {
+        if sampling::has_pending() {
+            write_unrecorded(ring, clock::now());
+        }
+        if attention::get() & attention::CHECKPOINT != 0 {
+            attention::clear(attention::CHECKPOINT);
+            // In the child of a fork this returns in the slice.
+            slices::checkpoint();
+        }
+    }
+    if slice_child::active() {
+        // A slice measures the event and writes no trace: the writer is not in this process.
+        slice_child::event(kind, id);
+        return Some(clock::now());
+    }
+    let detail = attention::get() & attention::DETAIL != 0;
+    // The counters are read inside the event's interval: after the entry's push, before the
+    // exit's, so that the ring's cost stays out of the calls measured.
+    if detail && kind == EventKind::Exit {
+        full_detail::event(kind, id);
+    }
+    let ts = clock::now();
+    push(
+        ring,
+        Event {
+            ts,
+            id,
+            aux,
+            kind: kind as u8,
+            flags,
+        },
+    );
+    if detail && kind == EventKind::Enter {
+        full_detail::event(kind, id);
+    }
     Some(ts)
 }
 
@@ -204,6 +258,8 @@ fn attach_current_thread() -> bool {
     RING.with(|r| r.set(Arc::as_ptr(&ring)));
     queue_metadata(rt, Chunk::Thread(current_thread_record()));
     lock(&rt.rings).push(ring);
+    slices::attach_thread();
+    full_detail::attach_thread();
     true
 }
 
@@ -253,9 +309,22 @@ pub fn register_current_thread() {
 static NEXT_SITE_ID: AtomicU32 = AtomicU32::new(1);
 static SITE_LOCK: Mutex<()> = Mutex::new(());
 
+/// The id the next registered site gets.
+pub(crate) fn next_site_id() -> u32 {
+    NEXT_SITE_ID.load(Ordering::Relaxed)
+}
+
 /// Registers a site once and returns its id (never 0).
 #[cold]
 pub fn register_site(slot: &AtomicU32, kind: SiteKind, name: String, file: &str, line: u32) -> u32 {
+    if slice_child::active() {
+        // A slice is one thread, whose lock may have been held by another at the fork, and
+        // has no writer to tell: the id is the child's alone (the parent may give it to
+        // another site), and the slice does not measure it.
+        let id = NEXT_SITE_ID.fetch_add(1, Ordering::Relaxed);
+        slot.store(id, Ordering::Release);
+        return id;
+    }
     let _guard = lock(&SITE_LOCK);
     let existing = slot.load(Ordering::Acquire);
     if existing != 0 {
@@ -327,6 +396,7 @@ pub fn trace_file_name(pid: u32) -> String {
 
 fn start(dir: PathBuf) -> std::io::Result<()> {
     std::fs::create_dir_all(&dir)?;
+    let full_detail = full_detail::requested();
     let pid = std::process::id();
     let path = dir.join(trace_file_name(pid));
     let mut file = File::create(&path).map_err(|e| {
@@ -355,7 +425,19 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     let table = calibrate::measure();
     MODE.store(UNINIT, Ordering::Release);
     // After calibration, which must record every call of its pseudo-site.
-    sampling::configure(ticks_per_ns);
+    sampling::configure(ticks_per_ns, full_detail);
+    // After calibration too, whose events are not the program's. This thread attached for
+    // calibration, before either could give it anything.
+    if full_detail {
+        if std::env::var_os("PARPROF_SLICES").is_some() {
+            eprintln!("parprof: PARPROF_SLICES ignored: PARPROF_DETAIL=full measures every call");
+        }
+        full_detail::init(&dir);
+        full_detail::attach_thread();
+    } else {
+        slices::init(&dir);
+        slices::attach_thread();
+    }
 
     let mut enc = ChunkEncoder::new();
     enc.preamble();
@@ -432,7 +514,9 @@ mod crash_flush {
         info: *mut libc::siginfo_t,
         context: *mut libc::c_void,
     ) {
+        // A slice has no writer to wait for.
         if !FLUSHING.swap(true, Ordering::AcqRel)
+            && !crate::slice_child::active()
             && let Some(rt) = RUNTIME.get()
         {
             let target = rt.passes.load(Ordering::Acquire) + 2;
@@ -492,10 +576,17 @@ extern "C" fn flush_at_exit() {
 /// Stops recording, writes everything buffered and the end chunk. Idempotent; waits at most
 /// a few seconds for the writer.
 pub fn shutdown() {
+    if slice_child::active() {
+        // The program ends inside a slice: the slice is complete; the parent's trace is not
+        // this process's to write.
+        slice_child::finish_completed();
+    }
     let Some(rt) = RUNTIME.get() else { return };
     if MODE.load(Ordering::Acquire) != ON {
         return;
     }
+    slices::shutdown();
+    full_detail::shutdown();
     // The calling thread (at exit, the main thread) may hold counts of unrecorded calls.
     let ring = RING.try_with(|r| r.get()).unwrap_or(std::ptr::null());
     if !ring.is_null() && sampling::has_pending() {
@@ -513,6 +604,9 @@ pub fn shutdown() {
 /// call is in the file (at most a few seconds).
 pub fn flush() {
     let Some(rt) = RUNTIME.get() else { return };
+    if slice_child::active() {
+        return;
+    }
     // A pass that started before this call may have missed the latest events; the second
     // pass from now on has started after it.
     let target = rt.passes.load(Ordering::Acquire) + 2;
@@ -526,7 +620,15 @@ pub fn flush() {
     }
 }
 
+static WRITER_TID: AtomicU32 = AtomicU32::new(0);
+
+/// The writer thread's id (0 before it starts): not a program thread.
+pub(crate) fn writer_tid() -> u32 {
+    WRITER_TID.load(Ordering::Relaxed)
+}
+
 fn writer_loop() {
+    WRITER_TID.store(current_tid(), Ordering::Relaxed);
     let rt = RUNTIME
         .get()
         .expect("runtime initialised before the writer starts");

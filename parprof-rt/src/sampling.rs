@@ -17,7 +17,8 @@
 //!
 //! [`EventKind::Unrecorded`]: crate::trace::EventKind::Unrecorded
 
-use std::cell::{Cell, UnsafeCell};
+use crate::attention;
+use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Calls closer together than this, on average, make a site hot.
@@ -32,9 +33,10 @@ const MAX_SITES: usize = 1 << 16;
 /// [`HOT_SPACING_NS`] in clock ticks; 0 turns sampling off.
 static HOT_SPACING_TICKS: AtomicU64 = AtomicU64::new(0);
 
-/// Called once at start-up with the event clock's rate.
-pub(crate) fn configure(ticks_per_ns: f64) {
-    let off = std::env::var("PARPROF_SAMPLING").is_ok_and(|v| v == "off");
+/// Called once at start-up with the event clock's rate; `record_all` (full detail: every call
+/// is measured) turns sampling off as `PARPROF_SAMPLING=off` does.
+pub(crate) fn configure(ticks_per_ns: f64, record_all: bool) {
+    let off = record_all || std::env::var("PARPROF_SAMPLING").is_ok_and(|v| v == "off");
     let ticks = if off {
         0
     } else {
@@ -76,11 +78,10 @@ impl SiteState {
 thread_local! {
     /// Indexed by site id (ids are small and dense, from 1).
     static SITES: UnsafeCell<Vec<SiteState>> = const { UnsafeCell::new(Vec::new()) };
-    /// Sites with unrecorded calls not yet in the trace.
+    /// Sites with unrecorded calls not yet in the trace. That it is not empty is the
+    /// [`attention::PENDING`] bit: derivable, but every recorded event checks that byte, and
+    /// a byte without a destructor costs less to reach than the vector.
     static PENDING: UnsafeCell<Vec<u32>> = const { UnsafeCell::new(Vec::new()) };
-    /// `PENDING` is not empty. Derivable, but every recorded event checks it, and a `Cell`
-    /// without a destructor costs less to reach than the vector.
-    static ANY_PENDING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `f` on the calling thread's state of `site`; `None` during thread teardown.
@@ -144,7 +145,7 @@ fn mark_pending(site: u32) {
         // SAFETY: only this module reaches the vector, on its own thread, without reentry.
         unsafe { &mut *p.get() }.push(site)
     });
-    let _ = ANY_PENDING.try_with(|a| a.set(true));
+    attention::set(attention::PENDING);
 }
 
 /// A recorded call of `site` returns at `ts`: every [`RATE_WINDOW`] calls its rate decides
@@ -172,6 +173,27 @@ pub(crate) fn exit(site: u32) {
     with_site(site, |s| s.depth = s.depth.saturating_sub(1));
 }
 
+/// In a slice: sampling off from now on, and the calling thread (the only one) records its
+/// next call of every site, calls nested in an unrecorded activation included; the counts of
+/// unrecorded calls are dropped (a slice writes no trace).
+pub(crate) fn record_every_call() {
+    HOT_SPACING_TICKS.store(0, Ordering::Relaxed);
+    let _ = SITES.try_with(|sites| {
+        // SAFETY: as in `with_site`.
+        for s in unsafe { &mut *sites.get() } {
+            s.period = 1;
+            s.skip = 0;
+            s.outermost_recorded = true;
+            s.unrecorded = 0;
+        }
+    });
+    let _ = PENDING.try_with(|p| {
+        // SAFETY: as in `mark_pending`.
+        unsafe { &mut *p.get() }.clear()
+    });
+    attention::clear(attention::PENDING);
+}
+
 /// Calibration's pseudo-site, whose state is kept in slot 0 (site ids start at 1).
 pub(crate) const CALIBRATION_SITE: u32 = u32::MAX;
 
@@ -193,7 +215,7 @@ pub(crate) fn discard_pending() {
 /// Whether unrecorded calls wait to be written.
 #[inline(always)]
 pub(crate) fn has_pending() -> bool {
-    ANY_PENDING.try_with(Cell::get).unwrap_or(false)
+    attention::get() & attention::PENDING != 0
 }
 
 /// Hands over the calling thread's unrecorded call counts, as (site, count) with counts of at
@@ -205,7 +227,7 @@ pub(crate) fn take_pending(mut emit: impl FnMut(u32, u16)) {
     }) else {
         return;
     };
-    let _ = ANY_PENDING.try_with(|a| a.set(false));
+    attention::clear(attention::PENDING);
     for site in pending {
         let mut count = with_site(site, |s| std::mem::take(&mut s.unrecorded)).unwrap_or(0);
         while count > 0 {
