@@ -147,22 +147,24 @@ impl Group {
     /// the read failed; `values` is then unchanged.
     #[inline]
     pub(crate) fn read(&self, values: &mut [u64; MAX_COUNTERS]) -> bool {
-        // PERF_FORMAT_GROUP: the number of events, then their values, the leader's first.
-        let mut buf = [0u64; 2 + MAX_COUNTERS];
-        // SAFETY: reading into a buffer of the stated size.
-        let n = unsafe {
-            libc::read(
-                self.fds[0],
-                buf.as_mut_ptr().cast(),
-                std::mem::size_of_val(&buf),
-            )
-        };
-        if n < 8 || buf[0] as usize != 1 + self.len {
-            return false;
-        }
-        values[..self.len].copy_from_slice(&buf[2..2 + self.len]);
-        true
+        read_group(self.fds[0], self.len, values)
     }
+}
+
+/// [`Group::read`] by the leader's descriptor and the number of counters, for a signal
+/// handler that must not borrow the group.
+#[inline]
+pub(crate) fn read_group(leader: RawFd, len: usize, values: &mut [u64; MAX_COUNTERS]) -> bool {
+    // PERF_FORMAT_GROUP: the number of events, then their values, the leader's first.
+    let mut buf = [0u64; 2 + MAX_COUNTERS];
+    // SAFETY: reading into a buffer of the stated size.
+    let n = unsafe { libc::read(leader, buf.as_mut_ptr().cast(), std::mem::size_of_val(&buf)) };
+    let len = len.min(MAX_COUNTERS);
+    if n < 8 || buf[0] as usize != 1 + len {
+        return false;
+    }
+    values[..len].copy_from_slice(&buf[2..2 + len]);
+    true
 }
 
 impl Drop for Group {

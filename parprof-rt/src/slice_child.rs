@@ -11,17 +11,27 @@
 //! less than half its CPU time, else `timeout`); a system call the filter traps that is not a
 //! write (`forbidden_syscall`). Writes are suppressed: the handler of the trap returns the byte
 //! count, so the program goes on as if its output had been written.
+//!
+//! A slice that is runnable but does not get a CPU (a loaded machine) is neither blocked nor
+//! slow: when the wall limit passes while it spent most of the time running or waiting for a
+//! CPU (its run delay, from `/proc/thread-self/schedstat`), it gets the limit again, up to
+//! [`WALL_TICKS`] times.
 
 use crate::attention;
 use crate::clock;
 use crate::detail::{MAX_SITES, Measure};
-use crate::perf_group::{Group, MAX_COUNTERS};
+use crate::perf_group::{Group, MAX_COUNTERS, read_group};
 use crate::sampling;
 use crate::slice_results::CounterColumn;
 use crate::slice_slot::{self, Slot};
 use crate::trace::EventKind;
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering, compiler_fence};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering, compiler_fence,
+};
+
+/// A slice's wall-clock time is at most this many wall limits.
+pub(crate) const WALL_TICKS: u32 = 4;
 
 /// This process is a slice.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -32,13 +42,22 @@ static WALL_DUE: AtomicBool = AtomicBool::new(false);
 /// The measurement is being updated: a handler that would end the slice defers to the
 /// updating code, so that no call is half counted.
 static UPDATING: AtomicBool = AtomicBool::new(false);
+/// Wall limits passed so far.
+static WALL_TICKS_PASSED: AtomicU32 = AtomicU32::new(0);
+/// What the handlers read without borrowing [`CHILD`] (which the probe events may be
+/// updating): the counter leader and the number of counters, the task-clock and the run
+/// delay at the start, `/proc/thread-self/schedstat` (-1: none).
+static LEADER: AtomicI32 = AtomicI32::new(-1);
+static COUNTERS: AtomicUsize = AtomicUsize::new(0);
+static START_TASK_CLOCK: AtomicU64 = AtomicU64::new(0);
+static START_RUN_DELAY: AtomicU64 = AtomicU64::new(0);
+static SCHEDSTAT: AtomicI32 = AtomicI32::new(-1);
+static START_WALL_NS: AtomicU64 = AtomicU64::new(0);
+static LENGTH_NS: AtomicU64 = AtomicU64::new(0);
 
 struct Child {
     measure: Measure,
     slot: *mut Slot,
-    start_values: [u64; MAX_COUNTERS],
-    start_wall_ns: u64,
-    length_ns: u64,
 }
 
 /// The child's state: written once before the timers are armed, then reached only by the one
@@ -119,14 +138,25 @@ pub(crate) fn start(setup: Setup) {
     let Some(start_values) = measure.read_now() else {
         fail(STEP_COUNTERS, std::io::Error::last_os_error())
     };
+    // SAFETY: a plain open of a NUL-terminated path.
+    let schedstat = unsafe {
+        libc::open(
+            c"/proc/thread-self/schedstat".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    LEADER.store(leader, Ordering::Relaxed);
+    COUNTERS.store(measure.group.len(), Ordering::Relaxed);
+    START_TASK_CLOCK.store(start_values[0], Ordering::Relaxed);
+    SCHEDSTAT.store(schedstat, Ordering::Relaxed);
+    START_RUN_DELAY.store(run_delay(), Ordering::Relaxed);
+    START_WALL_NS.store(clock::monotonic_ns(), Ordering::Relaxed);
+    LENGTH_NS.store(setup.length_ns, Ordering::Relaxed);
     // SAFETY: no handler of this child reads the cell before the timers below are armed.
     unsafe {
         *CHILD.0.get() = Some(Child {
             measure,
             slot: setup.slot,
-            start_values,
-            start_wall_ns: clock::monotonic_ns(),
-            length_ns: setup.length_ns,
         });
     }
     if let Err(e) = sigsys::install() {
@@ -148,13 +178,13 @@ pub(crate) fn start(setup: Setup) {
             setup.signal,
             crate::slices::TIMER_SLICE_WALL,
             setup.wall_limit_ns,
-            false,
+            true,
         )
     });
     if let Err(e) = timers {
         fail(STEP_TIMERS, e);
     }
-    if let Err(e) = sigsys::filter(leader) {
+    if let Err(e) = sigsys::filter(leader, schedstat) {
         fail(STEP_FILTER, e);
     }
 }
@@ -193,9 +223,18 @@ pub(crate) fn on_cpu_timer() {
     OVER.store(true, Ordering::Relaxed);
 }
 
-/// The slice's wall-clock timer fired (signal handler): end now, unless the measurement is
-/// being updated, which then ends it.
+/// The slice's wall-clock timer fired (signal handler, every wall limit): end now, unless the
+/// slice was mostly runnable and has limits left, or the measurement is being updated (which
+/// then ends it).
 pub(crate) fn on_wall_timer() {
+    let ticks = WALL_TICKS_PASSED.load(Ordering::Relaxed) + 1;
+    WALL_TICKS_PASSED.store(ticks, Ordering::Relaxed);
+    let elapsed = clock::monotonic_ns().saturating_sub(START_WALL_NS.load(Ordering::Relaxed));
+    let wanted_cpu =
+        cpu_used() + run_delay().saturating_sub(START_RUN_DELAY.load(Ordering::Relaxed));
+    if ticks < WALL_TICKS && wanted_cpu >= elapsed / 2 {
+        return;
+    }
     if UPDATING.load(Ordering::Relaxed) {
         WALL_DUE.store(true, Ordering::Relaxed);
     } else {
@@ -203,11 +242,29 @@ pub(crate) fn on_wall_timer() {
     }
 }
 
+/// The run delay (ns spent runnable, waiting for a CPU) in `schedstat`'s second field; 0
+/// when there is none. Async-signal-safe: one `pread`, no allocation.
+fn run_delay() -> u64 {
+    let schedstat = SCHEDSTAT.load(Ordering::Relaxed);
+    if schedstat < 0 {
+        return 0;
+    }
+    let mut buf = [0u8; 64];
+    // SAFETY: reading into a buffer of the stated size.
+    let n = unsafe { libc::pread(schedstat, buf.as_mut_ptr().cast(), buf.len(), 0) };
+    let text = &buf[..n.max(0) as usize];
+    text.split(|&b| b == b' ').nth(1).map_or(0, |field| {
+        field
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .fold(0u64, |v, &d| {
+                v.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+            })
+    })
+}
+
 fn finish_wall() -> ! {
-    // SAFETY: as in `event`: not updating.
-    let used = unsafe { (*CHILD.0.get()).as_ref() }.map_or(0, cpu_used);
-    let length = unsafe { (*CHILD.0.get()).as_ref() }.map_or(0, |c| c.length_ns);
-    let end = if used < length / 2 {
+    let end = if cpu_used() < LENGTH_NS.load(Ordering::Relaxed) / 2 {
         slice_slot::END_BLOCKED
     } else {
         slice_slot::END_TIMEOUT
@@ -215,12 +272,14 @@ fn finish_wall() -> ! {
     finish(end, 0)
 }
 
-/// The slice's task-clock so far.
-fn cpu_used(child: &Child) -> u64 {
-    child
-        .measure
-        .read_now()
-        .map_or(0, |v| v[0].saturating_sub(child.start_values[0]))
+/// The slice's task-clock so far (async-signal-safe).
+fn cpu_used() -> u64 {
+    let mut values = [0; MAX_COUNTERS];
+    let leader = LEADER.load(Ordering::Relaxed);
+    if leader < 0 || !read_group(leader, COUNTERS.load(Ordering::Relaxed), &mut values) {
+        return 0;
+    }
+    values[0].saturating_sub(START_TASK_CLOCK.load(Ordering::Relaxed))
 }
 
 /// The program ends inside the slice (`exit`, or its thread returns): the slice is complete.
@@ -234,9 +293,9 @@ fn finish(end: u32, syscall: i64) -> ! {
     // child's.
     if let Some(child) = unsafe { (*CHILD.0.get()).as_ref() } {
         let slot = unsafe { &*child.slot };
-        slot.cpu_ns.store(cpu_used(child), Ordering::Relaxed);
+        slot.cpu_ns.store(cpu_used(), Ordering::Relaxed);
         slot.wall_ns.store(
-            clock::monotonic_ns().saturating_sub(child.start_wall_ns),
+            clock::monotonic_ns().saturating_sub(START_WALL_NS.load(Ordering::Relaxed)),
             Ordering::Relaxed,
         );
         slot.used.store(
@@ -289,24 +348,37 @@ mod sigsys {
 
     /// Installs the filter: the allowed calls pass, `read` and `ioctl` only on the counter
     /// leader (reading an inherited descriptor would move the offset it shares with the
-    /// parent), everything else traps to [`on_sigsys`].
-    pub(super) fn filter(leader: RawFd) -> io::Result<()> {
+    /// parent), `pread64` only on the child's own `schedstat`, `fcntl` only to query flags
+    /// (Rust's standard library checks descriptors so in debug builds); everything else traps
+    /// to [`on_sigsys`].
+    pub(super) fn filter(leader: RawFd, schedstat: RawFd) -> io::Result<()> {
         let arch = std::env::consts::ARCH
             .try_into()
             .map_err(|_| io::Error::from_raw_os_error(libc::ENOSYS))?;
-        let on_leader = || -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
-            Ok(vec![SeccompRule::new(vec![SeccompCondition::new(
-                0,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Eq,
-                leader as u64,
-            )?])?])
-        };
+        // Argument `arg` is one of `values`.
+        let arg_in =
+            |arg: u8, values: &[i32]| -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+                values
+                    .iter()
+                    .map(|&v| {
+                        SeccompRule::new(vec![SeccompCondition::new(
+                            arg,
+                            SeccompCmpArgLen::Dword,
+                            SeccompCmpOp::Eq,
+                            v as u32 as u64,
+                        )?])
+                    })
+                    .collect()
+            };
         let build = || -> Result<BpfProgram, seccompiler::BackendError> {
             let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
                 ALLOWED.iter().map(|&nr| (nr, Vec::new())).collect();
-            rules.insert(libc::SYS_read, on_leader()?);
-            rules.insert(libc::SYS_ioctl, on_leader()?);
+            rules.insert(libc::SYS_read, arg_in(0, &[leader])?);
+            rules.insert(libc::SYS_ioctl, arg_in(0, &[leader])?);
+            if schedstat >= 0 {
+                rules.insert(libc::SYS_pread64, arg_in(0, &[schedstat])?);
+            }
+            rules.insert(libc::SYS_fcntl, arg_in(1, &[libc::F_GETFD, libc::F_GETFL])?);
             SeccompFilter::new(rules, SeccompAction::Trap, SeccompAction::Allow, arch)?.try_into()
         };
         let program = build().map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;

@@ -119,6 +119,14 @@ struct Parent {
     busy: Vec<bool>,
 }
 
+impl Slices {
+    /// How long after its fork the parent kills a slice that has not ended itself: past the
+    /// longest wall time the slice allows itself, and a grace.
+    fn kill_after_ns(&self) -> u64 {
+        self.wall_limit_ns * u64::from(slice_child::WALL_TICKS) + KILL_GRACE_NS
+    }
+}
+
 static SLICES: OnceLock<Slices> = OnceLock::new();
 
 thread_local! {
@@ -503,7 +511,7 @@ fn kill_overdue(s: &Slices, p: &mut Parent) {
     let overdue: Vec<libc::pid_t> = p
         .live
         .iter()
-        .filter(|l| now.saturating_sub(l.forked_ns) > s.wall_limit_ns + KILL_GRACE_NS)
+        .filter(|l| now.saturating_sub(l.forked_ns) > s.kill_after_ns())
         .map(|l| l.pid)
         .collect();
     for &pid in &overdue {
@@ -513,8 +521,8 @@ fn kill_overdue(s: &Slices, p: &mut Parent) {
     reap(s, p, &overdue);
 }
 
-/// At process exit: waits for the live slices up to their wall limit, kills the others, and
-/// writes the results file.
+/// At process exit: waits for the live slices up to their longest wall time, kills the
+/// others, and writes the results file.
 pub(crate) fn shutdown() {
     let Some(s) = SLICES.get() else { return };
     if s.stopped.swap(true, Ordering::AcqRel) {
@@ -525,7 +533,7 @@ pub(crate) fn shutdown() {
     let deadline = p
         .live
         .iter()
-        .map(|l| l.forked_ns + s.wall_limit_ns + KILL_GRACE_NS)
+        .map(|l| l.forked_ns + s.kill_after_ns())
         .max()
         .unwrap_or(0);
     loop {
