@@ -137,3 +137,40 @@ pub struct KernelRecords {
     /// where it cannot be read.
     pub steal_ns: Option<u64>,
 }
+
+impl KernelRecords {
+    /// These records without those of the threads `tids` (e.g. the processes of slices, which
+    /// the collector follows like any child of the program).
+    pub fn without_threads(&self, tids: &std::collections::HashSet<u32>) -> KernelRecords {
+        let keep = |tid: u32| !tids.contains(&tid);
+        let mut out = self.clone();
+        out.switches.retain(|s| keep(s.tid));
+        out.thread_starts.retain(|t| keep(t.tid));
+        out.thread_names.retain(|(tid, _)| keep(*tid));
+        retain_with_stacks(&mut out.samples, &mut out.sample_stacks, |s| keep(s.tid));
+        retain_with_stacks(
+            &mut out.switch_samples,
+            &mut out.switch_sample_stacks,
+            |s| keep(s.tid),
+        );
+        out
+    }
+}
+
+/// Keeps the samples that `keep` keeps, and their symbolised stacks when there are any
+/// (`stacks` is empty or parallel to `samples`).
+fn retain_with_stacks(
+    samples: &mut Vec<CpuSample>,
+    stacks: &mut Vec<Vec<Frame>>,
+    keep: impl Fn(&CpuSample) -> bool,
+) {
+    let kept: Vec<bool> = samples.iter().map(&keep).collect();
+    if stacks.len() == samples.len() {
+        let mut i = 0;
+        stacks.retain(|_| {
+            i += 1;
+            kept[i - 1]
+        });
+    }
+    samples.retain(keep);
+}

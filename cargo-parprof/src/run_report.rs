@@ -12,6 +12,8 @@ use crate::recording::{
 use crate::{diff, report};
 use anyhow::{Context, Result, bail};
 use parprof_rt::slice_results::{self, SliceResults};
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// Analyses the run recorded in `run_dir` (its trace is there) with `options`.
@@ -26,14 +28,19 @@ pub fn analyse(
         utilization_period_ns: options.utilization_period_ns,
         ..AnalysisOptions::default()
     };
-    let mut analysis = analysis::analyse_with_counters(
-        run_dir,
-        &recording.kernel,
-        &recording.counters,
-        &analysis_opts,
-    )?;
+    let mut slice_notes = Vec::new();
+    let slice_results = slice_results(&recording.run, run_dir, &mut slice_notes);
+    // The collector follows the slices' processes like any child: their records are not the
+    // program's.
+    let kernel = match &slice_results {
+        Some(r) => Cow::Owned(recording.kernel.without_threads(&slice_processes(r))),
+        None => Cow::Borrowed(&recording.kernel),
+    };
+    let mut analysis =
+        analysis::analyse_with_counters(run_dir, &kernel, &recording.counters, &analysis_opts)?;
     describe_run(&mut analysis, &recording.run);
-    analysis.slices = slice_results(&recording.run, run_dir, &mut analysis.notes).map(|r| {
+    analysis.notes.extend(slice_notes);
+    analysis.slices = slice_results.map(|r| {
         slices::analyse(
             &r,
             &analysis.probes,
@@ -42,6 +49,10 @@ pub fn analyse(
         )
     });
     Ok(analysis)
+}
+
+fn slice_processes(results: &SliceResults) -> HashSet<u32> {
+    results.slices.iter().filter_map(|s| s.pid).collect()
 }
 
 /// The results the runtime wrote for `--slices` or `--detail full`, if asked for; what went

@@ -166,6 +166,7 @@ pub(crate) fn shutdown() {
             t.finish();
             Slice {
                 tid: t.tid,
+                pid: None,
                 cpu: None,
                 start_ts: t.start_ts,
                 cpu_ns: t.cpu_ns,

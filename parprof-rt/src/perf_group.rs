@@ -96,11 +96,26 @@ pub(crate) fn available() -> (Vec<CounterColumn>, Vec<UnavailableCounter>) {
             }
             Err(e) => unavailable.push(UnavailableCounter {
                 name: name.into(),
-                reason: format!("perf_event_open: {e}"),
+                reason: unavailable_reason(&e),
             }),
         }
     }
     (columns, unavailable)
+}
+
+/// Why a counter could not be opened, in the user's terms where the error is a known one.
+fn unavailable_reason(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) => {
+            format!(
+                "no such counter on this machine (no hardware PMU exposed, as in most virtual machines; perf_event_open: {e})"
+            )
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => format!(
+            "not permitted (perf_event_paranoid too high for this user; perf_event_open: {e})"
+        ),
+        _ => format!("perf_event_open: {e}"),
+    }
 }
 
 /// An open group of the calling thread.

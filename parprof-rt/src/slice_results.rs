@@ -91,7 +91,11 @@ pub struct SiteStats {
 /// One slice (or, in full mode, one thread's whole run).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Slice {
+    /// The thread the slice continued.
     pub tid: u32,
+    /// The slice's own process (`None` in full mode): the kernel's records of it are the
+    /// slice's, not the program's.
+    pub pid: Option<u32>,
     /// The CPU the slice was pinned on, if any.
     pub cpu: Option<u32>,
     /// Event clock ticks, as the trace's events.
@@ -192,9 +196,10 @@ pub fn write(w: &mut impl Write, r: &SliceResults) -> io::Result<()> {
     );
     for s in &r.slices {
         let cpu = s.cpu.map_or("-".to_owned(), |c| c.to_string());
+        let pid = s.pid.map_or("-".to_owned(), |p| p.to_string());
         let _ = writeln!(
             out,
-            "slice tid={} cpu={cpu} start_ts={} cpu_ns={} wall_ns={} end={} sites={}",
+            "slice tid={} pid={pid} cpu={cpu} start_ts={} cpu_ns={} wall_ns={} end={} sites={}",
             s.tid,
             s.start_ts,
             s.cpu_ns,
@@ -379,22 +384,24 @@ pub fn read(r: impl Read) -> Result<SliceResults, SliceResultsError> {
             let f = fields(
                 rest,
                 &[
-                    "tid", "cpu", "start_ts", "cpu_ns", "wall_ns", "end", "sites",
+                    "tid", "pid", "cpu", "start_ts", "cpu_ns", "wall_ns", "end", "sites",
                 ],
             )?;
+            let optional = |text: &str, what: &str| match text {
+                "-" => Ok(None),
+                text => number(text, what).map(Some),
+            };
             let slice = Slice {
                 tid: number(f[0], "tid")?,
-                cpu: match f[1] {
-                    "-" => None,
-                    cpu => Some(number(cpu, "cpu")?),
-                },
-                start_ts: number(f[2], "start_ts")?,
-                cpu_ns: number(f[3], "cpu_ns")?,
-                wall_ns: number(f[4], "wall_ns")?,
-                end: parse_end(f[5]).ok_or_else(|| format!("unknown end `{}`", f[5]))?,
+                pid: optional(f[1], "pid")?,
+                cpu: optional(f[2], "cpu")?,
+                start_ts: number(f[3], "start_ts")?,
+                cpu_ns: number(f[4], "cpu_ns")?,
+                wall_ns: number(f[5], "wall_ns")?,
+                end: parse_end(f[6]).ok_or_else(|| format!("unknown end `{}`", f[6]))?,
                 sites: Vec::new(),
             };
-            Ok((slice, number(f[6], "sites")?))
+            Ok((slice, number(f[7], "sites")?))
         };
         let (mut slice, n_sites) = parse().map_err(|e| lines.error(e))?;
         for _ in 0..n_sites {
@@ -483,6 +490,7 @@ mod tests {
             slices: vec![
                 Slice {
                     tid: 4242,
+                    pid: Some(5151),
                     cpu: Some(3),
                     start_ts: 123_456_789_012,
                     cpu_ns: 10_000_321,
@@ -497,6 +505,7 @@ mod tests {
                 },
                 Slice {
                     tid: 4243,
+                    pid: None,
                     cpu: None,
                     start_ts: 0,
                     cpu_ns: 0,

@@ -495,6 +495,7 @@ fn collect(s: &Slices, live: &Live) -> Option<Slice> {
     let used = slot.used.load(Ordering::Relaxed);
     Some(Slice {
         tid: live.tid,
+        pid: Some(live.pid as u32),
         cpu: live.cpu,
         start_ts: live.start_ts,
         cpu_ns: slot.cpu_ns.load(Ordering::Relaxed),

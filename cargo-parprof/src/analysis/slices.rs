@@ -367,6 +367,7 @@ mod tests {
     fn slice(end: SliceEnd, sites: Vec<SiteStats>) -> Slice {
         Slice {
             tid: 1,
+            pid: Some(2),
             cpu: Some(1),
             start_ts: 0,
             cpu_ns: 10_000_000,

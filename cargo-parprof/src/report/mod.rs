@@ -34,7 +34,26 @@ pub struct ReportOptions {
 pub fn notes(analysis: &Analysis) -> Vec<String> {
     let mut notes = analysis.notes.clone();
     notes.extend(sampled_probes_note(analysis));
+    notes.extend(slices_in_counters_note(analysis));
     notes
+}
+
+/// The kernel counts a forked process with the program whose counters it inherits, so the
+/// program-wide counters of method 3 include the slices' own work.
+fn slices_in_counters_note(analysis: &Analysis) -> Option<String> {
+    let s = analysis.slices.as_ref().filter(|s| s.mode == "slices")?;
+    analysis
+        .counters
+        .as_ref()
+        .filter(|c| !c.collected.is_empty())?;
+    (s.cpu_ns > 0).then(|| {
+        format!(
+            "The program-wide counters (method 3) also counted the slices' own work ({} of CPU time, \
+             with its page faults): the attributed values of probes that ran while slices did are too \
+             high by up to that much. A run without --slices gives method 3's figures alone.",
+            human_duration(s.cpu_ns)
+        )
+    })
 }
 
 /// Which probes the runtime sampled, once for all of them.
@@ -113,7 +132,10 @@ pub(crate) fn slices_sentence(s: &SlicesAnalysis) -> String {
          attributed: method 3's estimate per call ± its error bound.",
     );
     for u in &s.unavailable {
-        text.push_str(&format!(" {} not measured: {}.", u.counter, u.reason));
+        text.push_str(&format!(
+            " {}: not measured in the slices, {}.",
+            u.counter, u.reason
+        ));
     }
     text
 }
