@@ -49,6 +49,7 @@ mod state_spans;
 use super::EventConsumer;
 use super::diagnoses::{self, Diagnosis, Thresholds};
 use super::distribution::DurationDistribution;
+use super::id_map::IdMap;
 use super::model::worker_name;
 use super::offcpu::{OffCpu, OffCpuIndex};
 use parprof_rt::trace::{
@@ -371,7 +372,7 @@ struct ThreadState {
     /// What the hooks saw since the current gap began.
     search: HookedSearch,
     gap_after_task: bool,
-    accs: HashMap<u32, Acc>,
+    accs: IdMap<u32, Acc>,
     stored: Vec<Gap>,
     /// Gaps shorter than this are folded.
     keep_min: u64,
@@ -401,7 +402,7 @@ impl Close {
     }
 }
 
-fn chain(parents: &HashMap<u32, u32>, region: u32) -> impl Iterator<Item = u32> + '_ {
+fn chain(parents: &IdMap<u32, u32>, region: u32) -> impl Iterator<Item = u32> + '_ {
     std::iter::successors(Some(region), |r| parents.get(r).copied()).take(MAX_NESTING)
 }
 
@@ -410,7 +411,7 @@ impl ThreadState {
         self.accs.entry(region).or_default()
     }
 
-    fn for_chain(&mut self, parents: &HashMap<u32, u32>, region: u32, mut f: impl FnMut(&mut Acc)) {
+    fn for_chain(&mut self, parents: &IdMap<u32, u32>, region: u32, mut f: impl FnMut(&mut Acc)) {
         for r in chain(parents, region) {
             f(self.acc(r));
         }
@@ -423,7 +424,7 @@ impl ThreadState {
         ts: u64,
         how: Close,
         region: u32,
-        parents: &HashMap<u32, u32>,
+        parents: &IdMap<u32, u32>,
     ) -> Option<Gap> {
         let since = std::mem::replace(&mut self.since, ts);
         let search = std::mem::take(&mut self.search);
@@ -474,7 +475,7 @@ impl ThreadState {
         Some(self.frames.remove(at))
     }
 
-    fn keep(&mut self, gap: Gap, parents: &HashMap<u32, u32>) {
+    fn keep(&mut self, gap: Gap, parents: &IdMap<u32, u32>) {
         if gap.end - gap.start < self.keep_min {
             self.fold(gap, parents);
             return;
@@ -490,7 +491,7 @@ impl ThreadState {
     }
 
     /// Raises the keeping threshold until at most half the limit is kept; folds the rest.
-    fn fold_shorter_half(&mut self, parents: &HashMap<u32, u32>) {
+    fn fold_shorter_half(&mut self, parents: &IdMap<u32, u32>) {
         while self.stored.len() > MAX_STORED_GAPS / 2 {
             self.keep_min = self.keep_min.saturating_mul(2).max(1);
             let keep_min = self.keep_min;
@@ -505,7 +506,7 @@ impl ThreadState {
         }
     }
 
-    fn fold(&mut self, gap: Gap, parents: &HashMap<u32, u32>) {
+    fn fold(&mut self, gap: Gap, parents: &IdMap<u32, u32>) {
         let len = gap.end - gap.start;
         // Without the switch records here, only a search that slept is taken as idle after
         // its first failed round.
@@ -546,14 +547,14 @@ struct RegionAcc {
 /// the switched-out intervals on the same tick time line.
 #[derive(Debug)]
 pub struct LifecycleBuilder {
-    threads: HashMap<u32, ThreadState>,
+    threads: IdMap<u32, ThreadState>,
     /// The longest UC intervals and gaps of every thread, for the timeline.
     stretches: Longest<KeptStretch>,
     records: HashMap<u32, ThreadRecord>,
     names: HashMap<u32, String>,
-    regions: HashMap<u32, RegionAcc>,
+    regions: IdMap<u32, RegionAcc>,
     /// Region → the region whose code entered it (first seen).
-    parents: HashMap<u32, u32>,
+    parents: IdMap<u32, u32>,
     first_ts: u64,
     last_ts: u64,
     /// The trace has search and sleep events of rayon-core hooks.
@@ -584,12 +585,12 @@ impl LifecycleBuilder {
     /// longest) and as many region runs.
     pub fn new(max_timeline_spans: usize) -> Self {
         LifecycleBuilder {
-            threads: HashMap::new(),
+            threads: IdMap::default(),
             stretches: Longest::new(max_timeline_spans),
             records: HashMap::new(),
             names: HashMap::new(),
-            regions: HashMap::new(),
-            parents: HashMap::new(),
+            regions: IdMap::default(),
+            parents: IdMap::default(),
             first_ts: u64::MAX,
             last_ts: 0,
             hooked: false,

@@ -13,6 +13,7 @@ mod clock;
 mod cpu_stacks;
 pub mod diagnoses;
 mod distribution;
+mod id_map;
 pub mod lifecycle;
 pub mod model;
 pub mod offcpu;
