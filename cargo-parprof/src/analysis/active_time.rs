@@ -123,6 +123,9 @@ pub(crate) struct CallPathNode {
     pub site: u32,
     /// A probe call is open on this path (this node's or an ancestor's).
     in_probe: bool,
+    /// The child last looked up (key, node): a thread mostly calls the same site again from
+    /// where it is, so most lookups are answered without hashing.
+    last_child: Option<(u32, u32)>,
     pub totals: CallTotals,
 }
 
@@ -132,6 +135,7 @@ impl CallPathNode {
             parent,
             site,
             in_probe,
+            last_child: None,
             totals: CallTotals::default(),
         }
     }
@@ -169,13 +173,20 @@ impl CallPaths {
     }
 
     fn child(&mut self, parent: u32, frame: PathFrame) -> u32 {
-        let nodes = &mut self.nodes;
         let key = frame.key();
-        *self.children.entry((parent, key)).or_insert_with(|| {
+        if let Some((last_key, child)) = self.nodes[parent as usize].last_child
+            && last_key == key
+        {
+            return child;
+        }
+        let nodes = &mut self.nodes;
+        let child = *self.children.entry((parent, key)).or_insert_with(|| {
             let in_probe = matches!(frame, PathFrame::Probe(_)) || nodes[parent as usize].in_probe;
             nodes.push(CallPathNode::new(Some(parent), key, in_probe));
             (nodes.len() - 1) as u32
-        })
+        });
+        self.nodes[parent as usize].last_child = Some((key, child));
+        child
     }
 
     /// The outermost calls' nodes: probe calls with no probe call open around them on their

@@ -613,6 +613,9 @@ impl LifecycleBuilder {
         self.records.insert(record.tid, record.clone());
     }
 
+    /// Small enough to be inlined in the loop over a chunk: most events are probe entries and
+    /// exits, which leave the lifecycle as it is.
+    #[inline]
     pub fn on_event(&mut self, tid: u32, event: &Event) {
         let Some(kind) = EventKind::from_u8(event.kind) else {
             return;
@@ -634,6 +637,13 @@ impl LifecycleBuilder {
             EventKind::TaskResume => Close::Resume,
             EventKind::RegionBegin | EventKind::RegionEnd => Close::Region,
         };
+        let ts = self.close_interval(tid, event, kind, close);
+        self.open_interval(tid, ts, kind, event.id, close);
+    }
+
+    /// Ends the thread's current interval (user code or a gap) at `event`, which `close`
+    /// classifies; returns the event's time on the thread's time line.
+    fn close_interval(&mut self, tid: u32, event: &Event, kind: EventKind, close: Close) -> u64 {
         let region = event.id;
         self.first_ts = self.first_ts.min(event.ts);
         self.last_ts = self.last_ts.max(event.ts);
@@ -690,6 +700,14 @@ impl LifecycleBuilder {
             }
             t.keep(gap, parents);
         }
+        ts
+    }
+
+    /// Starts what follows the event that `close` classifies: a task, a region, user code or
+    /// a gap.
+    fn open_interval(&mut self, tid: u32, ts: u64, kind: EventKind, region: u32, close: Close) {
+        let parents = &self.parents;
+        let t = self.threads.entry(tid).or_default();
         match close {
             Close::Begin(origin) => {
                 t.push(Frame {
