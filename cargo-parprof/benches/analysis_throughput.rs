@@ -4,10 +4,17 @@
 //! The trace has 8 threads running nested probes (3 levels, 42 events per outermost call) and
 //! a switch-out every 100 µs per thread, so every part of method 1 is exercised. Memory should
 //! grow with threads, stack depth and call paths, not with events: the figure printed is the
-//! process's peak resident set during the analysis.
+//! process's peak resident set during the analysis. The CPU time beside the wall time shows how
+//! much of a second core the analysis used (on a loaded machine, wall time alone does not).
+//!
+//! The same trace is then analysed with counter attribution on (method 3): one counter read on
+//! both CPUs every 100 µs, attributed to the probe calls that ran between the reads.
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
 use cargo_parprof::kernel::{Capabilities, Capability, KernelRecords, SwitchKind, SwitchRecord};
+use cargo_parprof::recording::counters::{
+    CounterRecords, CounterSample, CounterSeries, CounterSource, Scaling,
+};
 use parprof_rt::trace::*;
 use std::io::Write;
 use std::time::Instant;
@@ -16,6 +23,8 @@ const THREADS: u32 = 8;
 const EVENTS_PER_ITERATION: u64 = 42;
 const TARGET_EVENTS: u64 = 50_000_000;
 const TICK_STEP: u64 = 10;
+/// The counter's reads, in ns (the trace's ticks are ns).
+const COUNTER_INTERVAL: u64 = 100_000;
 
 /// Peak resident set of this process since the last [`reset_peak_rss`], in MiB.
 fn peak_rss_mib() -> f64 {
@@ -30,6 +39,18 @@ fn peak_rss_mib() -> f64 {
                 .ok()
         })
         .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+/// User and system CPU time of this process so far, in seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 /// Writing 5 to clear_refs resets the peak RSS (Linux ≥ 4.0), so the figure is the analysis's.
@@ -157,6 +178,64 @@ fn switches(end: u64) -> Vec<SwitchRecord> {
     records
 }
 
+/// A cumulative counter read on CPUs 0 and 1 every [`COUNTER_INTERVAL`] until `end`, counting
+/// one per ns on each.
+fn counters(end: u64) -> CounterRecords {
+    let cpu_samples = (0..=end / COUNTER_INTERVAL)
+        .flat_map(|k| {
+            let time_ns = k * COUNTER_INTERVAL;
+            (0..2).map(move |cpu| CounterSample {
+                time_ns,
+                cpu,
+                value: time_ns as f64,
+            })
+        })
+        .collect();
+    CounterRecords {
+        counters: vec![CounterSeries {
+            name: "task-clock".into(),
+            source: CounterSource::Software,
+            cpu_samples,
+            scaling: Scaling::default(),
+        }],
+        read_interval_ns: COUNTER_INTERVAL,
+        ..CounterRecords::default()
+    }
+}
+
+/// Analyses the trace and prints the figures under `label`.
+fn measure(
+    label: &str,
+    path: &std::path::Path,
+    kernel: &KernelRecords,
+    counters: &CounterRecords,
+    events: u64,
+) -> anyhow::Result<analysis::Analysis> {
+    reset_peak_rss();
+    let rss_before = peak_rss_mib();
+    let cpu_before = cpu_seconds();
+    let started = Instant::now();
+    let analysis = analysis::analyse_with_counters(
+        path,
+        kernel,
+        counters,
+        &AnalysisOptions {
+            child_pid: Some(1),
+            ..AnalysisOptions::default()
+        },
+    )?;
+    let secs = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_before;
+    assert_eq!(analysis.trace.events, events, "every event was analysed");
+    println!(
+        "{label}: {secs:.2} s ({cpu:.2} s of CPU), {:.1} M events/s; peak RSS {:.0} MiB (at its start: {:.0} MiB)",
+        events as f64 / secs / 1e6,
+        peak_rss_mib(),
+        rss_before
+    );
+    Ok(analysis)
+}
+
 fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("trace-1.ppt");
@@ -178,26 +257,13 @@ fn main() -> anyhow::Result<()> {
         switches: switches(end),
         ..KernelRecords::default()
     };
-    reset_peak_rss();
-    let rss_before = peak_rss_mib();
-    let started = Instant::now();
-    let analysis = analysis::analyse(
+    let analysis = measure(
+        "analysis",
         &path,
         &kernel,
-        &AnalysisOptions {
-            child_pid: Some(1),
-            ..AnalysisOptions::default()
-        },
+        &CounterRecords::default(),
+        events,
     )?;
-    let secs = started.elapsed().as_secs_f64();
-    assert_eq!(analysis.trace.events, events, "every event was analysed");
-    println!(
-        "analysis: {:.2} s, {:.1} M events/s; peak RSS {:.0} MiB (at its start: {:.0} MiB)",
-        secs,
-        events as f64 / secs / 1e6,
-        peak_rss_mib(),
-        rss_before
-    );
     let leaf = analysis
         .probes
         .iter()
@@ -208,5 +274,14 @@ fn main() -> anyhow::Result<()> {
         leaf.calls,
         events / EVENTS_PER_ITERATION * 16
     );
+    let counted = measure(
+        "with counter attribution",
+        &path,
+        &kernel,
+        &counters(end),
+        events,
+    )?;
+    let attributed = counted.counters.as_ref().map_or(0, |c| c.items.len());
+    println!("check: counters attributed to {attributed} items (expected 3 probes)");
     Ok(())
 }

@@ -654,6 +654,7 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], &'static str> {
         if self.b.len() < n {
             return Err("payload shorter than its fields");
@@ -662,6 +663,7 @@ impl<'a> Cursor<'a> {
         self.b = tail;
         Ok(head)
     }
+    #[inline]
     fn u8(&mut self) -> Result<u8, &'static str> {
         Ok(self.take(1)?[0])
     }
@@ -680,6 +682,7 @@ impl<'a> Cursor<'a> {
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
+    #[inline]
     fn varint(&mut self) -> Result<u64, &'static str> {
         let (value, len) = read_varint(self.b)?;
         self.b = &self.b[len..];
@@ -687,6 +690,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// One packed event after `previous` (see the module's format).
+    #[inline]
     fn packed_event(&mut self, previous: &Event) -> Result<Event, &'static str> {
         let head = self.u8()?;
         if head & !(HEAD_KIND | HEAD_ID | HEAD_AUX | HEAD_FLAGS) != 0 {

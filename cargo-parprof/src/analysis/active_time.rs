@@ -17,8 +17,9 @@
 
 use super::EventConsumer;
 use super::distribution::DurationDistribution;
+use super::id_map::IdMap;
 use super::model::Anomalies;
-use super::offcpu::{OffCpu, OffCpuIndex, SwitchedOut};
+use super::offcpu::{OffCpu, OffCpuCursor, OffCpuIndex, SwitchedOut};
 use super::spans::{LongestSpans, TickSpan, TickSpanKind};
 use parprof_rt::trace::{Calibration, Event, EventKind};
 use std::collections::{BTreeSet, HashMap};
@@ -122,6 +123,9 @@ pub(crate) struct CallPathNode {
     pub site: u32,
     /// A probe call is open on this path (this node's or an ancestor's).
     in_probe: bool,
+    /// The child last looked up (key, node): a thread mostly calls the same site again from
+    /// where it is, so most lookups are answered without hashing.
+    last_child: Option<(u32, u32)>,
     pub totals: CallTotals,
 }
 
@@ -131,6 +135,7 @@ impl CallPathNode {
             parent,
             site,
             in_probe,
+            last_child: None,
             totals: CallTotals::default(),
         }
     }
@@ -154,7 +159,7 @@ impl std::ops::Deref for CallPathNode {
 #[derive(Debug)]
 pub(crate) struct CallPaths {
     nodes: Vec<CallPathNode>,
-    children: HashMap<(u32, u32), u32>,
+    children: IdMap<(u32, u32), u32>,
 }
 
 const ROOT_PATH: u32 = 0;
@@ -163,18 +168,25 @@ impl CallPaths {
     fn new() -> Self {
         CallPaths {
             nodes: vec![CallPathNode::new(None, u32::MAX, false)],
-            children: HashMap::new(),
+            children: IdMap::default(),
         }
     }
 
     fn child(&mut self, parent: u32, frame: PathFrame) -> u32 {
-        let nodes = &mut self.nodes;
         let key = frame.key();
-        *self.children.entry((parent, key)).or_insert_with(|| {
+        if let Some((last_key, child)) = self.nodes[parent as usize].last_child
+            && last_key == key
+        {
+            return child;
+        }
+        let nodes = &mut self.nodes;
+        let child = *self.children.entry((parent, key)).or_insert_with(|| {
             let in_probe = matches!(frame, PathFrame::Probe(_)) || nodes[parent as usize].in_probe;
             nodes.push(CallPathNode::new(Some(parent), key, in_probe));
             (nodes.len() - 1) as u32
-        })
+        });
+        self.nodes[parent as usize].last_child = Some((key, child));
+        child
     }
 
     /// The outermost calls' nodes: probe calls with no probe call open around them on their
@@ -258,6 +270,8 @@ struct ThreadState<'a> {
     off_cpu: &'a [OffCpu],
     /// First switched-out interval that may still overlap what comes next.
     off_cpu_cursor: usize,
+    /// Switched-out time of the calls as they return.
+    calls_off_cpu: OffCpuCursor<'a>,
     /// Unrecorded-call counts were written: the time until the next other event is overhead.
     writing_unrecorded: bool,
 }
@@ -314,7 +328,7 @@ impl ThreadState<'_> {
 /// What the active-time analysis found, in ticks.
 #[derive(Debug)]
 pub(crate) struct ActiveTimeResult {
-    pub probes: HashMap<u32, ProbeTotals>,
+    pub probes: IdMap<u32, ProbeTotals>,
     /// The calls with no probe call open around them on their thread, summed.
     pub outermost: CallTotals,
     pub call_paths: CallPaths,
@@ -331,17 +345,17 @@ struct Totals<'a> {
     off_cpu: &'a OffCpuIndex,
     /// Overhead cost by `EventKind` value (any `u8`, so indexing cannot fail).
     cost: [Option<u64>; 256],
-    probes: HashMap<u32, ProbeTotals>,
+    probes: IdMap<u32, ProbeTotals>,
     call_paths: CallPaths,
     spans: LongestSpans,
     anomalies: Anomalies,
     uncalibrated: BTreeSet<EventKind>,
     buffer_stalls: BufferStallTicks,
     /// (region site, path of its frame) → how often the region was entered there.
-    region_begins: HashMap<(u32, u32), u64>,
+    region_begins: IdMap<(u32, u32), u64>,
     /// (path of the innermost frame, site) → calls of the site that sampling did not record,
     /// with no call of the same site open around them.
-    unrecorded_outermost: HashMap<(u32, u32), u64>,
+    unrecorded_outermost: IdMap<(u32, u32), u64>,
 }
 
 /// Waits of the runtime for room in its buffers, in ticks.
@@ -354,7 +368,7 @@ pub(crate) struct BufferStallTicks {
 /// The streaming consumer: feed it every event, then [`ActiveTime::finish`].
 #[derive(Debug)]
 pub(crate) struct ActiveTime<'a> {
-    threads: HashMap<u32, ThreadState<'a>>,
+    threads: IdMap<u32, ThreadState<'a>>,
     totals: Totals<'a>,
 }
 
@@ -369,18 +383,18 @@ impl<'a> ActiveTime<'a> {
             cost[row.kind as usize] = Some(row.cost_ticks as u64);
         }
         ActiveTime {
-            threads: HashMap::new(),
+            threads: IdMap::default(),
             totals: Totals {
                 off_cpu,
                 cost,
-                probes: HashMap::new(),
+                probes: IdMap::default(),
                 call_paths: CallPaths::new(),
                 spans: LongestSpans::new(max_spans),
                 anomalies: Anomalies::default(),
                 uncalibrated: BTreeSet::new(),
                 buffer_stalls: BufferStallTicks::default(),
-                region_begins: HashMap::new(),
-                unrecorded_outermost: HashMap::new(),
+                region_begins: IdMap::default(),
+                unrecorded_outermost: IdMap::default(),
             },
         }
     }
@@ -426,6 +440,7 @@ impl EventConsumer for ActiveTime<'_> {
             overhead_until: 0,
             off_cpu: off_cpu.intervals(tid),
             off_cpu_cursor: 0,
+            calls_off_cpu: off_cpu.cursor(tid),
             writing_unrecorded: false,
         });
         for event in events {
@@ -654,7 +669,7 @@ impl Totals<'_> {
         };
 
         let elapsed = exit - call.entry;
-        let switched_out = self.off_cpu.within(tid, call.entry, exit);
+        let switched_out = thread.calls_off_cpu.within(call.entry, exit);
         // The overhead credited excludes switched-out time, and both lie within the call, so
         // this cannot go below zero; saturate all the same rather than trust it blindly.
         let active = elapsed.saturating_sub(call.overhead + switched_out.total());

@@ -40,6 +40,7 @@
 
 use super::EventConsumer;
 use super::attribution::{CounterPoint, Interpolator, ShareKind, process_series};
+use super::id_map::IdMap;
 use super::offcpu::{OffCpu, OffCpuIndex};
 use crate::recording::counters::{
     CounterRecords, CounterSource, ReadCost, Scaling, UnavailableCounter,
@@ -429,7 +430,7 @@ pub struct SpanCollector {
     enabled: bool,
     groups: GroupMap,
     keys: Vec<GroupKey>,
-    threads: IdMap<ThreadFrames>,
+    threads: IdMap<u32, ThreadFrames>,
     work: SpanStore,
     regions: SpanStore,
     missing_starts: Vec<(Set, SpanRecord)>,
@@ -439,6 +440,15 @@ pub struct SpanCollector {
 }
 
 impl EventConsumer for SpanCollector {
+    /// Without counters every event is ignored: the chunk is, at once.
+    fn on_events(&mut self, tid: u32, events: &[Event]) {
+        if self.enabled {
+            for event in events {
+                self.on_event(tid, event);
+            }
+        }
+    }
+
     fn on_event(&mut self, tid: u32, event: &Event) {
         if !self.enabled {
             return;
@@ -609,27 +619,7 @@ impl Competitor<'_> {
     }
 }
 
-/// Hashes the thread and region ids the sweep looks up for every span: a multiplication
-/// instead of SipHash (the ids are not chosen by an adversary).
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.0 = (self.0.rotate_left(5) ^ u64::from(n)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type IdMap<V> = HashMap<u32, V, std::hash::BuildHasherDefault<IdHasher>>;
-type GroupMap = HashMap<GroupKey, u32, std::hash::BuildHasherDefault<IdHasher>>;
+type GroupMap = IdMap<GroupKey, u32>;
 
 struct Sweep<'a> {
     series: Vec<Interpolator<'a>>,
@@ -644,7 +634,7 @@ struct Sweep<'a> {
     /// Running totals of the program-wide deltas, per counter.
     deltas: Vec<f64>,
     slice_delta: Vec<f64>,
-    index: IdMap<usize>,
+    index: IdMap<u32, usize>,
     competitors: Vec<Competitor<'a>>,
     /// Indices of the competitors with open spans.
     busy: Vec<usize>,

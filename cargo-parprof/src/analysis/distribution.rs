@@ -61,18 +61,24 @@ impl DurationDistribution {
         self.count += 1;
         self.min = self.min.min(value);
         self.max = self.max.max(value);
-        if self.buckets.is_empty() && self.exact.len() < EXACT_LIMIT {
-            self.exact.push(value);
-            return;
-        }
-        let exact = std::mem::take(&mut self.exact);
-        for v in exact.into_iter().chain([value]) {
-            let bucket = bucket_of(v) as usize;
-            if bucket >= self.buckets.len() {
-                self.buckets.resize(bucket + 1, 0);
+        if self.buckets.is_empty() {
+            if self.exact.len() < EXACT_LIMIT {
+                self.exact.push(value);
+                return;
             }
-            self.buckets[bucket] += 1;
+            for v in std::mem::take(&mut self.exact) {
+                self.count_in_bucket(v);
+            }
         }
+        self.count_in_bucket(value);
+    }
+
+    fn count_in_bucket(&mut self, value: u64) {
+        let bucket = bucket_of(value) as usize;
+        if bucket >= self.buckets.len() {
+            self.buckets.resize(bucket + 1, 0);
+        }
+        self.buckets[bucket] += 1;
     }
 
     /// `None` when nothing was recorded.

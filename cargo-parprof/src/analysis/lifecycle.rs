@@ -49,6 +49,7 @@ mod state_spans;
 use super::EventConsumer;
 use super::diagnoses::{self, Diagnosis, Thresholds};
 use super::distribution::DurationDistribution;
+use super::id_map::IdMap;
 use super::model::worker_name;
 use super::offcpu::{OffCpu, OffCpuIndex};
 use parprof_rt::trace::{
@@ -371,7 +372,7 @@ struct ThreadState {
     /// What the hooks saw since the current gap began.
     search: HookedSearch,
     gap_after_task: bool,
-    accs: HashMap<u32, Acc>,
+    accs: IdMap<u32, Acc>,
     stored: Vec<Gap>,
     /// Gaps shorter than this are folded.
     keep_min: u64,
@@ -401,7 +402,7 @@ impl Close {
     }
 }
 
-fn chain(parents: &HashMap<u32, u32>, region: u32) -> impl Iterator<Item = u32> + '_ {
+fn chain(parents: &IdMap<u32, u32>, region: u32) -> impl Iterator<Item = u32> + '_ {
     std::iter::successors(Some(region), |r| parents.get(r).copied()).take(MAX_NESTING)
 }
 
@@ -410,7 +411,7 @@ impl ThreadState {
         self.accs.entry(region).or_default()
     }
 
-    fn for_chain(&mut self, parents: &HashMap<u32, u32>, region: u32, mut f: impl FnMut(&mut Acc)) {
+    fn for_chain(&mut self, parents: &IdMap<u32, u32>, region: u32, mut f: impl FnMut(&mut Acc)) {
         for r in chain(parents, region) {
             f(self.acc(r));
         }
@@ -423,7 +424,7 @@ impl ThreadState {
         ts: u64,
         how: Close,
         region: u32,
-        parents: &HashMap<u32, u32>,
+        parents: &IdMap<u32, u32>,
     ) -> Option<Gap> {
         let since = std::mem::replace(&mut self.since, ts);
         let search = std::mem::take(&mut self.search);
@@ -474,7 +475,7 @@ impl ThreadState {
         Some(self.frames.remove(at))
     }
 
-    fn keep(&mut self, gap: Gap, parents: &HashMap<u32, u32>) {
+    fn keep(&mut self, gap: Gap, parents: &IdMap<u32, u32>) {
         if gap.end - gap.start < self.keep_min {
             self.fold(gap, parents);
             return;
@@ -490,7 +491,7 @@ impl ThreadState {
     }
 
     /// Raises the keeping threshold until at most half the limit is kept; folds the rest.
-    fn fold_shorter_half(&mut self, parents: &HashMap<u32, u32>) {
+    fn fold_shorter_half(&mut self, parents: &IdMap<u32, u32>) {
         while self.stored.len() > MAX_STORED_GAPS / 2 {
             self.keep_min = self.keep_min.saturating_mul(2).max(1);
             let keep_min = self.keep_min;
@@ -505,7 +506,7 @@ impl ThreadState {
         }
     }
 
-    fn fold(&mut self, gap: Gap, parents: &HashMap<u32, u32>) {
+    fn fold(&mut self, gap: Gap, parents: &IdMap<u32, u32>) {
         let len = gap.end - gap.start;
         // Without the switch records here, only a search that slept is taken as idle after
         // its first failed round.
@@ -546,14 +547,14 @@ struct RegionAcc {
 /// the switched-out intervals on the same tick time line.
 #[derive(Debug)]
 pub struct LifecycleBuilder {
-    threads: HashMap<u32, ThreadState>,
+    threads: IdMap<u32, ThreadState>,
     /// The longest UC intervals and gaps of every thread, for the timeline.
     stretches: Longest<KeptStretch>,
     records: HashMap<u32, ThreadRecord>,
     names: HashMap<u32, String>,
-    regions: HashMap<u32, RegionAcc>,
+    regions: IdMap<u32, RegionAcc>,
     /// Region → the region whose code entered it (first seen).
-    parents: HashMap<u32, u32>,
+    parents: IdMap<u32, u32>,
     first_ts: u64,
     last_ts: u64,
     /// The trace has search and sleep events of rayon-core hooks.
@@ -584,12 +585,12 @@ impl LifecycleBuilder {
     /// longest) and as many region runs.
     pub fn new(max_timeline_spans: usize) -> Self {
         LifecycleBuilder {
-            threads: HashMap::new(),
+            threads: IdMap::default(),
             stretches: Longest::new(max_timeline_spans),
             records: HashMap::new(),
             names: HashMap::new(),
-            regions: HashMap::new(),
-            parents: HashMap::new(),
+            regions: IdMap::default(),
+            parents: IdMap::default(),
             first_ts: u64::MAX,
             last_ts: 0,
             hooked: false,
@@ -612,6 +613,9 @@ impl LifecycleBuilder {
         self.records.insert(record.tid, record.clone());
     }
 
+    /// Small enough to be inlined in the loop over a chunk: most events are probe entries and
+    /// exits, which leave the lifecycle as it is.
+    #[inline]
     pub fn on_event(&mut self, tid: u32, event: &Event) {
         let Some(kind) = EventKind::from_u8(event.kind) else {
             return;
@@ -633,6 +637,13 @@ impl LifecycleBuilder {
             EventKind::TaskResume => Close::Resume,
             EventKind::RegionBegin | EventKind::RegionEnd => Close::Region,
         };
+        let ts = self.close_interval(tid, event, kind, close);
+        self.open_interval(tid, ts, kind, event.id, close);
+    }
+
+    /// Ends the thread's current interval (user code or a gap) at `event`, which `close`
+    /// classifies; returns the event's time on the thread's time line.
+    fn close_interval(&mut self, tid: u32, event: &Event, kind: EventKind, close: Close) -> u64 {
         let region = event.id;
         self.first_ts = self.first_ts.min(event.ts);
         self.last_ts = self.last_ts.max(event.ts);
@@ -689,6 +700,14 @@ impl LifecycleBuilder {
             }
             t.keep(gap, parents);
         }
+        ts
+    }
+
+    /// Starts what follows the event that `close` classifies: a task, a region, user code or
+    /// a gap.
+    fn open_interval(&mut self, tid: u32, ts: u64, kind: EventKind, region: u32, close: Close) {
+        let parents = &self.parents;
+        let t = self.threads.entry(tid).or_default();
         match close {
             Close::Begin(origin) => {
                 t.push(Frame {
@@ -787,18 +806,52 @@ impl LifecycleBuilder {
                 timeline: LifecycleTimeline::default(),
             };
         }
-        let (run_start, run_end) = (self.first_ts, self.last_ts);
-        // Runs still open at the end of the trace last until then.
+        self.close_open_runs();
+        let cx = self.finishing(offcpu, ns_per_tick);
+        for &tid in &cx.workers {
+            self.classify_worker(tid, &cx);
+        }
+        let mut reports: Vec<RegionReport> = self
+            .regions
+            .iter()
+            .map(|(&region, racc)| self.region_report(region, racc, &cx, thresholds))
+            .collect();
+        reports.sort_by(|a, b| {
+            b.elapsed_ns
+                .cmp(&a.elapsed_ns)
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        let split = Split {
+            workers: &cx.workers.iter().copied().collect::<HashSet<u32>>(),
+            runs: &cx.windows,
+            lq_estimate: &cx.lq_est,
+            search_min: cx.shape.search_min,
+            offcpu,
+            capacity: self.stretches.capacity(),
+            hooked: self.hooked,
+        };
+        Lifecycle {
+            regions: reports,
+            timeline: split.timeline(self.stretches),
+        }
+    }
+
+    /// Runs still open at the end of the trace last until then.
+    fn close_open_runs(&mut self) {
         for t in self.threads.values_mut() {
             for (region, begin) in t.open_regions.drain(..) {
                 self.regions
                     .entry(region)
                     .or_default()
                     .windows
-                    .push((begin, run_end));
+                    .push((begin, self.last_ts));
             }
         }
-        let windows: HashMap<u32, Vec<(u64, u64)>> = self
+    }
+
+    /// What the steps of [`Self::finish`] share, once the trace has been read.
+    fn finishing<'a>(&self, offcpu: &'a OffCpuIndex, ns_per_tick: f64) -> Finishing<'a> {
+        let windows = self
             .regions
             .iter()
             .map(|(&r, acc)| (r, merge(acc.windows.clone())))
@@ -809,7 +862,7 @@ impl LifecycleBuilder {
         } else {
             1.0
         };
-        let lq_est: HashMap<u32, u64> = self
+        let lq_est = self
             .regions
             .iter()
             .map(|(&r, acc)| (r, acc.local_gaps.median().map_or(0, |(m, _)| m)))
@@ -820,213 +873,247 @@ impl LifecycleBuilder {
             counted,
             hooked: self.hooked,
         };
-
-        let workers: Vec<u32> = {
-            let mut w: Vec<u32> = self
-                .records
-                .values()
-                .filter(|r| r.rayon_index != NO_WORKER)
-                .map(|r| r.tid)
-                .collect();
-            w.sort_unstable_by_key(|tid| {
-                let r = &self.records[tid];
-                (r.pool, r.rayon_index, r.tid)
-            });
-            w
-        };
-        for &tid in &workers {
-            let t = self.threads.entry(tid).or_default();
-            let mut gaps = std::mem::take(&mut t.stored);
-            let streamed = gaps.len();
-            match t.first {
-                Some((first, kind, search)) => {
-                    gaps.push(Gap {
-                        start: run_start,
-                        end: first,
-                        after_task: false,
-                        kind,
-                        region: 0,
-                        search,
-                    });
-                    if !t.in_uc {
-                        let after_task = t.gap_after_task;
-                        gaps.push(Gap {
-                            start: t.since,
-                            end: run_end,
-                            after_task,
-                            kind: GapEnd::Idle,
-                            region: 0,
-                            search: t.search,
-                        });
-                    }
-                }
-                None => gaps.push(Gap {
-                    start: run_start,
-                    end: run_end,
-                    after_task: false,
-                    kind: GapEnd::Idle,
-                    region: 0,
-                    search: t.search,
-                }),
-            }
-            // The leading and trailing gaps were not offered while streaming.
-            for gap in gaps[streamed..].iter().filter(|g| g.end > g.start) {
-                self.stretches.offer(KeptStretch {
-                    tid,
-                    start: gap.start,
-                    end: gap.end,
-                    stretch: Stretch::Gap(*gap),
-                });
-            }
-            for gap in &gaps {
-                let off = offcpu.overlapping(tid, gap.start, gap.end);
-                for (&region, wins) in &windows {
-                    let est = lq_est.get(&region).copied().unwrap_or(0);
-                    let first = wins.partition_point(|w| w.1 < gap.start);
-                    for &(w0, w1) in wins[first..].iter().take_while(|w| w.0 <= gap.end) {
-                        let acc = t.accs.entry(region).or_default();
-                        shape.classify(gap, (w0, w1), est, off, acc);
-                    }
-                }
-            }
-            for (region, acc) in t.accs.iter_mut() {
-                shape.classify_folded(lq_est.get(region).copied().unwrap_or(0), acc);
-                let preempted_in_runs: u64 = windows.get(region).map_or(0, |wins| {
-                    wins.iter()
-                        .map(|&(a, b)| offcpu.within(tid, a, b).preempted)
-                        .sum()
-                });
-                acc.preempted.uc = uc_preempted(acc, preempted_in_runs);
-            }
-        }
-
-        let ns = |ticks: u64| (ticks as f64 * ns_per_tick).round() as u64;
-        let no_acc = Acc::default();
-        let mut reports: Vec<RegionReport> = self
-            .regions
-            .iter()
-            .map(|(&region, racc)| {
-                let pools: BTreeSet<u32> = workers
-                    .iter()
-                    .filter(|tid| {
-                        self.threads
-                            .get(tid)
-                            .and_then(|t| t.accs.get(&region))
-                            .is_some_and(|a| a.ran_region_code)
-                    })
-                    .map(|tid| self.records[tid].pool)
-                    .collect();
-                let per_worker: Vec<WorkerLifecycle> = workers
-                    .iter()
-                    .filter(|tid| pools.contains(&self.records[tid].pool))
-                    .map(|tid| {
-                        let record = &self.records[tid];
-                        let acc = self
-                            .threads
-                            .get(tid)
-                            .and_then(|t| t.accs.get(&region))
-                            .unwrap_or(&no_acc);
-                        WorkerLifecycle {
-                            tid: *tid,
-                            rayon_index: record.rayon_index,
-                            pool: record.pool,
-                            name: if record.name.is_empty() {
-                                worker_name(record.rayon_index, record.pool)
-                            } else {
-                                record.name.clone()
-                            },
-                            tasks: acc.tasks,
-                            state_ns: StateNs {
-                                uc: ns(acc.uc),
-                                lq: ns(acc.lq),
-                                gs: ns(acc.gs),
-                                w: ns(acc.w),
-                            },
-                            transitions: acc.transitions,
-                            preempted_ns: StateNs {
-                                uc: ns(acc.preempted.uc),
-                                lq: ns(acc.preempted.lq),
-                                gs: ns(acc.preempted.gs),
-                                w: ns(acc.preempted.w),
-                            },
-                        }
-                    })
-                    .collect();
-                let mut state_ns = StateNs::default();
-                let mut preempted_ns = StateNs::default();
-                let mut transitions = Transitions::default();
-                for w in &per_worker {
-                    state_ns.add(&w.state_ns);
-                    preempted_ns.add(&w.preempted_ns);
-                    transitions.add(&w.transitions);
-                }
-                let d = &racc.durations;
-                let mut report = RegionReport {
-                    site: region,
-                    name: self
-                        .names
-                        .get(&region)
-                        .cloned()
-                        .unwrap_or_else(|| format!("region #{region}")),
-                    implicit: self.implicit.contains(&region),
-                    instances: racc.windows.len() as u64,
-                    elapsed_ns: ns(windows[&region].iter().map(|(a, b)| b - a).sum()),
-                    workers: per_worker.len(),
-                    tasks: racc.tasks,
-                    task_ns: TaskNs {
-                        min: ns(d.min().unwrap_or(0)),
-                        median: ns(d.median().map_or(0, |(m, _)| m)),
-                        max: ns(d.max().unwrap_or(0)),
-                    },
-                    state_ns,
-                    transitions,
-                    active_overhead_ns: state_ns.lq + state_ns.gs,
-                    inactive_overhead_ns: state_ns.w,
-                    preempted_ns,
-                    profiler_cpu_ns: ns(self
-                        .profiler_threads
-                        .iter()
-                        .flat_map(|&tid| {
-                            windows[&region].iter().map(move |&(a, b)| {
-                                (b - a).saturating_sub(offcpu.within(tid, a, b).total())
-                            })
-                        })
-                        .sum()),
-                    wait_source: if self.hooked {
-                        WaitSource::Hooks
-                    } else {
-                        WaitSource::Switches
-                    },
-                    gs_gs_source: if counted {
-                        SearchRounds::Counted
-                    } else {
-                        SearchRounds::Estimated
-                    },
-                    per_worker,
-                    diagnoses: Vec::new(),
-                };
-                report.diagnoses = diagnoses::diagnose(&report, thresholds, self.usable_cpus);
-                report
-            })
+        let mut workers: Vec<u32> = self
+            .records
+            .values()
+            .filter(|r| r.rayon_index != NO_WORKER)
+            .map(|r| r.tid)
             .collect();
-        reports.sort_by(|a, b| {
-            b.elapsed_ns
-                .cmp(&a.elapsed_ns)
-                .then_with(|| a.name.cmp(&b.name))
+        workers.sort_unstable_by_key(|tid| {
+            let r = &self.records[tid];
+            (r.pool, r.rayon_index, r.tid)
         });
-        let split = Split {
-            workers: &workers.iter().copied().collect::<HashSet<u32>>(),
-            runs: &windows,
-            lq_estimate: &lq_est,
-            search_min: shape.search_min,
+        Finishing {
             offcpu,
-            capacity: self.stretches.capacity(),
-            hooked: self.hooked,
-        };
-        Lifecycle {
-            regions: reports,
-            timeline: split.timeline(self.stretches),
+            ns_per_tick,
+            windows,
+            lq_est,
+            shape,
+            workers,
         }
+    }
+
+    /// Splits every gap of worker `tid` into states along the regions' runs, and adds the
+    /// folded gaps and the preempted part of its UC time.
+    fn classify_worker(&mut self, tid: u32, cx: &Finishing<'_>) {
+        let gaps = self.worker_gaps(tid);
+        let t = self.threads.entry(tid).or_default();
+        for gap in &gaps {
+            let off = cx.offcpu.overlapping(tid, gap.start, gap.end);
+            for (&region, wins) in &cx.windows {
+                let est = cx.lq_est.get(&region).copied().unwrap_or(0);
+                let first = wins.partition_point(|w| w.1 < gap.start);
+                for &(w0, w1) in wins[first..].iter().take_while(|w| w.0 <= gap.end) {
+                    let acc = t.accs.entry(region).or_default();
+                    cx.shape.classify(gap, (w0, w1), est, off, acc);
+                }
+            }
+        }
+        for (region, acc) in t.accs.iter_mut() {
+            cx.shape
+                .classify_folded(cx.lq_est.get(region).copied().unwrap_or(0), acc);
+            let preempted_in_runs: u64 = cx.windows.get(region).map_or(0, |wins| {
+                wins.iter()
+                    .map(|&(a, b)| cx.offcpu.within(tid, a, b).preempted)
+                    .sum()
+            });
+            acc.preempted.uc = uc_preempted(acc, preempted_in_runs);
+        }
+    }
+
+    /// The gaps kept for worker `tid`, with its leading gap (before its first event) and its
+    /// trailing one (after its last task, to the end of the run), which were not offered to
+    /// the timeline while streaming: they are, now.
+    fn worker_gaps(&mut self, tid: u32) -> Vec<Gap> {
+        let (run_start, run_end) = (self.first_ts, self.last_ts);
+        let t = self.threads.entry(tid).or_default();
+        let mut gaps = std::mem::take(&mut t.stored);
+        let streamed = gaps.len();
+        match t.first {
+            Some((first, kind, search)) => {
+                gaps.push(Gap {
+                    start: run_start,
+                    end: first,
+                    after_task: false,
+                    kind,
+                    region: 0,
+                    search,
+                });
+                if !t.in_uc {
+                    let after_task = t.gap_after_task;
+                    gaps.push(Gap {
+                        start: t.since,
+                        end: run_end,
+                        after_task,
+                        kind: GapEnd::Idle,
+                        region: 0,
+                        search: t.search,
+                    });
+                }
+            }
+            None => gaps.push(Gap {
+                start: run_start,
+                end: run_end,
+                after_task: false,
+                kind: GapEnd::Idle,
+                region: 0,
+                search: t.search,
+            }),
+        }
+        for gap in gaps[streamed..].iter().filter(|g| g.end > g.start) {
+            self.stretches.offer(KeptStretch {
+                tid,
+                start: gap.start,
+                end: gap.end,
+                stretch: Stretch::Gap(*gap),
+            });
+        }
+        gaps
+    }
+
+    /// The report of one region, diagnosed.
+    fn region_report(
+        &self,
+        region: u32,
+        racc: &RegionAcc,
+        cx: &Finishing<'_>,
+        thresholds: &Thresholds,
+    ) -> RegionReport {
+        let ns = |ticks: u64| cx.ns(ticks);
+        let per_worker = self.worker_lifecycles(region, cx);
+        let mut state_ns = StateNs::default();
+        let mut preempted_ns = StateNs::default();
+        let mut transitions = Transitions::default();
+        for w in &per_worker {
+            state_ns.add(&w.state_ns);
+            preempted_ns.add(&w.preempted_ns);
+            transitions.add(&w.transitions);
+        }
+        let d = &racc.durations;
+        let runs = &cx.windows[&region];
+        let mut report = RegionReport {
+            site: region,
+            name: self
+                .names
+                .get(&region)
+                .cloned()
+                .unwrap_or_else(|| format!("region #{region}")),
+            implicit: self.implicit.contains(&region),
+            instances: racc.windows.len() as u64,
+            elapsed_ns: ns(runs.iter().map(|(a, b)| b - a).sum()),
+            workers: per_worker.len(),
+            tasks: racc.tasks,
+            task_ns: TaskNs {
+                min: ns(d.min().unwrap_or(0)),
+                median: ns(d.median().map_or(0, |(m, _)| m)),
+                max: ns(d.max().unwrap_or(0)),
+            },
+            state_ns,
+            transitions,
+            active_overhead_ns: state_ns.lq + state_ns.gs,
+            inactive_overhead_ns: state_ns.w,
+            preempted_ns,
+            profiler_cpu_ns: ns(self.profiler_cpu_ticks(runs, cx.offcpu)),
+            wait_source: if self.hooked {
+                WaitSource::Hooks
+            } else {
+                WaitSource::Switches
+            },
+            gs_gs_source: if cx.shape.counted {
+                SearchRounds::Counted
+            } else {
+                SearchRounds::Estimated
+            },
+            per_worker,
+            diagnoses: Vec::new(),
+        };
+        report.diagnoses = diagnoses::diagnose(&report, thresholds, self.usable_cpus);
+        report
+    }
+
+    /// The CPU time of the profiler's own threads during a region's runs.
+    fn profiler_cpu_ticks(&self, runs: &[(u64, u64)], offcpu: &OffCpuIndex) -> u64 {
+        self.profiler_threads
+            .iter()
+            .flat_map(|&tid| {
+                runs.iter()
+                    .map(move |&(a, b)| (b - a).saturating_sub(offcpu.within(tid, a, b).total()))
+            })
+            .sum()
+    }
+
+    /// The workers of the pools that worked for `region` (ran its tasks or its body), in the
+    /// order of [`Finishing::workers`], with what each did in it.
+    fn worker_lifecycles(&self, region: u32, cx: &Finishing<'_>) -> Vec<WorkerLifecycle> {
+        let ns = |ticks: u64| cx.ns(ticks);
+        let no_acc = Acc::default();
+        let pools: BTreeSet<u32> = cx
+            .workers
+            .iter()
+            .filter(|tid| {
+                self.threads
+                    .get(tid)
+                    .and_then(|t| t.accs.get(&region))
+                    .is_some_and(|a| a.ran_region_code)
+            })
+            .map(|tid| self.records[tid].pool)
+            .collect();
+        cx.workers
+            .iter()
+            .filter(|tid| pools.contains(&self.records[tid].pool))
+            .map(|tid| {
+                let record = &self.records[tid];
+                let acc = self
+                    .threads
+                    .get(tid)
+                    .and_then(|t| t.accs.get(&region))
+                    .unwrap_or(&no_acc);
+                WorkerLifecycle {
+                    tid: *tid,
+                    rayon_index: record.rayon_index,
+                    pool: record.pool,
+                    name: if record.name.is_empty() {
+                        worker_name(record.rayon_index, record.pool)
+                    } else {
+                        record.name.clone()
+                    },
+                    tasks: acc.tasks,
+                    state_ns: StateNs {
+                        uc: ns(acc.uc),
+                        lq: ns(acc.lq),
+                        gs: ns(acc.gs),
+                        w: ns(acc.w),
+                    },
+                    transitions: acc.transitions,
+                    preempted_ns: StateNs {
+                        uc: ns(acc.preempted.uc),
+                        lq: ns(acc.preempted.lq),
+                        gs: ns(acc.preempted.gs),
+                        w: ns(acc.preempted.w),
+                    },
+                }
+            })
+            .collect()
+    }
+}
+
+/// What the steps of [`LifecycleBuilder::finish`] share.
+struct Finishing<'a> {
+    offcpu: &'a OffCpuIndex,
+    /// Finite and positive.
+    ns_per_tick: f64,
+    /// Each region's runs, merged and sorted.
+    windows: HashMap<u32, Vec<(u64, u64)>>,
+    /// Each region's LQ part of a search that follows a task: its median local pop.
+    lq_est: HashMap<u32, u64>,
+    shape: Shape,
+    /// The rayon workers, by pool, then index.
+    workers: Vec<u32>,
+}
+
+impl Finishing<'_> {
+    fn ns(&self, ticks: u64) -> u64 {
+        (ticks as f64 * self.ns_per_tick).round() as u64
     }
 }
 

@@ -13,6 +13,7 @@ mod clock;
 mod cpu_stacks;
 pub mod diagnoses;
 mod distribution;
+mod id_map;
 pub mod lifecycle;
 pub mod model;
 pub mod offcpu;
@@ -49,7 +50,8 @@ use threads::{ThreadActivity, ThreadSources};
 use trace_file::CountingReader;
 
 /// An analysis fed by the single pass over the trace. To add one, implement this and add it
-/// to the consumers handed to the reading loop in [`analyse`].
+/// to one of the two groups of consumers handed to the reading loop in `stream_trace` (the
+/// second group runs on a thread of its own).
 pub trait EventConsumer {
     /// One event of thread `tid`; each thread's events arrive in time order, threads interleave.
     fn on_event(&mut self, tid: u32, event: &Event);
@@ -398,15 +400,12 @@ fn stream_trace(
     );
     let mut counter_spans = SpanCollector::new(!counters.counters.is_empty(), source.spill_dir());
     let contents = match source.opened.as_mut() {
+        // The active time does about as much work as decoding and the others together.
         Some(trace) => read_chunks(
             trace,
             opts,
-            &mut [
-                &mut active,
-                &mut activity,
-                &mut lifecycle,
-                &mut counter_spans,
-            ],
+            &mut [&mut activity, &mut lifecycle, &mut counter_spans],
+            &mut [&mut active],
         ),
         None => TraceContents::absent(),
     };
@@ -644,11 +643,52 @@ fn sorted_switches(switches: &[SwitchRecord]) -> Cow<'_, [SwitchRecord]> {
     }
 }
 
-/// The one pass over the trace: every chunk of events goes to every consumer.
+/// Chunks decoded and not yet analysed by the second thread: a few, so that memory stays
+/// bounded (a chunk holds at most a runtime ring, 2 MiB decoded) while a slower chunk on one
+/// side does not stall the other.
+const CHUNKS_IN_FLIGHT: usize = 4;
+
+/// The one pass over the trace: every chunk of events goes to every consumer, in the order of
+/// the file. It is decoded once and fed to the consumers of `here` on this thread, then to
+/// those of `there` on a second one while this thread decodes the next: two cores on one
+/// pass, and each consumer sees the same events in the same order as with one.
 fn read_chunks(
     trace: &mut OpenTrace,
     opts: &AnalysisOptions,
-    consumers: &mut [&mut dyn EventConsumer],
+    here: &mut [&mut dyn EventConsumer],
+    there: &mut [&mut (dyn EventConsumer + Send)],
+) -> TraceContents {
+    std::thread::scope(|scope| {
+        let (to_there, chunks) =
+            std::sync::mpsc::sync_channel::<(u32, Vec<Event>)>(CHUNKS_IN_FLIGHT);
+        let second = scope.spawn(move || {
+            for (tid, events) in chunks {
+                for consumer in there.iter_mut() {
+                    consumer.on_events(tid, &events);
+                }
+            }
+        });
+        let contents = read_events(trace, opts, |tid, events| {
+            for consumer in here.iter_mut() {
+                consumer.on_events(tid, &events);
+            }
+            // Fails only when the second thread panicked, which its join passes on.
+            let _ = to_there.send((tid, events));
+        });
+        drop(to_there);
+        if let Err(panic) = second.join() {
+            std::panic::resume_unwind(panic);
+        }
+        contents
+    })
+}
+
+/// Reads the trace to its end, or to what cuts it short, handing each chunk of events to
+/// `on_events`, with a progress bar for a large trace.
+fn read_events(
+    trace: &mut OpenTrace,
+    opts: &AnalysisOptions,
+    mut on_events: impl FnMut(u32, Vec<Event>),
 ) -> TraceContents {
     let progress = if trace.file_len >= opts.progress_min_bytes {
         let bar = ProgressBar::with_draw_target(Some(trace.file_len), ProgressDrawTarget::stderr());
@@ -669,9 +709,7 @@ fn read_chunks(
         match trace.reader.next_chunk() {
             Ok(Some(Chunk::Events { tid, events })) => {
                 contents.events += events.len() as u64;
-                for consumer in consumers.iter_mut() {
-                    consumer.on_events(tid, &events);
-                }
+                on_events(tid, events);
             }
             Ok(Some(Chunk::Site(site))) => {
                 contents.sites.insert(site.id, site);

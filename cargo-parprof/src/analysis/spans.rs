@@ -78,11 +78,10 @@ impl LongestSpans {
             self.kept.push(Reverse(span));
             return;
         }
-        let left_out = match self.kept.peek() {
-            Some(Reverse(shortest)) if span > *shortest => {
-                let evicted = self.kept.pop().map(|Reverse(s)| s);
-                self.kept.push(Reverse(span));
-                evicted
+        // Replacing the shortest in place sifts once, where a pop and a push would twice.
+        let left_out = match self.kept.peek_mut() {
+            Some(mut shortest) if span > shortest.0 => {
+                Some(std::mem::replace(&mut shortest.0, span))
             }
             _ => Some(span),
         };

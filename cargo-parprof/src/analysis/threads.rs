@@ -2,6 +2,7 @@
 //! switched out.
 
 use super::EventConsumer;
+use super::id_map::IdMap;
 use super::model::{ThreadSummary, worker_name};
 use super::offcpu::OffCpuIndex;
 use crate::kernel::{KernelRecords, SwitchKind};
@@ -18,8 +19,8 @@ struct Sighting {
 /// Collects when every thread was seen, from trace events and kernel records.
 #[derive(Debug, Default)]
 pub(crate) struct ThreadActivity {
-    seen: HashMap<u32, Sighting>,
-    events: HashMap<u32, u64>,
+    seen: IdMap<u32, Sighting>,
+    events: IdMap<u32, u64>,
 }
 
 impl EventConsumer for ThreadActivity {
