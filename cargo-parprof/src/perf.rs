@@ -39,10 +39,15 @@ pub const TRAILER_LEN: usize = 24;
 /// An event on `pid` and every thread it starts (`inherit`), user space only
 /// (`exclude_kernel`, `exclude_hv`: what `perf_event_paranoid = 2` allows an unprivileged
 /// user on their own processes), stamped on `CLOCK_MONOTONIC`; on one CPU or on any.
+///
+/// Only threads, not the processes the program forks (`inherit_thread`, where the kernel has
+/// it): a process forked from the program — a slice, a helper it spawns — is not the program,
+/// and its work must not be counted as the program's.
 pub fn task_builder<'a, E: Event>(event: E, pid: u32, cpu: Option<usize>) -> Builder<'a> {
     let mut b = Builder::new(event);
     b.observe_pid(pid as libc::pid_t)
         .inherit(true)
+        .inherit_thread(kernel_inherits_to_threads_only())
         .exclude_kernel(true)
         .exclude_hv(true)
         .clockid(Clock::MONOTONIC);
@@ -51,6 +56,23 @@ pub fn task_builder<'a, E: Event>(event: E, pid: u32, cpu: Option<usize>) -> Bui
         None => b.any_cpu(),
     };
     b
+}
+
+/// Whether the kernel accepts `inherit_thread` (Linux 5.13 and later), tried once on the
+/// calling process with a dummy event.
+pub fn kernel_inherits_to_threads_only() -> bool {
+    static ACCEPTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ACCEPTED.get_or_init(|| {
+        Builder::new(perf_event::events::Software::DUMMY)
+            .observe_self()
+            .any_cpu()
+            .inherit(true)
+            .inherit_thread(true)
+            .exclude_kernel(true)
+            .exclude_hv(true)
+            .build()
+            .is_ok()
+    })
 }
 
 /// Makes `b` the event whose ring buffer the collector drains: its samples carry TID, TIME

@@ -32,21 +32,33 @@ pub fn analyse(
     let slice_results = slice_results(&recording.run, run_dir, &mut slice_notes);
     // The collector follows the slices' processes like any child: their records are not the
     // program's.
-    let kernel = match &slice_results {
-        Some(r) => Cow::Owned(recording.kernel.without_threads(&slice_processes(r))),
+    let slice_pids = slice_results.as_ref().map(slice_processes);
+    let kernel = match &slice_pids {
+        Some(pids) => Cow::Owned(recording.kernel.without_threads(pids)),
         None => Cow::Borrowed(&recording.kernel),
     };
+    // Where the kernel could not be told to follow threads only, it counted the slices with
+    // the program (their switches show it).
+    let slices_counted_with_program = slice_pids.is_some_and(|pids| {
+        recording
+            .kernel
+            .switches
+            .iter()
+            .any(|s| pids.contains(&s.tid))
+    });
     let mut analysis =
         analysis::analyse_with_counters(run_dir, &kernel, &recording.counters, &analysis_opts)?;
     describe_run(&mut analysis, &recording.run);
     analysis.notes.extend(slice_notes);
     analysis.slices = slice_results.map(|r| {
-        slices::analyse(
+        let mut s = slices::analyse(
             &r,
             &analysis.probes,
             &analysis.threads,
             analysis.counters.as_ref(),
-        )
+        );
+        s.counted_with_program = slices_counted_with_program;
+        s
     });
     Ok(analysis)
 }

@@ -33,6 +33,9 @@ pub struct SlicesAnalysis {
     pub unavailable: Vec<UnavailableDetail>,
     /// One entry per probe seen in a slice, the most observed first.
     pub probes: Vec<SliceProbe>,
+    /// The kernel followed the slices' processes with the program's (a kernel without
+    /// `inherit_thread`): the program-wide counters of method 3 include the slices' work.
+    pub counted_with_program: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -244,6 +247,7 @@ pub fn analyse(
             })
             .collect(),
         probes: slice_probes,
+        counted_with_program: false,
     }
 }
 

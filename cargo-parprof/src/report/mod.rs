@@ -38,10 +38,13 @@ pub fn notes(analysis: &Analysis) -> Vec<String> {
     notes
 }
 
-/// The kernel counts a forked process with the program whose counters it inherits, so the
-/// program-wide counters of method 3 include the slices' own work.
+/// A kernel without `inherit_thread` counts a forked process with the program whose counters
+/// it inherits, so the program-wide counters of method 3 include the slices' own work.
 fn slices_in_counters_note(analysis: &Analysis) -> Option<String> {
-    let s = analysis.slices.as_ref().filter(|s| s.mode == "slices")?;
+    let s = analysis
+        .slices
+        .as_ref()
+        .filter(|s| s.counted_with_program)?;
     analysis
         .counters
         .as_ref()
