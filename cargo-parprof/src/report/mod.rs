@@ -130,10 +130,13 @@ pub(crate) fn slices_sentence(s: &SlicesAnalysis) -> String {
             human_duration(s.cpu_ns),
         )
     };
-    text.push_str(
+    text.push_str(if s.probes.is_empty() {
+        " No probe call ran whole inside a slice (slices measure probed functions: add `#[probe]` \
+         to the functions to measure, or lengthen the slices with --slice-length)."
+    } else {
         " Per call: the mean ± the standard deviation over the calls measured whole; \
-         attributed: method 3's estimate per call ± its error bound.",
-    );
+         attributed: method 3's estimate per call ± its error bound."
+    });
     for u in &s.unavailable {
         text.push_str(&format!(
             " {}: not measured in the slices, {}.",
