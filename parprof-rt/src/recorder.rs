@@ -120,6 +120,12 @@ pub fn stamp(kind: EventKind, id: u32, aux: u16, flags: u8) -> Option<u64> {
     if attention::get() != 0 {
         return stamp_attention(ring, kind, id, aux, flags);
     }
+    Some(push_now(ring, kind, id, aux, flags))
+}
+
+/// Stores an event stamped now; returns the stamp.
+#[inline(always)]
+fn push_now(ring: &Ring, kind: EventKind, id: u32, aux: u16, flags: u8) -> u64 {
     let ts = clock::now();
     push(
         ring,
@@ -131,7 +137,7 @@ pub fn stamp(kind: EventKind, id: u32, aux: u16, flags: u8) -> Option<u64> {
             flags,
         },
     );
-    Some(ts)
+    ts
 }
 
 /// `stamp` for a thread whose attention byte is set.
@@ -159,17 +165,7 @@ fn stamp_attention(ring: &Ring, kind: EventKind, id: u32, aux: u16, flags: u8) -
     if detail && kind == EventKind::Exit {
         full_detail::event(kind, id);
     }
-    let ts = clock::now();
-    push(
-        ring,
-        Event {
-            ts,
-            id,
-            aux,
-            kind: kind as u8,
-            flags,
-        },
-    );
+    let ts = push_now(ring, kind, id, aux, flags);
     if detail && kind == EventKind::Enter {
         full_detail::event(kind, id);
     }
