@@ -100,8 +100,8 @@ pub fn measure() -> Table {
     });
     let back_to_back: Vec<(EventKind, f64)> = EventKind::ALL
         .iter()
-        // A stall's cost is its own measured duration.
-        .filter(|&&kind| kind != EventKind::BufferStall)
+        // A stall's or a checkpoint's cost is its own measured duration.
+        .filter(|&&kind| !matches!(kind, EventKind::BufferStall | EventKind::SliceCheckpoint))
         .map(|&kind| {
             let cost = match kind {
                 // The entry and exit paths of `#[probe]`: the sampling decision, the event,

@@ -150,8 +150,13 @@ fn stamp_attention(ring: &Ring, kind: EventKind, id: u32, aux: u16, flags: u8) -
         }
         if attention::get() & attention::CHECKPOINT != 0 {
             attention::clear(attention::CHECKPOINT);
+            let began = clock::now();
             // In the child of a fork this returns in the slice.
             slices::checkpoint();
+            if !slice_child::active() {
+                let took = clock::now().saturating_sub(began).min(u64::from(u32::MAX)) as u32;
+                push(ring, Event::new(began, EventKind::SliceCheckpoint, took));
+            }
         }
     }
     if slice_child::active() {

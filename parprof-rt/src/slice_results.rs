@@ -46,6 +46,10 @@ pub struct Checkpoints {
     pub skipped_load: u64,
     pub skipped_slices: u64,
     pub fork_failed: u64,
+    /// Wall time the program's threads spent in checkpoints (scanning its threads, forking,
+    /// reaping); the trace has each one (`SliceCheckpoint`) so that it is removed from probe
+    /// times like overhead.
+    pub cost_ns: u64,
 }
 
 /// One measured counter: `task-clock` (ns), `page-faults`, `instructions`.
@@ -191,8 +195,8 @@ pub fn write(w: &mut impl Write, r: &SliceResults) -> io::Result<()> {
     let k = &r.checkpoints;
     let _ = writeln!(
         out,
-        "checkpoints armed={} forked={} skipped_load={} skipped_slices={} fork_failed={}",
-        k.armed, k.forked, k.skipped_load, k.skipped_slices, k.fork_failed
+        "checkpoints armed={} forked={} skipped_load={} skipped_slices={} fork_failed={} cost_ns={}",
+        k.armed, k.forked, k.skipped_load, k.skipped_slices, k.fork_failed, k.cost_ns
     );
     for s in &r.slices {
         let cpu = s.cpu.map_or("-".to_owned(), |c| c.to_string());
@@ -355,6 +359,7 @@ pub fn read(r: impl Read) -> Result<SliceResults, SliceResultsError> {
                             "skipped_load",
                             "skipped_slices",
                             "fork_failed",
+                            "cost_ns",
                         ],
                     )?;
                     Ok(Checkpoints {
@@ -363,6 +368,7 @@ pub fn read(r: impl Read) -> Result<SliceResults, SliceResultsError> {
                         skipped_load: number(f[2], "skipped_load")?,
                         skipped_slices: number(f[3], "skipped_slices")?,
                         fork_failed: number(f[4], "fork_failed")?,
+                        cost_ns: number(f[5], "cost_ns")?,
                     })
                 };
                 break parse().map_err(|e| lines.error(e))?;
@@ -486,6 +492,7 @@ mod tests {
                 skipped_load: 4,
                 skipped_slices: 2,
                 fork_failed: 1,
+                cost_ns: 1_234_567,
             },
             slices: vec![
                 Slice {

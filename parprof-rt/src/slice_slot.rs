@@ -79,11 +79,14 @@ impl Slots {
     }
 }
 
-/// Makes a slot ready for a new child: no end, no sites. The site table is cleared by the
-/// child (it touches those pages before it starts counting; see `slice_child`).
-pub(crate) fn reset(slot: *mut Slot) {
+/// Readies `slot` for a new child that can measure site ids below `sites`: its table is
+/// zeroed here, so that a child killed before it wrote anything leaves no stale figures.
+pub(crate) fn reset(slot: *mut Slot, sites: u32) {
     // SAFETY: the slot is in the mapping and no child uses it.
-    let slot = unsafe { &*slot };
+    let slot = unsafe { &mut *slot };
+    for acc in slot.sites.iter_mut().take(sites as usize) {
+        *acc = Default::default();
+    }
     slot.end.store(END_NONE, Ordering::Relaxed);
     slot.setup_error.store(0, Ordering::Relaxed);
     slot.syscall.store(0, Ordering::Relaxed);

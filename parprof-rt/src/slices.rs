@@ -108,6 +108,11 @@ struct Live {
     tid: u32,
     start_ts: u64,
     forked_ns: u64,
+    /// Site ids the child can measure: the end of its table, should it be killed before it
+    /// says how much of the table it used.
+    site_limit: u32,
+    /// SIGKILL was sent: reaped once the kernel has ended it.
+    killed: bool,
 }
 
 #[derive(Default)]
@@ -376,13 +381,26 @@ pub(crate) fn checkpoint() {
     if s.stopped.load(Ordering::Acquire) || slice_child::active() {
         return;
     }
+    let began_ns = clock::monotonic_ns();
     let mut p = s.parent.lock().unwrap_or_else(|e| e.into_inner());
+    decide(s, &mut p);
+    if slice_child::active() {
+        // The child's copy of the lock stays taken: the child never checkpoints, and
+        // releasing it could wake (futex) nothing but costs a system call in the slice.
+        std::mem::forget(p);
+        return;
+    }
+    p.checkpoints.cost_ns += clock::monotonic_ns().saturating_sub(began_ns);
+}
+
+/// Reaps, ends overdue slices, and forks one if the slice threshold and the load allow.
+fn decide(s: &Slices, p: &mut Parent) {
     p.checkpoints.armed += 1;
-    reap(s, &mut p, &[]);
+    reap(s, p, &[]);
     if p.live.len() >= s.config.slice_threshold as usize {
         // The backstop: a child ends itself at its wall limit, unless something (a blocked
         // signal) keeps it from it.
-        kill_overdue(s, &mut p);
+        kill_overdue(s, p);
         if p.live.len() >= s.config.slice_threshold as usize {
             // Skipped before the load is measured: that costs a scan of every thread.
             p.checkpoints.skipped_slices += 1;
@@ -398,12 +416,7 @@ pub(crate) fn checkpoint() {
         p.checkpoints.skipped_load += 1;
         return;
     }
-    fork_slice(s, &mut p, &scan.busy_cpus);
-    if slice_child::active() {
-        // The child's copy of the lock stays taken: the child never checkpoints, and
-        // releasing it could wake (futex) nothing but costs a system call in the slice.
-        std::mem::forget(p);
-    }
+    fork_slice(s, p, &scan.busy_cpus);
 }
 
 fn fork_slice(s: &Slices, p: &mut Parent, busy_cpus: &[u32]) {
@@ -416,8 +429,8 @@ fn fork_slice(s: &Slices, p: &mut Parent, busy_cpus: &[u32]) {
         .iter()
         .copied()
         .find(|c| !busy_cpus.contains(c) && !p.live.iter().any(|l| l.cpu == Some(*c)));
-    slice_slot::reset(s.slots.get(slot));
     let site_limit = recorder::next_site_id().min(MAX_SITES as u32);
+    slice_slot::reset(s.slots.get(slot), site_limit);
     let start_ts = clock::now();
     // SAFETY: the child only runs this thread's code, which touches no lock another thread
     // may have held at the fork (see `slice_child`).
@@ -443,6 +456,8 @@ fn fork_slice(s: &Slices, p: &mut Parent, busy_cpus: &[u32]) {
                 tid: unsafe { libc::gettid() } as u32,
                 start_ts,
                 forked_ns: clock::monotonic_ns(),
+                site_limit,
+                killed: false,
             });
         }
     }
@@ -492,7 +507,12 @@ fn collect(s: &Slices, live: &Live) -> Option<Slice> {
         SliceEnd::Killed => clock::monotonic_ns().saturating_sub(live.forked_ns),
         _ => slot.wall_ns.load(Ordering::Relaxed),
     };
-    let used = slot.used.load(Ordering::Relaxed);
+    // A killed child's table holds the calls it completed (it zeroed the table when it
+    // started, and counts a call once its deltas are added).
+    let used = match end {
+        SliceEnd::Killed => live.site_limit,
+        _ => slot.used.load(Ordering::Relaxed),
+    };
     Some(Slice {
         tid: live.tid,
         pid: Some(live.pid as u32),
@@ -506,20 +526,19 @@ fn collect(s: &Slices, live: &Live) -> Option<Slice> {
     })
 }
 
-/// Kills and reaps the slices past their wall limit and a grace.
+/// Kills the slices past their wall limit and a grace, and reaps those already gone.
 fn kill_overdue(s: &Slices, p: &mut Parent) {
     let now = clock::monotonic_ns();
-    let overdue: Vec<libc::pid_t> = p
-        .live
-        .iter()
-        .filter(|l| now.saturating_sub(l.forked_ns) > s.kill_after_ns())
-        .map(|l| l.pid)
-        .collect();
-    for &pid in &overdue {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+    for live in p.live.iter_mut() {
+        if !live.killed && now.saturating_sub(live.forked_ns) > s.kill_after_ns() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(live.pid, libc::SIGKILL) };
+            live.killed = true;
+        }
     }
-    reap(s, p, &overdue);
+    // Not waited for: a slice at SCHED_IDLE on a busy machine may take a while to run its
+    // exit, and the program's thread must not wait for it; a later checkpoint reaps it.
+    reap(s, p, &[]);
 }
 
 /// At process exit: waits for the live slices up to their longest wall time, kills the

@@ -109,11 +109,14 @@ pub enum EventKind {
     /// previous event, inside the call that was innermost then, and cost `aux` × this kind's
     /// calibrated cost; writing the event took the time up to the thread's next event.
     Unrecorded = 12,
+    /// The thread ran a slice checkpoint (method 5: scanning the program's threads, forking a
+    /// slice, reaping finished ones) from `ts` for `id` ticks. Removed like probe overhead.
+    SliceCheckpoint = 13,
 }
 
 impl EventKind {
     /// Every event kind, for calibration tables and exhaustive checks.
-    pub const ALL: [EventKind; 12] = [
+    pub const ALL: [EventKind; 13] = [
         Self::Enter,
         Self::Exit,
         Self::RegionBegin,
@@ -126,6 +129,7 @@ impl EventKind {
         Self::SleepBegin,
         Self::SleepEnd,
         Self::Unrecorded,
+        Self::SliceCheckpoint,
     ];
 
     pub fn from_u8(v: u8) -> Option<Self> {

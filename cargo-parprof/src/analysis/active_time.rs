@@ -506,6 +506,7 @@ impl Totals<'_> {
             EventKind::Unrecorded => self.unrecorded(thread, event.id, u64::from(event.aux)),
             EventKind::TaskResume
             | EventKind::BufferStall
+            | EventKind::SliceCheckpoint
             | EventKind::SearchRound
             | EventKind::SleepBegin
             | EventKind::SleepEnd => {}
@@ -518,6 +519,8 @@ impl Totals<'_> {
                 self.buffer_stalls.ticks += event.id as u64;
                 event.id as u64
             }
+            // The thread checked whether to fork a slice for `id` ticks: removed like overhead.
+            EventKind::SliceCheckpoint => event.id as u64,
             // Credited to the call the unrecorded calls ran in, when they are counted.
             EventKind::Unrecorded => 0,
             _ => self.cost[kind as usize].unwrap_or_else(|| {

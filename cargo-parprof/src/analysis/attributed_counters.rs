@@ -466,7 +466,8 @@ impl EventConsumer for SpanCollector {
             | EventKind::SearchRound
             | EventKind::SleepBegin
             | EventKind::SleepEnd
-            | EventKind::Unrecorded => return,
+            | EventKind::Unrecorded
+            | EventKind::SliceCheckpoint => return,
         };
         let site = event.id;
         let group = self.group(item, site);

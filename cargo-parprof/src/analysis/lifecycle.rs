@@ -622,7 +622,11 @@ impl LifecycleBuilder {
         };
         let close = match kind {
             // Probes and the recorder's own waits happen inside whatever state the thread is in.
-            EventKind::Enter | EventKind::Exit | EventKind::BufferStall | EventKind::Unrecorded => {
+            EventKind::Enter
+            | EventKind::Exit
+            | EventKind::BufferStall
+            | EventKind::Unrecorded
+            | EventKind::SliceCheckpoint => {
                 return;
             }
             EventKind::SearchRound | EventKind::SleepBegin | EventKind::SleepEnd => {

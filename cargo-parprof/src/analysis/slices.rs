@@ -76,6 +76,8 @@ pub struct CheckpointCounts {
     /// Skipped because the slice threshold was reached.
     pub skipped_slices: u64,
     pub fork_failed: u64,
+    /// Wall time the program's threads spent in checkpoints (removed from probe times).
+    pub cost_ns: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -232,6 +234,7 @@ pub fn analyse(
             skipped_load: results.checkpoints.skipped_load,
             skipped_slices: results.checkpoints.skipped_slices,
             fork_failed: results.checkpoints.fork_failed,
+            cost_ns: results.checkpoints.cost_ns,
         },
         cpu_ns,
         coverage: program_cpu_ns(threads, counters)

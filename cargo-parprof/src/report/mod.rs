@@ -124,10 +124,13 @@ pub(crate) fn slices_sentence(s: &SlicesAnalysis) -> String {
             format!(", ended early: {}", ended.join(", "))
         };
         format!(
-            "{} slices of up to {} of CPU time ran {} in all{coverage}{ended}.",
+            "{} slices of up to {} of CPU time ran {} in all{coverage}{ended}; forking them and \
+             deciding when cost the program {} ({} checkpoints, removed from probe times).",
             s.taken,
             human_duration(s.config.slice_length_ns),
             human_duration(s.cpu_ns),
+            human_duration(s.checkpoints.cost_ns),
+            s.checkpoints.armed,
         )
     };
     text.push_str(if s.probes.is_empty() {
