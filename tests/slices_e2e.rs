@@ -78,6 +78,21 @@ fn slices_leave_the_output_alone_and_measure_page_faults_per_call() {
     assert!(md.contains("Exact per-call counters (slices)"), "{md}");
     let html = std::fs::read_to_string(run.path("report.html")).unwrap();
     assert!(html.contains("Exact per-call counters (slices)"));
+
+    // Saved with the run: `cargo parprof report` finds the same figures again.
+    let again = tempfile::tempdir().unwrap();
+    let output = common::cargo_parprof()
+        .arg("report")
+        .arg(run.dir.path())
+        .arg("-o")
+        .arg(again.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let reread: Value =
+        serde_json::from_str(&std::fs::read_to_string(again.path().join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(reread["slices"], run.report()["slices"]);
 }
 
 #[test]
