@@ -18,30 +18,32 @@ use common::{build_example, median, run_profiled_with_env};
 const ROUNDS: usize = 3;
 const LEN: &str = "1000000";
 
-/// The program's environment for a mode, from the command line's own flags.
-fn env_of(flags: &[&str]) -> anyhow::Result<Vec<(OsString, OsString)>> {
+/// How `cargo parprof <flags>` collects, and the program's environment it sets.
+fn mode(flags: &[&str]) -> anyhow::Result<(CollectOptions, Vec<(OsString, OsString)>)> {
     let mut args = vec!["cargo", "parprof"];
     args.extend_from_slice(flags);
-    Ok(cargo_parprof::cli::parse(args)?.slices.env())
+    let args = cargo_parprof::cli::parse(args)?;
+    let collect = CollectOptions {
+        // The program's time is measured: symbolising comes after it exited.
+        symbolize: false,
+        ..args.collect_options()
+    };
+    Ok((collect, args.slices.env()))
 }
 
 fn main() -> anyhow::Result<()> {
     let exe = build_example("probed_quicksort", &BuildOptions::default())?;
     let modes = [
-        ("probes only", env_of(&[])?),
-        ("--slices", env_of(&["--slices"])?),
-        ("--detail full", env_of(&["--detail", "full"])?),
+        ("probes only", mode(&[])?),
+        ("--slices", mode(&["--slices"])?),
+        ("--detail full", mode(&["--detail", "full"])?),
     ];
-    let opts = CollectOptions {
-        symbolize: false,
-        ..CollectOptions::default()
-    };
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut last_slices = None;
     for _ in 0..ROUNDS {
-        for (i, (_, env)) in modes.iter().enumerate() {
+        for (i, (_, (opts, env))) in modes.iter().enumerate() {
             let out = tempfile::tempdir()?;
-            let outcome = run_profiled_with_env(&exe, &[LEN], out.path(), &opts, env.clone())?;
+            let outcome = run_profiled_with_env(&exe, &[LEN], out.path(), opts, env.clone())?;
             times[i].push(outcome.wall_ns as f64 / 1e6);
             if i == 1 {
                 let path = out.path().join(slice_results::file_name(outcome.child_pid));

@@ -7,6 +7,7 @@ use crate::collect::{CallGraph, CollectOptions};
 use crate::counters::{CounterOptions, CounterSet};
 use crate::diff;
 use crate::launch;
+use crate::perf::Follow;
 use crate::recording::{self, DetailRequest, RayonHooks, RecordedOptions, Recording, RunMeta};
 use crate::run_history;
 use crate::run_report::{self, ReportRequest};
@@ -343,11 +344,17 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
 
 impl ParprofArgs {
     /// The kernel collection and counters asked for.
-    fn collect_options(&self) -> CollectOptions {
+    pub fn collect_options(&self) -> CollectOptions {
         let counters = self
             .counters
             .clone()
             .unwrap_or_else(CounterSet::default_set);
+        // A slice is a forked copy of the program: not followed, so not counted as it.
+        let follow = if self.slices.slices {
+            Follow::ThreadsOnly
+        } else {
+            Follow::ThreadsAndProcesses
+        };
         CollectOptions {
             frequency_hz: self.frequency,
             switch_stacks: !self.no_offcpu,
@@ -355,8 +362,10 @@ impl ParprofArgs {
             counters: (!counters.is_empty()).then(|| CounterOptions {
                 counters,
                 read_interval_ns: self.counter_interval,
+                follow,
                 ..CounterOptions::default()
             }),
+            follow,
             ..CollectOptions::default()
         }
     }

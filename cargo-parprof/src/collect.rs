@@ -25,7 +25,7 @@ use crate::kernel::{
     Capabilities, Capability, CpuSample, KernelRecords, SwitchRecord, ThreadStart,
 };
 use crate::perf::{
-    CollectorThread, Cursor, PERF_CONTEXT_MAX, PERF_RECORD_COMM, PERF_RECORD_FORK,
+    CollectorThread, Cursor, Follow, PERF_CONTEXT_MAX, PERF_RECORD_COMM, PERF_RECORD_FORK,
     PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MMAP,
     PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, PERF_RECORD_SWITCH, SampleId, StopSignal,
     describe_errno, drain_ring, fitting_ring_size, lost_count, online_cpus, open_per_cpu,
@@ -60,6 +60,8 @@ pub struct CollectOptions {
     pub counters: Option<CounterOptions>,
     /// How the cpu-clock samples' call chains are taken (`--call-graph`).
     pub call_graph: CallGraph,
+    /// Whether the processes the program starts are followed too (not with `--slices`).
+    pub follow: Follow,
 }
 
 /// How the call chains of the cpu-clock samples are taken.
@@ -87,6 +89,7 @@ impl Default for CollectOptions {
             switch_stacks: true,
             counters: Some(CounterOptions::default()),
             call_graph: CallGraph::default(),
+            follow: Follow::default(),
         }
     }
 }
@@ -125,6 +128,7 @@ impl Collector {
         let ring_bytes = opts.ring_buffer_kib.max(4) * 1024;
         let opener = Opener {
             pid,
+            follow: opts.follow,
             simulate_refused: opts.simulate_perf_refused,
             stack_copies: false,
         };
@@ -206,6 +210,7 @@ impl Collector {
 #[derive(Clone, Copy)]
 struct Opener {
     pid: u32,
+    follow: Follow,
     simulate_refused: bool,
     /// The cpu-clock samples carry the user registers and a copy of the user stack.
     stack_copies: bool,
@@ -225,7 +230,12 @@ impl Opener {
     }
 
     fn probe_hardware(&self) -> Capability {
-        match self.open(&task_builder(Hardware::INSTRUCTIONS, self.pid, None)) {
+        match self.open(&task_builder(
+            Hardware::INSTRUCTIONS,
+            self.pid,
+            None,
+            self.follow,
+        )) {
             Ok(_) => Capability::yes(),
             Err(e) => Capability::no(format!(
                 "hardware counters unavailable: perf_event_open(instructions) failed with {}; \
@@ -324,7 +334,7 @@ impl Opener {
     fn open_switch_stacks(&self, ring_bytes: usize) -> Result<Vec<Sampler>, Capability> {
         let cpus = online_cpus();
         open_per_cpu(&cpus, |cpu| {
-            let mut b = task_builder(Software::CONTEXT_SWITCHES, self.pid, Some(cpu));
+            let mut b = task_builder(Software::CONTEXT_SWITCHES, self.pid, Some(cpu), self.follow);
             b.exclude_kernel(false)
                 .exclude_callchain_kernel(true)
                 .sample_period(1);
@@ -374,8 +384,8 @@ fn recording_builder(
     ring_bytes: usize,
 ) -> Builder<'static> {
     let mut b = match period_ns {
-        Some(_) => task_builder(Software::CPU_CLOCK, opener.pid, Some(cpu)),
-        None => task_builder(Software::DUMMY, opener.pid, Some(cpu)),
+        Some(_) => task_builder(Software::CPU_CLOCK, opener.pid, Some(cpu), opener.follow),
+        None => task_builder(Software::DUMMY, opener.pid, Some(cpu), opener.follow),
     };
     // The samples' fields, in the order the parser below reads them: IP, then the
     // TID|TIME|CPU block, then CALLCHAIN, then the user registers and stack if copied.

@@ -37,8 +37,8 @@ use perf_event::{Builder, Counter, ReadFormat};
 
 use crate::kernel::{Capability, SwitchKind, SwitchRecord};
 use crate::perf::{
-    CollectorThread, Cursor, StopSignal, describe_errno, monotonic_ns, online_cpus, open_per_cpu,
-    task_builder,
+    CollectorThread, Cursor, Follow, StopSignal, describe_errno, monotonic_ns, online_cpus,
+    open_per_cpu, task_builder,
 };
 use crate::recording::counters::{
     CounterRecords, CounterSample, CounterSeries, CounterSource, ReadCost, Scaling,
@@ -220,6 +220,8 @@ pub struct CounterOptions {
     /// Behave as if the kernel refused `perf_event_open` (`EACCES`), for tests of the
     /// degraded mode (see [`crate::collect::SIMULATE_REFUSED_ENV`]).
     pub simulate_refused: bool,
+    /// Which tasks the counters follow (as the collector's events).
+    pub follow: Follow,
 }
 
 impl Default for CounterOptions {
@@ -231,6 +233,7 @@ impl Default for CounterOptions {
             // Method 3 interpolates in between (`--counter-interval` for finer reads).
             read_interval_ns: 10_000_000,
             simulate_refused: false,
+            follow: Follow::default(),
         }
     }
 }
@@ -242,6 +245,7 @@ pub struct CounterCollector {
     derived: Vec<CounterDef>,
     unavailable: Vec<UnavailableCounter>,
     read_interval_ns: u64,
+    follow: Follow,
     worker: Option<CollectorThread<Gathered>>,
 }
 
@@ -261,16 +265,26 @@ fn read_format() -> ReadFormat {
         | ReadFormat::TOTAL_TIME_RUNNING
 }
 
-fn base_builder<'a, E: Event>(event: E, pid: u32, cpu: Option<usize>) -> Builder<'a> {
-    let mut b = task_builder(event, pid, cpu);
+fn base_builder<'a, E: Event>(
+    event: E,
+    pid: u32,
+    cpu: Option<usize>,
+    follow: Follow,
+) -> Builder<'a> {
+    let mut b = task_builder(event, pid, cpu, follow);
     b.read_format(read_format());
     b
 }
 
-fn member_builder<'a>(kind: Kind, pid: u32, cpu: Option<usize>) -> Option<Builder<'a>> {
+fn member_builder<'a>(
+    kind: Kind,
+    pid: u32,
+    cpu: Option<usize>,
+    follow: Follow,
+) -> Option<Builder<'a>> {
     match kind {
-        Kind::Hardware(h) => Some(base_builder(h, pid, cpu)),
-        Kind::Software(s) => Some(base_builder(s, pid, cpu)),
+        Kind::Hardware(h) => Some(base_builder(h, pid, cpu, follow)),
+        Kind::Software(s) => Some(base_builder(s, pid, cpu, follow)),
         Kind::ContextSwitches | Kind::CpuMigrations => None,
     }
 }
@@ -292,7 +306,7 @@ impl CounterCollector {
                 });
                 continue;
             }
-            match member_builder(def.kind, pid, None) {
+            match member_builder(def.kind, pid, None, opts.follow) {
                 None => derived.push(*def),
                 // Each counter alone first, so that one the machine lacks is named with its
                 // own reason instead of failing the whole group.
@@ -311,6 +325,7 @@ impl CounterCollector {
             derived,
             unavailable,
             read_interval_ns: opts.read_interval_ns.max(10_000),
+            follow: opts.follow,
             worker: None,
         };
         if collector.group_counters.is_empty() {
@@ -363,12 +378,12 @@ impl CounterCollector {
     }
 
     fn open_group(&self, pid: u32, cpu: usize) -> io::Result<CpuGroup> {
-        let mut lb = base_builder(Software::CPU_CLOCK, pid, Some(cpu));
+        let mut lb = base_builder(Software::CPU_CLOCK, pid, Some(cpu), self.follow);
         lb.enable_on_exec(true).enabled(false);
         let mut leader = lb.build()?;
         let mut members = Vec::with_capacity(self.group_counters.len());
         for def in &self.group_counters {
-            let Some(mut b) = member_builder(def.kind, pid, Some(cpu)) else {
+            let Some(mut b) = member_builder(def.kind, pid, Some(cpu), self.follow) else {
                 continue;
             };
             // Members follow their leader's enabling.

@@ -36,18 +36,30 @@ pub const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
 /// Length of the `sample_id_all` trailer for TID|TIME|CPU: pid, tid, time, cpu, reserved.
 pub const TRAILER_LEN: usize = 24;
 
-/// An event on `pid` and every thread it starts (`inherit`), user space only
+/// Which tasks started by the profiled process its events follow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Follow {
+    /// Its threads and the processes it starts (a shell's commands, a build's compilers).
+    #[default]
+    ThreadsAndProcesses,
+    /// Its threads only (`inherit_thread`, where the kernel has it): with `--slices`, whose
+    /// forked copies of the program are not the program and must not be counted as it.
+    ThreadsOnly,
+}
+
+/// An event on `pid` and the tasks it starts as `follow` says (`inherit`), user space only
 /// (`exclude_kernel`, `exclude_hv`: what `perf_event_paranoid = 2` allows an unprivileged
 /// user on their own processes), stamped on `CLOCK_MONOTONIC`; on one CPU or on any.
-///
-/// Only threads, not the processes the program forks (`inherit_thread`, where the kernel has
-/// it): a process forked from the program — a slice, a helper it spawns — is not the program,
-/// and its work must not be counted as the program's.
-pub fn task_builder<'a, E: Event>(event: E, pid: u32, cpu: Option<usize>) -> Builder<'a> {
+pub fn task_builder<'a, E: Event>(
+    event: E,
+    pid: u32,
+    cpu: Option<usize>,
+    follow: Follow,
+) -> Builder<'a> {
     let mut b = Builder::new(event);
     b.observe_pid(pid as libc::pid_t)
         .inherit(true)
-        .inherit_thread(kernel_inherits_to_threads_only())
+        .inherit_thread(follow == Follow::ThreadsOnly && kernel_inherits_to_threads_only())
         .exclude_kernel(true)
         .exclude_hv(true)
         .clockid(Clock::MONOTONIC);
