@@ -78,18 +78,25 @@ impl LongestSpans {
             self.kept.push(Reverse(span));
             return;
         }
-        // Replacing the shortest in place sifts once, where a pop and a push would twice.
-        let left_out = match self.kept.peek_mut() {
-            Some(mut shortest) if span > shortest.0 => {
-                Some(std::mem::replace(&mut shortest.0, span))
-            }
-            _ => Some(span),
+        // Most spans of a long trace rank below the shortest kept: compared through `peek`,
+        // they never build the `PeekMut` guard, whose drop is not free.
+        let left_out = match self.kept.peek() {
+            Some(shortest) if span > shortest.0 => self.replace_shortest(span),
+            _ => span,
         };
-        if let Some(s) = left_out {
-            match s.kind {
-                TickSpanKind::Probe { .. } => self.left_out_probe += 1,
-                TickSpanKind::Preempted | TickSpanKind::Blocked => self.left_out_switched_out += 1,
-            }
+        match left_out.kind {
+            TickSpanKind::Probe { .. } => self.left_out_probe += 1,
+            TickSpanKind::Preempted | TickSpanKind::Blocked => self.left_out_switched_out += 1,
+        }
+    }
+
+    /// Puts `span` in place of the shortest kept span and returns that one. Replacing in place
+    /// sifts once, where a pop and a push would twice.
+    #[cold]
+    fn replace_shortest(&mut self, span: TickSpan) -> TickSpan {
+        match self.kept.peek_mut() {
+            Some(mut shortest) => std::mem::replace(&mut shortest.0, span),
+            None => span,
         }
     }
 
