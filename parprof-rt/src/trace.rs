@@ -132,8 +132,11 @@ impl EventKind {
         Self::SliceCheckpoint,
     ];
 
+    /// Called for every event decoded: an index, not a search of [`EventKind::ALL`].
+    #[inline]
     pub fn from_u8(v: u8) -> Option<Self> {
-        Self::ALL.iter().copied().find(|k| *k as u8 == v)
+        // The kinds are numbered from 1 without gaps, in the order of `ALL`.
+        Self::ALL.get(usize::from(v).wrapping_sub(1)).copied()
     }
 }
 
@@ -205,6 +208,7 @@ impl Event {
         }
     }
 
+    #[inline]
     pub fn kind(&self) -> EventKind {
         // Events handed out by the reader are validated, so this cannot fail for them.
         EventKind::from_u8(self.kind).unwrap_or(EventKind::Enter)

@@ -239,3 +239,11 @@ fn probe_events_pack_into_a_few_bytes() {
     assert!(err.is_none());
     assert_eq!(read, vec![Chunk::Events { tid: 1, events }]);
 }
+
+#[test]
+fn every_event_kind_is_read_back_from_its_number_and_no_other_number_is() {
+    for v in 0..=u8::MAX {
+        let expected = EventKind::ALL.iter().copied().find(|k| *k as u8 == v);
+        assert_eq!(EventKind::from_u8(v), expected, "kind number {v}");
+    }
+}

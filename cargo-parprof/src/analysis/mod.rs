@@ -869,13 +869,12 @@ fn timeline(
     let ns = |ticks: u64| converter.span_ns(ticks).round() as u64;
     let since_origin = |ticks: u64| converter.to_ns(ticks).saturating_sub(origin_ns);
     let max_spans = spans.capacity();
-    let (left_out_probe_spans, left_out_switched_out_spans) =
-        (spans.left_out_probe, spans.left_out_switched_out);
+    let kept = spans.into_sorted();
     Timeline {
         origin_monotonic_ns: origin_ns,
         max_spans,
-        spans: spans
-            .into_sorted()
+        spans: kept
+            .spans
             .into_iter()
             .map(|s| TimelineSpan {
                 tid: s.tid,
@@ -891,8 +890,8 @@ fn timeline(
                 },
             })
             .collect(),
-        left_out_probe_spans,
-        left_out_switched_out_spans,
+        left_out_probe_spans: kept.left_out_probe,
+        left_out_switched_out_spans: kept.left_out_switched_out,
         worker_states: lifecycle
             .worker_states
             .into_iter()

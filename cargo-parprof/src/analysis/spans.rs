@@ -2,7 +2,6 @@
 //! ones are invisible until one zooms in, and the number left out is counted by kind.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
 
 /// A span on the tick time line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,11 +49,26 @@ impl Ord for TickSpan {
     }
 }
 
+/// The longest `capacity` spans of those offered. Candidates pile up to half as many again
+/// as are kept, then the longest `capacity` of them are selected in O(n) and the shortest of
+/// those becomes the bar: an offer costs O(1) amortised, where a heap of the kept spans sifts
+/// through log2(capacity) levels for every span that enters while it fills (most of them
+/// then). Memory: at most 1.5 × `capacity` spans.
 #[derive(Debug)]
 pub(crate) struct LongestSpans {
     capacity: usize,
-    /// A min-heap, so the shortest kept span is the one to evict.
-    kept: BinaryHeap<Reverse<TickSpan>>,
+    candidates: Vec<TickSpan>,
+    /// The shortest span kept by the last selection: a span ranking no higher is left out.
+    bar: Option<TickSpan>,
+    left_out_probe: u64,
+    left_out_switched_out: u64,
+}
+
+/// The kept spans and how many of each kind were left out.
+pub(crate) struct KeptSpans {
+    /// By thread then start (longer first at equal starts, so enclosing spans come before the
+    /// spans they enclose).
+    pub spans: Vec<TickSpan>,
     pub left_out_probe: u64,
     pub left_out_switched_out: u64,
 }
@@ -63,7 +77,8 @@ impl LongestSpans {
     pub(crate) fn new(capacity: usize) -> Self {
         LongestSpans {
             capacity,
-            kept: BinaryHeap::new(),
+            candidates: Vec::new(),
+            bar: None,
             left_out_probe: 0,
             left_out_switched_out: 0,
         }
@@ -74,31 +89,48 @@ impl LongestSpans {
     }
 
     pub(crate) fn offer(&mut self, span: TickSpan) {
-        if self.kept.len() < self.capacity {
-            self.kept.push(Reverse(span));
+        if self.capacity == 0 || self.bar.is_some_and(|bar| span <= bar) {
+            self.leave_out(&span);
             return;
         }
-        // Replacing the shortest in place sifts once, where a pop and a push would twice.
-        let left_out = match self.kept.peek_mut() {
-            Some(mut shortest) if span > shortest.0 => {
-                Some(std::mem::replace(&mut shortest.0, span))
-            }
-            _ => Some(span),
-        };
-        if let Some(s) = left_out {
-            match s.kind {
-                TickSpanKind::Probe { .. } => self.left_out_probe += 1,
-                TickSpanKind::Preempted | TickSpanKind::Blocked => self.left_out_switched_out += 1,
-            }
+        self.candidates.push(span);
+        if self.candidates.len() >= self.capacity.saturating_add(self.capacity / 2 + 1) {
+            self.select();
         }
     }
 
-    /// The kept spans, by thread then start (longer first at equal starts, so enclosing
-    /// spans come before the spans they enclose).
-    pub(crate) fn into_sorted(self) -> Vec<TickSpan> {
-        let mut spans: Vec<TickSpan> = self.kept.into_iter().map(|Reverse(s)| s).collect();
+    fn leave_out(&mut self, span: &TickSpan) {
+        match span.kind {
+            TickSpanKind::Probe { .. } => self.left_out_probe += 1,
+            TickSpanKind::Preempted | TickSpanKind::Blocked => self.left_out_switched_out += 1,
+        }
+    }
+
+    /// Keeps the longest `capacity` candidates and raises the bar to the shortest of them.
+    fn select(&mut self) {
+        if self.candidates.len() <= self.capacity {
+            return;
+        }
+        let mut candidates = std::mem::take(&mut self.candidates);
+        // Longest first: the first `capacity` are the kept ones, the last of them the bar.
+        candidates.select_nth_unstable_by(self.capacity - 1, |a, b| b.cmp(a));
+        for span in &candidates[self.capacity..] {
+            self.leave_out(span);
+        }
+        candidates.truncate(self.capacity);
+        self.bar = Some(candidates[self.capacity - 1]);
+        self.candidates = candidates;
+    }
+
+    pub(crate) fn into_sorted(mut self) -> KeptSpans {
+        self.select();
+        let mut spans = self.candidates;
         spans.sort_by_key(|s| (s.tid, s.start, Reverse(s.end), s.kind));
-        spans
+        KeptSpans {
+            spans,
+            left_out_probe: self.left_out_probe,
+            left_out_switched_out: self.left_out_switched_out,
+        }
     }
 }
 
@@ -136,20 +168,40 @@ mod tests {
             },
         ));
         spans.offer(span(70, 71, TickSpanKind::Preempted));
-        assert_eq!((spans.left_out_probe, spans.left_out_switched_out), (1, 1));
-        let kept: Vec<(u64, u64)> = spans
-            .into_sorted()
-            .iter()
-            .map(|s| (s.start, s.end))
-            .collect();
+        let kept = spans.into_sorted();
+        assert_eq!((kept.left_out_probe, kept.left_out_switched_out), (1, 1));
+        let kept: Vec<(u64, u64)> = kept.spans.iter().map(|s| (s.start, s.end)).collect();
         assert_eq!(kept, [(0, 10), (30, 60)]);
+    }
+
+    #[test]
+    fn keeps_the_same_spans_as_sorting_them_all_whatever_the_order_of_the_offers() {
+        // Durations repeat, so ties are broken by the other fields; several selections run.
+        let all: Vec<TickSpan> = (0..1000u64)
+            .map(|i| {
+                let start = (i * 7919) % 1000;
+                span(start, start + (i * 31) % 17, TickSpanKind::Blocked)
+            })
+            .collect();
+        let mut spans = LongestSpans::new(10);
+        for s in &all {
+            spans.offer(*s);
+        }
+        let kept = spans.into_sorted();
+        let mut expected = all.clone();
+        expected.sort_by(|a, b| b.cmp(a));
+        expected.truncate(10);
+        expected.sort_by_key(|s| (s.tid, s.start, Reverse(s.end), s.kind));
+        assert_eq!(kept.spans, expected);
+        assert_eq!(kept.left_out_switched_out, 990);
     }
 
     #[test]
     fn zero_capacity_keeps_nothing() {
         let mut spans = LongestSpans::new(0);
         spans.offer(span(0, 10, TickSpanKind::Blocked));
-        assert_eq!(spans.left_out_switched_out, 1);
-        assert!(spans.into_sorted().is_empty());
+        let kept = spans.into_sorted();
+        assert_eq!(kept.left_out_switched_out, 1);
+        assert!(kept.spans.is_empty());
     }
 }
