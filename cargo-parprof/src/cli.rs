@@ -15,12 +15,9 @@ use crate::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetReques
 use anyhow::{Context, Result};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser};
+use parprof_rt::slice_results::{DETAIL_ENV, SLICES_ENV};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-
-/// The runtime's switches for slices and for `--detail full`.
-const SLICES_ENV: &str = "PARPROF_SLICES";
-const DETAIL_ENV: &str = "PARPROF_DETAIL";
 
 /// Reading the counters more often than this costs the program more than it tells.
 const MIN_COUNTER_READ_INTERVAL_NS: u64 = 100_000;

@@ -64,7 +64,7 @@ thread_local! {
 
 /// Whether `PARPROF_DETAIL` asks for full detail; another value is said on stderr.
 pub(crate) fn requested() -> bool {
-    match std::env::var("PARPROF_DETAIL") {
+    match std::env::var(crate::slice_results::DETAIL_ENV) {
         Ok(v) if v == "full" => true,
         Ok(v) if !v.is_empty() => {
             eprintln!("parprof: PARPROF_DETAIL={v} ignored (the only value is `full`)");

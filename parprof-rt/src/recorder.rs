@@ -430,7 +430,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     // After calibration too, whose events are not the program's. This thread attached for
     // calibration, before either could give it anything.
     if full_detail {
-        if std::env::var_os("PARPROF_SLICES").is_some() {
+        if std::env::var_os(crate::slice_results::SLICES_ENV).is_some() {
             eprintln!("parprof: PARPROF_SLICES ignored: PARPROF_DETAIL=full measures every call");
         }
         full_detail::init(&dir);

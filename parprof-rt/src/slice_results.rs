@@ -10,6 +10,11 @@ use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read, Write};
 
 /// `slices-<pid>.txt`.
+/// Turns slices on: `period_ns=…,length_ns=…,load=…[,max=…]` (set by `cargo parprof --slices`).
+pub const SLICES_ENV: &str = "PARPROF_SLICES";
+/// `full`: every probe event reads the counters in the program itself (`--detail full`).
+pub const DETAIL_ENV: &str = "PARPROF_DETAIL";
+
 pub const FILE_PREFIX: &str = "slices-";
 /// The first line of every version-1 file.
 const MAGIC: &str = "parprof-slices 1";

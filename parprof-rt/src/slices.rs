@@ -143,7 +143,7 @@ thread_local! {
 /// Reads `PARPROF_SLICES` (recording is on) and gets everything ready for the first fork.
 /// Runs once, before the program's threads record.
 pub(crate) fn init(dir: &Path) {
-    let Some(text) = std::env::var_os("PARPROF_SLICES") else {
+    let Some(text) = std::env::var_os(crate::slice_results::SLICES_ENV) else {
         return;
     };
     let config = match parse_config(&text.to_string_lossy()) {
