@@ -126,4 +126,15 @@ fn blocked_slices_are_ended_and_the_program_finishes() {
         "the summary says why slices ended: {}",
         run.stdout()
     );
+    // Said by the slices' own sentence, with the count (the correction sentence says
+    // "blocked" too, so the word alone proves nothing).
+    let said = match ended["blocked"].as_u64().unwrap() {
+        0 => format!("{} out of wall time", ended["timeout"]),
+        n => format!("ended early: {n} blocked"),
+    };
+    assert!(
+        run.stdout().contains(&said),
+        "the summary should say `{said}`: {}",
+        run.stdout()
+    );
 }

@@ -14,8 +14,7 @@ use std::collections::BTreeMap;
 /// What the slices measured, merged per probe.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SlicesAnalysis {
-    /// `slices`, or `full` (every call of the run measured in the program itself).
-    pub mode: &'static str,
+    pub mode: SliceMode,
     pub config: SliceSettings,
     /// Slices forked and how many of them ended before their length.
     pub taken: u64,
@@ -36,6 +35,25 @@ pub struct SlicesAnalysis {
     /// The kernel followed the slices' processes with the program's (a kernel without
     /// `inherit_thread`): the program-wide counters of method 3 include the slices' work.
     pub counted_with_program: bool,
+}
+
+/// How the calls were measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SliceMode {
+    /// In forked slices of the run (`--slices`).
+    Slices,
+    /// Every call of the run, in the program itself (`--detail full`).
+    Full,
+}
+
+impl SliceMode {
+    pub fn label(self) -> &'static str {
+        match self {
+            SliceMode::Slices => "slices",
+            SliceMode::Full => "full",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -211,8 +229,8 @@ pub fn analyse(
     let cpu_ns: u64 = results.slices.iter().map(|s| s.cpu_ns).sum();
     SlicesAnalysis {
         mode: match results.mode {
-            DetailMode::Slices => "slices",
-            DetailMode::Full => "full",
+            DetailMode::Slices => SliceMode::Slices,
+            DetailMode::Full => SliceMode::Full,
         },
         config: SliceSettings {
             load_threshold: results.config.load_threshold,

@@ -11,7 +11,7 @@ pub mod tables;
 pub mod terminal;
 pub mod timeline;
 
-use crate::analysis::slices::SlicesAnalysis;
+use crate::analysis::slices::{SliceMode, SlicesAnalysis};
 use crate::analysis::{Analysis, ExitStatus, TraceCompleteness};
 pub(crate) use crate::units::{human_count, human_duration, relative_error};
 use anyhow::Context;
@@ -90,7 +90,7 @@ pub(crate) fn slices_sentence(s: &SlicesAnalysis) -> String {
     let coverage = s.coverage.map_or(String::new(), |c| {
         format!(" — {:.1}% of the program's CPU time", c * 100.0)
     });
-    let mut text = if s.mode == "full" {
+    let mut text = if s.mode == SliceMode::Full {
         format!(
             "Every probe call was measured in the program itself (counters read at each probe event, {} of CPU time{coverage}).",
             human_duration(s.cpu_ns)

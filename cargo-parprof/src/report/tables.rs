@@ -6,6 +6,7 @@ use super::{
     correction_percent, correction_sentence, human_count, human_duration, slices_sentence,
 };
 use crate::analysis::Analysis;
+use crate::analysis::slices::SliceMode;
 use crate::units::per_call_figure;
 use serde::Serialize;
 
@@ -202,8 +203,8 @@ pub fn slices(analysis: &Analysis) -> Option<Table> {
     Some(Table {
         id: "slices".into(),
         title: match s.mode {
-            "full" => "Exact per-call counters (every call, --detail full)".into(),
-            _ => "Exact per-call counters (slices)".into(),
+            SliceMode::Full => "Exact per-call counters (every call, --detail full)".into(),
+            SliceMode::Slices => "Exact per-call counters (slices)".into(),
         },
         header,
         rows,

@@ -89,7 +89,7 @@ pub fn summary(analysis: &Analysis) -> String {
 /// Probes with their exact per-call counters (method 5), the most measured first.
 fn write_slices(analysis: &Analysis, out: &mut String) {
     let Some(s) = &analysis.slices else { return };
-    let _ = writeln!(out, "\nExact per-call counters ({}):", s.mode);
+    let _ = writeln!(out, "\nExact per-call counters ({}):", s.mode.label());
     let _ = writeln!(out, "  {}", super::slices_sentence(s));
     for p in s.probes.iter().take(TOP_PROBES) {
         let figures: Vec<String> = s
