@@ -315,6 +315,13 @@ pub(crate) fn next_site_id() -> u32 {
     NEXT_SITE_ID.load(Ordering::Relaxed)
 }
 
+/// Whether a `#[probe]` site has been registered: slices measure probe calls only.
+static PROBE_SITES: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn has_probe_sites() -> bool {
+    PROBE_SITES.load(Ordering::Relaxed)
+}
+
 /// Registers a site once and returns its id (never 0).
 #[cold]
 pub fn register_site(slot: &AtomicU32, kind: SiteKind, name: String, file: &str, line: u32) -> u32 {
@@ -332,6 +339,9 @@ pub fn register_site(slot: &AtomicU32, kind: SiteKind, name: String, file: &str,
         return existing;
     }
     let id = NEXT_SITE_ID.fetch_add(1, Ordering::Relaxed);
+    if kind == SiteKind::Probe {
+        PROBE_SITES.store(true, Ordering::Relaxed);
+    }
     if let Some(rt) = RUNTIME.get() {
         queue_metadata(
             rt,

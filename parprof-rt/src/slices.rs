@@ -395,6 +395,11 @@ pub(crate) fn checkpoint() {
 
 /// Reaps, ends overdue slices, and forks one if the slice threshold and the load allow.
 fn decide(s: &Slices, p: &mut Parent) {
+    // Before the program's first probe (or in a program with regions and rayon's events
+    // alone) a slice would measure nothing: not worth a fork.
+    if !recorder::has_probe_sites() {
+        return;
+    }
     p.checkpoints.armed += 1;
     reap(s, p, &[]);
     if p.live.len() >= s.config.slice_threshold as usize {
