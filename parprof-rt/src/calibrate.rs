@@ -8,8 +8,9 @@
 //!   and in real code its latency overlaps with the body's work.
 //!
 //! Each kind's back-to-back cost is scaled by (marginal pair cost ÷ back-to-back pair cost).
-//! A call that sampling does not record reads no clock: its back-to-back cost is taken as it
-//! is. Method 1 of the spec subtracts these costs from every enclosing probed interval.
+//! A call that sampling does not record is measured only the second way, as on a hot site
+//! (see [`untimed_call_cost`]). Method 1 of the spec subtracts these costs from every
+//! enclosing probed interval.
 
 use crate::clock;
 use crate::probe::{self, Guard};
@@ -53,7 +54,7 @@ fn median_batch(mut one_batch: impl FnMut()) -> f64 {
 /// A few nanoseconds of dependent arithmetic, the size of a small probed function.
 #[inline(never)]
 fn small_body(x: u64) -> u64 {
-    (0..4).fold(black_box(x), |h, i| {
+    (0..8).fold(black_box(x), |h, i| {
         (h ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17)
     })
 }
@@ -67,21 +68,65 @@ fn probed_small_body(x: u64) -> u64 {
 
 /// What a probe pair adds around `small_body`: probed and plain batches alternate, so that both
 /// see the same machine state, and the median of their differences is taken.
-fn marginal_pair_cost() -> f64 {
+fn marginal_pair_cost(calls: u64) -> f64 {
     const ROUNDS: usize = 101;
-    const CALLS: u64 = 512;
     median_of_rounds(ROUNDS, || {
         let t0 = clock::now();
-        for i in 0..CALLS {
+        for i in 0..calls {
             black_box(probed_small_body(i));
         }
         let t1 = clock::now();
-        for i in 0..CALLS {
+        for i in 0..calls {
             black_box(small_body(i));
         }
         let t2 = clock::now();
-        (t1.saturating_sub(t0) as f64 - t2.saturating_sub(t1) as f64) / CALLS as f64
+        let calibrated = t1.saturating_sub(t0) as f64
+            - t2.saturating_sub(t1) as f64
+            - count_writes_measured() as f64;
+        calibrated / calls as f64
     })
+}
+
+/// The ticks of the events in the calling thread's ring that the analysis measures instead of
+/// taking from calibration: the writing of each count of untimed calls, from the count's stamp
+/// to the next event. Drains the ring.
+fn count_writes_measured() -> u64 {
+    let mut ticks = 0;
+    with_current_ring(|ring| {
+        ring.drain(|first, second| {
+            let mut count_written_at = None;
+            for event in first.iter().chain(second) {
+                if event.kind() == EventKind::Unrecorded {
+                    count_written_at.get_or_insert(event.ts);
+                } else if let Some(at) = count_written_at.take() {
+                    ticks += event.ts.saturating_sub(at);
+                }
+            }
+        })
+    });
+    ticks
+}
+
+/// What an untimed call of a hot site costs the code around it, given what a timed pair costs
+/// (`timed_pair`).
+///
+/// Measured around `small_body` as the timed pair is, once with no call timed and once with
+/// one call in [`sampling::HOT_PERIOD`] timed, as on a hot site. The second costs more per
+/// call than the mix of the two kinds measured apart: the timed call of each period takes
+/// mispredicted branches. The analysis removes the calibrated timed pair from each timed call
+/// and this cost from each untimed one (and measures the writing of their count), so the rest
+/// of a period's cost is spread over its untimed calls. The no-timed-call figure is a floor,
+/// in case noise made the mix look cheaper.
+fn untimed_call_cost(timed_pair: f64) -> f64 {
+    sampling::calibrate_recording(u32::MAX);
+    let untimed = marginal_pair_cost(512);
+    sampling::calibrate_recording(sampling::HOT_PERIOD);
+    // Longer rounds: only one call in a period is timed, and its cost varies most.
+    let hot_site = marginal_pair_cost(4096);
+    sampling::calibrate_recording(1);
+    sampling::discard_pending();
+    let period = f64::from(sampling::HOT_PERIOD);
+    ((hot_site * period - timed_pair) / (period - 1.0)).max(untimed)
 }
 
 pub fn measure() -> Table {
@@ -116,18 +161,6 @@ pub fn measure() -> Table {
                         drop(black_box(Guard::new(CALIBRATION_SITE)));
                     }
                 }),
-                // A call of a sampled site that is not recorded, through `#[probe]`'s path.
-                EventKind::Unrecorded => {
-                    sampling::calibrate_recording(false);
-                    let cost = median_batch(|| {
-                        for _ in 0..BATCH {
-                            drop(black_box(probe::enter_calibration()));
-                        }
-                        sampling::discard_pending();
-                    });
-                    sampling::calibrate_recording(true);
-                    cost
-                }
                 _ => median_batch(|| {
                     for _ in 0..BATCH {
                         black_box(recorder::record(kind, CALIBRATION_SITE, 0, 0));
@@ -144,19 +177,17 @@ pub fn measure() -> Table {
             .map_or(0.0, |(_, c)| *c)
     };
     let back_to_back_pair = cost_of(EventKind::Enter) + cost_of(EventKind::Exit);
-    let marginal_pair = marginal_pair_cost();
+    let marginal_pair = marginal_pair_cost(512);
     // Guard against a noisy measurement: the marginal cost lies between half and all of the
     // back-to-back cost on every machine seen so far.
     let scale = (marginal_pair / back_to_back_pair).clamp(0.5, 1.0);
+    let untimed = untimed_call_cost(back_to_back_pair * scale);
     let rows = back_to_back
         .iter()
         .map(|&(kind, cost)| Calibration {
             kind,
-            // An unrecorded call reads no clock: nothing of it overlaps the code around it.
-            // (Its marginal cost around `small_body` came out lower still, 3.5–3.9 ns against
-            // 4.6 back to back, while in place it costs about 7: back to back is the closer.)
             cost_ticks: match kind {
-                EventKind::Unrecorded => cost,
+                EventKind::Unrecorded => untimed,
                 _ => cost * scale,
             }
             .round()

@@ -18,7 +18,7 @@
 //! [`EventKind::Unrecorded`]: crate::trace::EventKind::Unrecorded
 
 use crate::attention;
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Calls closer together than this, on average, make a site hot.
@@ -75,9 +75,69 @@ impl SiteState {
     }
 }
 
+/// One thread's site states, indexed by site id (ids are small and dense, from 1): a boxed
+/// slice, freed by [`SitesOwner`] when the thread exits. Kept as a raw pointer and length in a
+/// thread-local without destructor, so that reaching it on the probe's path is one load: a
+/// thread-local with a destructor checks whether it is registered at every access.
+#[derive(Clone, Copy)]
+struct SiteTable {
+    ptr: *mut SiteState,
+    len: usize,
+}
+
+impl SiteTable {
+    /// No state yet on this thread.
+    const EMPTY: SiteTable = SiteTable {
+        ptr: std::ptr::null_mut(),
+        len: 0,
+    };
+    /// The thread is exiting and its states are freed: calls are recorded without sampling.
+    const GONE: SiteTable = SiteTable {
+        ptr: std::ptr::NonNull::dangling().as_ptr(),
+        len: 0,
+    };
+
+    /// # Safety
+    /// `self` came from [`SiteTable::grow`] and was not freed.
+    unsafe fn free(self) {
+        // SAFETY: by the caller, `ptr` and `len` are a leaked `Box<[SiteState]>`.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.len)) });
+    }
+
+    /// A table with room for index `at`, holding the states of `self` (freed).
+    fn grow(self, at: usize) -> SiteTable {
+        let mut states = vec![SiteState::default(); (at + 1).max(2 * self.len).max(16)];
+        if self.len > 0 {
+            // SAFETY: a non-empty table came from `grow` and is owned by this thread.
+            let old = unsafe { std::slice::from_raw_parts(self.ptr, self.len) };
+            states[..self.len].copy_from_slice(old);
+            // SAFETY: as above; `old` is not used after this.
+            unsafe { self.free() };
+        }
+        let len = states.len();
+        SiteTable {
+            ptr: Box::leak(states.into_boxed_slice()).as_mut_ptr(),
+            len,
+        }
+    }
+}
+
+/// Frees the calling thread's [`SiteTable`] when the thread exits.
+struct SitesOwner;
+
+impl Drop for SitesOwner {
+    fn drop(&mut self) {
+        let table = SITES.replace(SiteTable::GONE);
+        if table.len > 0 {
+            // SAFETY: the table came from `grow`; GONE is never freed or grown.
+            unsafe { table.free() };
+        }
+    }
+}
+
 thread_local! {
-    /// Indexed by site id (ids are small and dense, from 1).
-    static SITES: UnsafeCell<Vec<SiteState>> = const { UnsafeCell::new(Vec::new()) };
+    static SITES: Cell<SiteTable> = const { Cell::new(SiteTable::EMPTY) };
+    static SITES_OWNER: SitesOwner = const { SitesOwner };
     /// Sites with unrecorded calls not yet in the trace. That it is not empty is the
     /// [`attention::PENDING`] bit: derivable, but every recorded event checks that byte, and
     /// a byte without a destructor costs less to reach than the vector.
@@ -87,26 +147,39 @@ thread_local! {
 /// Runs `f` on the calling thread's state of `site`; `None` during thread teardown.
 #[inline(always)]
 fn with_site<R>(site: u32, f: impl FnOnce(&mut SiteState) -> R) -> Option<R> {
-    SITES
-        .try_with(|sites| {
-            // SAFETY: the vector is only reached through this function on its own thread, and
-            // `f` does not reenter it (it touches no other thread-local of this module).
-            let sites = unsafe { &mut *sites.get() };
-            let at = if site == CALIBRATION_SITE {
-                0
-            } else {
-                site as usize
-            };
-            if at >= MAX_SITES {
-                return None;
-            }
-            if at >= sites.len() {
-                sites.resize(at + 1, SiteState::default());
-            }
-            Some(f(&mut sites[at]))
-        })
-        .ok()
-        .flatten()
+    let at = if site == CALIBRATION_SITE {
+        0
+    } else {
+        site as usize
+    };
+    let table = SITES.get();
+    let table = if at < table.len {
+        table
+    } else {
+        grown_table(at)?
+    };
+    // SAFETY: `at` is in bounds of a live table owned by this thread; the state is only
+    // reached through this function, and `f` does not reenter it (it touches no other
+    // thread-local of this module).
+    Some(f(unsafe { &mut *table.ptr.add(at) }))
+}
+
+/// The calling thread's table, grown to hold index `at`; `None` for ids past [`MAX_SITES`]
+/// and during thread teardown.
+#[cold]
+#[inline(never)]
+fn grown_table(at: usize) -> Option<SiteTable> {
+    let table = SITES.get();
+    if at >= MAX_SITES || table.ptr == SiteTable::GONE.ptr {
+        return None;
+    }
+    if table.len == 0 {
+        // Reaching the owner registers its destructor; it fails once the thread is exiting.
+        SITES_OWNER.try_with(|_| ()).ok()?;
+    }
+    let table = table.grow(at);
+    SITES.set(table);
+    Some(table)
 }
 
 /// A call of `site` begins: whether to record it. A call not recorded is counted.
@@ -160,7 +233,10 @@ pub(crate) fn recorded_exit(site: u32, ts: u64) {
         } else if s.window_calls >= RATE_WINDOW {
             let spacing = ts.saturating_sub(s.window_start) / u64::from(s.window_calls);
             let hot_below = HOT_SPACING_TICKS.load(Ordering::Relaxed);
-            s.period = if spacing < hot_below { HOT_PERIOD } else { 1 };
+            // 0: sampling is off, or not configured yet (calibration sets its own periods).
+            if hot_below != 0 {
+                s.period = if spacing < hot_below { HOT_PERIOD } else { 1 };
+            }
             s.window_start = ts;
             s.window_calls = 0;
         }
@@ -178,15 +254,16 @@ pub(crate) fn exit(site: u32) {
 /// unrecorded calls are dropped (a slice writes no trace).
 pub(crate) fn record_every_call() {
     HOT_SPACING_TICKS.store(0, Ordering::Relaxed);
-    let _ = SITES.try_with(|sites| {
-        // SAFETY: as in `with_site`.
-        for s in unsafe { &mut *sites.get() } {
+    let table = SITES.get();
+    if table.len > 0 {
+        // SAFETY: a non-empty table is live and owned by this thread; no state is borrowed.
+        for s in unsafe { std::slice::from_raw_parts_mut(table.ptr, table.len) } {
             s.period = 1;
             s.skip = 0;
             s.outermost_recorded = true;
             s.unrecorded = 0;
         }
-    });
+    }
     let _ = PENDING.try_with(|p| {
         // SAFETY: as in `mark_pending`.
         unsafe { &mut *p.get() }.clear()
@@ -197,11 +274,12 @@ pub(crate) fn record_every_call() {
 /// Calibration's pseudo-site, whose state is kept in slot 0 (site ids start at 1).
 pub(crate) const CALIBRATION_SITE: u32 = u32::MAX;
 
-/// Makes calibration's pseudo-site record every call (`all`), or none after the next one.
-pub(crate) fn calibrate_recording(all: bool) {
+/// Makes calibration's pseudo-site record one call in `period` (1: every call; `u32::MAX`:
+/// none after the next one).
+pub(crate) fn calibrate_recording(period: u32) {
     with_site(CALIBRATION_SITE, |s| {
         *s = SiteState {
-            period: if all { 1 } else { u32::MAX },
+            period,
             ..SiteState::default()
         }
     });
@@ -221,21 +299,19 @@ pub(crate) fn has_pending() -> bool {
 /// Hands over the calling thread's unrecorded call counts, as (site, count) with counts of at
 /// most `u16::MAX` (a larger count comes in several parts), and resets them.
 pub(crate) fn take_pending(mut emit: impl FnMut(u32, u16)) {
-    let Ok(pending) = PENDING.try_with(|p| {
-        // SAFETY: as in `mark_pending`.
-        std::mem::take(unsafe { &mut *p.get() })
-    }) else {
-        return;
-    };
-    attention::clear(attention::PENDING);
-    for site in pending {
-        let mut count = with_site(site, |s| std::mem::take(&mut s.unrecorded)).unwrap_or(0);
-        while count > 0 {
-            let part = count.min(u32::from(u16::MAX));
-            emit(site, part as u16);
-            count -= part;
+    let _ = PENDING.try_with(|pending| {
+        // SAFETY: as in `mark_pending`; `emit` does not reach this module's thread-locals.
+        // Drained in place: the vector keeps its allocation for the next period.
+        for site in unsafe { &mut *pending.get() }.drain(..) {
+            let mut count = with_site(site, |s| std::mem::take(&mut s.unrecorded)).unwrap_or(0);
+            while count > 0 {
+                let part = count.min(u32::from(u16::MAX));
+                emit(site, part as u16);
+                count -= part;
+            }
         }
-    }
+    });
+    attention::clear(attention::PENDING);
 }
 
 #[cfg(test)]
