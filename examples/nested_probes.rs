@@ -1,49 +1,55 @@
 //! A probed parent calling a tiny probed child many times, next to the same parent work with
 //! an unprobed child. Method 1 removes the child probes' overhead from the parent, so the two
 //! parents' active times should agree; their elapsed times do not.
-//! Usage: `nested_probes [CALLS]` (default 2,000,000 child calls per parent call).
+//! Usage: `nested_probes [CALLS] [ROUNDS]`: CALLS child calls per parent (default 2,000,000),
+//! each doing ROUNDS rounds of dependent arithmetic (default 16: about 5 ns a call; 8 is about
+//! 2.5 ns, less than the untimed probe pair around it).
 
 use parprof_rt::probe;
 use std::hint::black_box;
 
-/// A few nanoseconds of dependent arithmetic: about the cost of one probe pair.
+/// Dependent arithmetic: about 0.3 ns a round when calls overlap.
 #[inline(always)]
-fn small_work(x: u64) -> u64 {
-    (0..8).fold(black_box(x), |h, i| {
+fn small_work(x: u64, rounds: u64) -> u64 {
+    (0..rounds).fold(black_box(x), |h, i| {
         (h ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17)
     })
 }
 
 #[probe]
 #[inline(never)]
-fn tiny(x: u64) -> u64 {
-    small_work(x)
+fn tiny(x: u64, rounds: u64) -> u64 {
+    small_work(x, rounds)
 }
 
 #[inline(never)]
-fn tiny_unprobed(x: u64) -> u64 {
-    small_work(x)
+fn tiny_unprobed(x: u64, rounds: u64) -> u64 {
+    small_work(x, rounds)
 }
 
 #[probe]
-fn parent_with_probed_child(calls: u64) -> u64 {
-    (0..calls).fold(0, |acc, i| acc ^ tiny(i))
+fn parent_with_probed_child(calls: u64, rounds: u64) -> u64 {
+    (0..calls).fold(0, |acc, i| acc ^ tiny(i, rounds))
 }
 
 #[probe]
-fn parent_with_plain_child(calls: u64) -> u64 {
-    (0..calls).fold(0, |acc, i| acc ^ tiny_unprobed(i))
+fn parent_with_plain_child(calls: u64, rounds: u64) -> u64 {
+    (0..calls).fold(0, |acc, i| acc ^ tiny_unprobed(i, rounds))
 }
 
 fn main() {
-    let calls = std::env::args()
-        .nth(1)
-        .map_or(2_000_000, |a| a.parse().expect("CALLS is a number"));
+    let arg = |n: usize, default: u64| {
+        std::env::args().nth(n).map_or(default, |a| {
+            a.parse().expect("CALLS and ROUNDS are numbers")
+        })
+    };
+    let calls = arg(1, 2_000_000);
+    let rounds = arg(2, 16);
     let mut acc = 0;
     // Interleaved rounds so that both parents see the same machine conditions.
     for _ in 0..5 {
-        acc ^= parent_with_plain_child(calls / 5);
-        acc ^= parent_with_probed_child(calls / 5);
+        acc ^= parent_with_plain_child(calls / 5, rounds);
+        acc ^= parent_with_probed_child(calls / 5, rounds);
     }
-    println!("calls={calls} checksum={acc:x}");
+    println!("calls={calls} rounds={rounds} checksum={acc:x}");
 }

@@ -93,7 +93,7 @@ fn write_trace(path: &std::path::Path) -> anyhow::Result<(u64, u64)> {
             .iter()
             .map(|&kind| Calibration {
                 kind,
-                cost_ticks: 3,
+                cost_ticks: 3.0,
             })
             .collect(),
         program: "synthetic".into(),

@@ -50,11 +50,11 @@ fn chunks() -> Vec<Chunk> {
             calibration: vec![
                 Calibration {
                     kind: EventKind::Enter,
-                    cost_ticks: 3,
+                    cost_ticks: 3.0,
                 },
                 Calibration {
                     kind: EventKind::Exit,
-                    cost_ticks: 2,
+                    cost_ticks: 2.0,
                 },
             ],
             program: "target/release/app".into(),

@@ -175,7 +175,7 @@ static CALIBRATION: Site = Site {
 /// The entry path of `#[probe]`, for calibration.
 #[inline(always)]
 pub(crate) fn enter_calibration() -> Guard {
-    enter_recording(&CALIBRATION, None)
+    enter(&CALIBRATION)
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ use std::io::{self, Read, Write};
 /// First eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
 /// Version of the format written by this crate. Readers accept exactly this version.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
 pub const MAX_CHUNK_LEN: u32 = 64 << 20;
 /// Size of one [`Event`] in memory (the runtime's rings).
@@ -238,11 +238,13 @@ pub struct ClockSync {
 }
 
 /// One row of the overhead calibration table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Calibration {
     pub kind: EventKind,
     /// Median cost of one event, in ticks, that falls inside an enclosing probed interval.
-    pub cost_ticks: u32,
+    /// Fractional: an untimed call costs a dozen ticks, and rounding it would bias every one
+    /// of millions of calls the same way.
+    pub cost_ticks: f64,
 }
 
 /// The first chunk of every trace.
@@ -438,7 +440,7 @@ impl ChunkEncoder {
                 o.extend_from_slice(&(h.calibration.len() as u16).to_le_bytes());
                 for c in &h.calibration {
                     o.push(c.kind as u8);
-                    o.extend_from_slice(&c.cost_ticks.to_le_bytes());
+                    o.extend_from_slice(&c.cost_ticks.to_bits().to_le_bytes());
                 }
                 put_str(o, &h.program);
             }),
@@ -775,10 +777,11 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
             for _ in 0..n {
                 let kind =
                     EventKind::from_u8(c.u8()?).ok_or("unknown event kind in calibration")?;
-                calibration.push(Calibration {
-                    kind,
-                    cost_ticks: c.u32()?,
-                });
+                let cost_ticks = f64::from_bits(c.u64()?);
+                if !(cost_ticks.is_finite() && cost_ticks >= 0.0) {
+                    return Err("calibration cost is not a finite number of ticks");
+                }
+                calibration.push(Calibration { kind, cost_ticks });
             }
             let program = c.str()?;
             Chunk::Header(Header {

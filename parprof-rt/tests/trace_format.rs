@@ -18,7 +18,7 @@ fn header() -> Header {
             .iter()
             .map(|&kind| Calibration {
                 kind,
-                cost_ticks: 20,
+                cost_ticks: 20.5,
             })
             .collect(),
         program: "prog".into(),

@@ -274,9 +274,24 @@ struct ThreadState<'a> {
     calls_off_cpu: OffCpuCursor<'a>,
     /// Unrecorded-call counts were written: the time until the next other event is overhead.
     writing_unrecorded: bool,
+    /// Calibrated overhead not yet placed on the time line, below one tick, in sub-ticks.
+    overhead_carry: u64,
 }
 
+/// Calibrated costs are kept in 1/256 ticks: an untimed call costs about a dozen ticks, and a
+/// cost rounded to whole ticks would be off the same way for each of millions of calls.
+const SUB_TICKS_PER_TICK: u64 = 256;
+
 impl ThreadState<'_> {
+    /// The whole ticks of `sub_ticks` of calibrated overhead and of what earlier costs left
+    /// below a tick, keeping the new remainder: over many events the ticks placed on the time
+    /// line add up to the calibrated costs.
+    fn whole_ticks(&mut self, sub_ticks: u64) -> u64 {
+        let total = self.overhead_carry + sub_ticks;
+        self.overhead_carry = total % SUB_TICKS_PER_TICK;
+        total / SUB_TICKS_PER_TICK
+    }
+
     /// The path new frames go under: the innermost open probe call or context.
     fn innermost_path(&self) -> u32 {
         let call = self.open.last().map(|c| c.path);
@@ -343,7 +358,7 @@ pub(crate) struct ActiveTimeResult {
 #[derive(Debug)]
 struct Totals<'a> {
     off_cpu: &'a OffCpuIndex,
-    /// Overhead cost by `EventKind` value (any `u8`, so indexing cannot fail).
+    /// Overhead cost by `EventKind` value (any `u8`, so indexing cannot fail), in sub-ticks.
     cost: [Option<u64>; 256],
     probes: IdMap<u32, ProbeTotals>,
     call_paths: CallPaths,
@@ -380,7 +395,8 @@ impl<'a> ActiveTime<'a> {
     ) -> Self {
         let mut cost = [None; 256];
         for row in calibration {
-            cost[row.kind as usize] = Some(row.cost_ticks as u64);
+            cost[row.kind as usize] =
+                Some((row.cost_ticks * SUB_TICKS_PER_TICK as f64).round() as u64);
         }
         ActiveTime {
             threads: IdMap::default(),
@@ -442,6 +458,7 @@ impl EventConsumer for ActiveTime<'_> {
             off_cpu_cursor: 0,
             calls_off_cpu: off_cpu.cursor(tid),
             writing_unrecorded: false,
+            overhead_carry: 0,
         });
         for event in events {
             self.totals.step(tid, thread, event);
@@ -523,10 +540,13 @@ impl Totals<'_> {
             EventKind::SliceCheckpoint => event.id as u64,
             // Credited to the call the unrecorded calls ran in, when they are counted.
             EventKind::Unrecorded => 0,
-            _ => self.cost[kind as usize].unwrap_or_else(|| {
-                self.uncalibrated.insert(kind);
-                0
-            }),
+            _ => match self.cost[kind as usize] {
+                Some(sub_ticks) => thread.whole_ticks(sub_ticks),
+                None => {
+                    self.uncalibrated.insert(kind);
+                    0
+                }
+            },
         };
         thread.overhead_until = thread.overhead_until.max(ts.saturating_add(cost));
     }
@@ -546,8 +566,9 @@ impl Totals<'_> {
                 0
             }
         };
+        let ticks = thread.whole_ticks(cost * count);
         if let Some(innermost) = thread.open.last_mut() {
-            innermost.overhead += cost * count;
+            innermost.overhead += ticks;
         }
         thread.writing_unrecorded = true;
         if !thread.open.iter().any(|c| c.site == site) {
@@ -747,7 +768,7 @@ mod tests {
         OffCpuIndex::from_switches(&records, &[], |t| t, 2000)
     }
 
-    fn calibration(enter: u32, exit: u32) -> Vec<Calibration> {
+    fn calibration(enter: f64, exit: f64) -> Vec<Calibration> {
         vec![
             Calibration {
                 kind: EventKind::Enter,
@@ -788,7 +809,7 @@ mod tests {
         ]);
         let result = run(
             &off_cpu,
-            &calibration(3, 2),
+            &calibration(3.0, 2.0),
             &[
                 Event::new(900, EventKind::Enter, F),
                 Event::new(1200, EventKind::Enter, G),
@@ -816,7 +837,7 @@ mod tests {
     fn nested_calls_give_self_time_and_call_paths() {
         // F(0..1000) calls G(100..300) and G(400..700); G calls H(500..600).
         let result = run_on_cpu(
-            &calibration(0, 0),
+            &calibration(0.0, 0.0),
             &[
                 Event::new(0, EventKind::Enter, F),
                 Event::new(100, EventKind::Enter, G),
@@ -857,7 +878,7 @@ mod tests {
     fn calls_in_tasks_sit_under_their_region_and_task_on_every_thread() {
         const R: u32 = 10;
         let off_cpu = OffCpuIndex::default();
-        let mut analysis = ActiveTime::new(&off_cpu, &calibration(0, 0), 100);
+        let mut analysis = ActiveTime::new(&off_cpu, &calibration(0.0, 0.0), 100);
         // Thread 1 enters region R, calls F, whose join runs a task inline that calls G.
         analysis.on_events(
             1,
@@ -921,7 +942,7 @@ mod tests {
     fn a_workers_calls_are_moved_under_the_call_that_entered_their_region() {
         const R: u32 = 10;
         let off_cpu = OffCpuIndex::default();
-        let mut analysis = ActiveTime::new(&off_cpu, &calibration(0, 0), 100);
+        let mut analysis = ActiveTime::new(&off_cpu, &calibration(0.0, 0.0), 100);
         // The worker's events come first, as they may in a trace.
         analysis.on_events(
             2,
@@ -972,10 +993,10 @@ mod tests {
     #[test]
     fn unrecorded_calls_are_counted_and_extrapolated_from_their_own_path() {
         use EventKind::{Enter, Exit, Unrecorded};
-        let mut cal = calibration(0, 0);
+        let mut cal = calibration(0.0, 0.0);
         cal.push(Calibration {
             kind: Unrecorded,
-            cost_ticks: 5,
+            cost_ticks: 5.0,
         });
         let events = [
             // F calls G once for 100 ticks.
@@ -1008,7 +1029,7 @@ mod tests {
     fn a_recursive_site_counts_each_outermost_activation_once() {
         // F(0..1000) calls itself at 100..600, which calls itself at 200..300; then G(700..800).
         let result = run_on_cpu(
-            &calibration(0, 0),
+            &calibration(0.0, 0.0),
             &[
                 Event::new(0, EventKind::Enter, F),
                 Event::new(100, EventKind::Enter, F),
@@ -1034,7 +1055,7 @@ mod tests {
         let off_cpu = off_cpu(&[(5, SwitchKind::OutPreempted), (50, SwitchKind::In)]);
         let result = run(
             &off_cpu,
-            &calibration(10, 10),
+            &calibration(10.0, 10.0),
             &[
                 Event::new(0, EventKind::Enter, F),
                 Event::new(1000, EventKind::Exit, F),
@@ -1049,7 +1070,7 @@ mod tests {
         // Enter costs 30: F's entry interval 0..30 overlaps G's 10..40; G returns at 20, so only
         // 10..20 of the union lies in G. F's exit at 100 does not count for F.
         let result = run_on_cpu(
-            &calibration(30, 5),
+            &calibration(30.0, 5.0),
             &[
                 Event::new(0, EventKind::Enter, F),
                 Event::new(10, EventKind::Enter, G),
@@ -1065,10 +1086,10 @@ mod tests {
 
     #[test]
     fn other_event_kinds_cost_their_calibrated_overhead() {
-        let mut calibration = calibration(0, 0);
+        let mut calibration = calibration(0.0, 0.0);
         calibration.push(Calibration {
             kind: EventKind::TaskBegin,
-            cost_ticks: 7,
+            cost_ticks: 7.0,
         });
         let result = run_on_cpu(
             &calibration,
@@ -1086,7 +1107,7 @@ mod tests {
     #[test]
     fn buffer_stalls_are_removed_for_their_measured_duration() {
         let result = run_on_cpu(
-            &calibration(2, 2),
+            &calibration(2.0, 2.0),
             &[
                 Event::new(0, EventKind::Enter, F),
                 Event::new(10, EventKind::Enter, G),
@@ -1112,7 +1133,7 @@ mod tests {
     #[test]
     fn cut_trace_leaves_open_calls_out_as_anomalies() {
         let result = run_on_cpu(
-            &calibration(1, 1),
+            &calibration(1.0, 1.0),
             &[
                 Event::new(0, EventKind::Enter, F),
                 Event::new(10, EventKind::Enter, G),
@@ -1128,7 +1149,7 @@ mod tests {
     #[test]
     fn mismatched_exits_are_counted_not_trusted() {
         let result = run_on_cpu(
-            &calibration(0, 0),
+            &calibration(0.0, 0.0),
             &[
                 Event::new(0, EventKind::Exit, H), // its Enter was lost
                 Event::new(10, EventKind::Enter, F),

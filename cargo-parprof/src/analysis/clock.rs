@@ -54,8 +54,8 @@ pub(crate) fn clock_info(
             .iter()
             .map(|c| CalibrationRow {
                 kind: format!("{:?}", c.kind),
-                cost_ticks: c.cost_ticks,
-                cost_ns: converter.span_ns(c.cost_ticks as u64),
+                cost_ticks: c.cost_ticks.round() as u32,
+                cost_ns: c.cost_ticks * converter.ns_per_tick(),
             })
             .collect(),
     }
