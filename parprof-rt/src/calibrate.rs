@@ -121,6 +121,7 @@ fn count_writes_measured() -> u64 {
 /// of a period's cost is spread over its untimed calls. The no-timed-call figure is a floor,
 /// in case noise made the mix look cheaper.
 fn untimed_call_cost(timed_pair: f64) -> f64 {
+    let every_call = sampling::set_every_call(false);
     sampling::calibrate_recording(u32::MAX);
     let untimed = marginal_pair_cost(512);
     sampling::calibrate_recording(sampling::HOT_PERIOD);
@@ -128,6 +129,7 @@ fn untimed_call_cost(timed_pair: f64) -> f64 {
     let hot_site = marginal_pair_cost(4096);
     sampling::calibrate_recording(1);
     sampling::discard_pending();
+    sampling::set_every_call(every_call);
     let period = f64::from(sampling::HOT_PERIOD);
     ((hot_site * period - timed_pair) / (period - 1.0)).max(untimed)
 }

@@ -433,10 +433,12 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     // its events are discarded before the writer starts.
     MODE.store(ON, Ordering::Release);
     attach_current_thread();
+    let every_call = sampling::every_call_requested(full_detail);
+    sampling::set_every_call(every_call);
     let table = calibrate::measure();
     MODE.store(UNINIT, Ordering::Release);
     // After calibration, which must record every call of its pseudo-site.
-    sampling::configure(ticks_per_ns, full_detail);
+    sampling::configure(ticks_per_ns, every_call);
     // After calibration too, whose events are not the program's. This thread attached for
     // calibration, before either could give it anything.
     if full_detail {

@@ -19,7 +19,7 @@
 
 use crate::attention;
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Calls closer together than this, on average, make a site hot.
 pub const HOT_SPACING_NS: u64 = 2_000;
@@ -32,17 +32,31 @@ const MAX_SITES: usize = 1 << 16;
 
 /// [`HOT_SPACING_NS`] in clock ticks; 0 turns sampling off.
 static HOT_SPACING_TICKS: AtomicU64 = AtomicU64::new(0);
+/// Sampling is off for good: every call is recorded, and no per-site state is kept (a third of
+/// a recorded pair's cost otherwise).
+static EVERY_CALL: AtomicBool = AtomicBool::new(false);
 
-/// Called once at start-up with the event clock's rate; `record_all` (full detail: every call
-/// is measured) turns sampling off as `PARPROF_SAMPLING=off` does.
-pub(crate) fn configure(ticks_per_ns: f64, record_all: bool) {
-    let off = record_all || std::env::var("PARPROF_SAMPLING").is_ok_and(|v| v == "off");
-    let ticks = if off {
+/// Whether every call is to be recorded: `record_all` (full detail: every call is measured), or
+/// `PARPROF_SAMPLING=off`.
+pub(crate) fn every_call_requested(record_all: bool) -> bool {
+    record_all || std::env::var("PARPROF_SAMPLING").is_ok_and(|v| v == "off")
+}
+
+/// Turns per-site sampling state off (`true`) or on; returns the previous setting. Set before
+/// calibration, which measures recorded calls as the program will make them.
+pub(crate) fn set_every_call(every_call: bool) -> bool {
+    EVERY_CALL.swap(every_call, Ordering::Relaxed)
+}
+
+/// Called once at start-up, after calibration, with the event clock's rate.
+pub(crate) fn configure(ticks_per_ns: f64, every_call: bool) {
+    let ticks = if every_call {
         0
     } else {
         (HOT_SPACING_NS as f64 * ticks_per_ns).round().max(1.0) as u64
     };
     HOT_SPACING_TICKS.store(ticks, Ordering::Relaxed);
+    set_every_call(every_call);
 }
 
 /// A site's sampling state on one thread.
@@ -185,6 +199,9 @@ fn grown_table(at: usize) -> Option<SiteTable> {
 /// A call of `site` begins: whether to record it. A call not recorded is counted.
 #[inline(always)]
 pub(crate) fn enter(site: u32) -> bool {
+    if EVERY_CALL.load(Ordering::Relaxed) {
+        return true;
+    }
     let record = with_site(site, |s| {
         s.depth += 1;
         s.window_calls = s.window_calls.saturating_add(1);
@@ -225,6 +242,9 @@ fn mark_pending(site: u32) {
 /// whether it is hot.
 #[inline(always)]
 pub(crate) fn recorded_exit(site: u32, ts: u64) {
+    if EVERY_CALL.load(Ordering::Relaxed) {
+        return;
+    }
     with_site(site, |s| {
         s.depth = s.depth.saturating_sub(1);
         if s.window_start == 0 {
@@ -246,6 +266,10 @@ pub(crate) fn recorded_exit(site: u32, ts: u64) {
 /// An unrecorded call of `site` returns.
 #[inline(always)]
 pub(crate) fn exit(site: u32) {
+    if EVERY_CALL.load(Ordering::Relaxed) {
+        // An activation left untimed before sampling was turned off (a slice) needs no state.
+        return;
+    }
     with_site(site, |s| s.depth = s.depth.saturating_sub(1));
 }
 
@@ -254,16 +278,7 @@ pub(crate) fn exit(site: u32) {
 /// unrecorded calls are dropped (a slice writes no trace).
 pub(crate) fn record_every_call() {
     HOT_SPACING_TICKS.store(0, Ordering::Relaxed);
-    let table = SITES.get();
-    if table.len > 0 {
-        // SAFETY: a non-empty table is live and owned by this thread; no state is borrowed.
-        for s in unsafe { std::slice::from_raw_parts_mut(table.ptr, table.len) } {
-            s.period = 1;
-            s.skip = 0;
-            s.outermost_recorded = true;
-            s.unrecorded = 0;
-        }
-    }
+    set_every_call(true);
     let _ = PENDING.try_with(|p| {
         // SAFETY: as in `mark_pending`.
         unsafe { &mut *p.get() }.clear()

@@ -51,7 +51,13 @@ fn sigkilled_trace_reads_up_to_its_last_complete_chunk() {
     child.wait().unwrap();
 
     let mut reader = TraceReader::new(std::fs::File::open(&trace).unwrap()).unwrap();
-    assert!(reader.header().calibration.iter().all(|c| c.cost_ticks > 0.0));
+    assert!(
+        reader
+            .header()
+            .calibration
+            .iter()
+            .all(|c| c.cost_ticks > 0.0)
+    );
     let mut enters = 0u64;
     while let Some(chunk) = reader
         .next_chunk()
