@@ -27,13 +27,16 @@ fn tiny_unprobed<const ROUNDS: u64>(x: u64) -> u64 {
     small_work::<ROUNDS>(x)
 }
 
+/// One of the children, as the parents call it.
+type Child = fn(u64) -> u64;
+
 #[probe]
-fn parent_with_probed_child(calls: u64, child: fn(u64) -> u64) -> u64 {
+fn parent_with_probed_child(calls: u64, child: Child) -> u64 {
     (0..calls).fold(0, |acc, i| acc ^ child(i))
 }
 
 #[probe]
-fn parent_with_plain_child(calls: u64, child: fn(u64) -> u64) -> u64 {
+fn parent_with_plain_child(calls: u64, child: Child) -> u64 {
     (0..calls).fold(0, |acc, i| acc ^ child(i))
 }
 
@@ -45,7 +48,7 @@ fn main() {
     };
     let calls = arg(1, 2_000_000);
     let rounds = arg(2, 16);
-    let (probed, plain): (fn(u64) -> u64, fn(u64) -> u64) = match rounds {
+    let (probed, plain): (Child, Child) = match rounds {
         8 => (tiny::<8>, tiny_unprobed::<8>),
         16 => (tiny::<16>, tiny_unprobed::<16>),
         32 => (tiny::<32>, tiny_unprobed::<32>),
