@@ -27,17 +27,22 @@ fn tiny_unprobed<const ROUNDS: u64>(x: u64) -> u64 {
     small_work::<ROUNDS>(x)
 }
 
-/// One of the children, as the parents call it.
-type Child = fn(u64) -> u64;
-
 #[probe]
-fn parent_with_probed_child(calls: u64, child: Child) -> u64 {
-    (0..calls).fold(0, |acc, i| acc ^ child(i))
+fn parent_with_probed_child<const ROUNDS: u64>(calls: u64) -> u64 {
+    (0..calls).fold(0, |acc, i| acc ^ tiny::<ROUNDS>(i))
 }
 
 #[probe]
-fn parent_with_plain_child(calls: u64, child: Child) -> u64 {
-    (0..calls).fold(0, |acc, i| acc ^ child(i))
+fn parent_with_plain_child<const ROUNDS: u64>(calls: u64) -> u64 {
+    (0..calls).fold(0, |acc, i| acc ^ tiny_unprobed::<ROUNDS>(i))
+}
+
+/// Both parents, interleaved so that they see the same machine conditions.
+fn both_parents<const ROUNDS: u64>(calls: u64) -> u64 {
+    (0..5).fold(0, |acc, _| {
+        acc ^ parent_with_plain_child::<ROUNDS>(calls / 5)
+            ^ parent_with_probed_child::<ROUNDS>(calls / 5)
+    })
 }
 
 fn main() {
@@ -48,17 +53,11 @@ fn main() {
     };
     let calls = arg(1, 2_000_000);
     let rounds = arg(2, 16);
-    let (probed, plain): (Child, Child) = match rounds {
-        8 => (tiny::<8>, tiny_unprobed::<8>),
-        16 => (tiny::<16>, tiny_unprobed::<16>),
-        32 => (tiny::<32>, tiny_unprobed::<32>),
+    let acc = match rounds {
+        8 => both_parents::<8>(calls),
+        16 => both_parents::<16>(calls),
+        32 => both_parents::<32>(calls),
         _ => panic!("ROUNDS is 8, 16 or 32"),
     };
-    let mut acc = 0;
-    // Interleaved rounds so that both parents see the same machine conditions.
-    for _ in 0..5 {
-        acc ^= parent_with_plain_child(calls / 5, plain);
-        acc ^= parent_with_probed_child(calls / 5, probed);
-    }
     println!("calls={calls} rounds={rounds} checksum={acc:x}");
 }
