@@ -22,7 +22,8 @@ pub enum Push {
 }
 
 pub struct Ring {
-    slots: Box<[UnsafeCell<Event>]>,
+    /// A fixed length, so that indexing by `& MASK` needs no bounds check.
+    slots: Box<[UnsafeCell<Event>; CAPACITY]>,
     /// Next slot the producer writes; only the producer stores it.
     head: AtomicUsize,
     /// Next slot the consumer reads; only the consumer stores it.
@@ -40,9 +41,11 @@ unsafe impl Send for Ring {}
 
 impl Ring {
     pub fn new(tid: u32) -> Self {
-        let slots: Box<[UnsafeCell<Event>]> = (0..CAPACITY)
+        let slots: Box<[UnsafeCell<Event>; CAPACITY]> = (0..CAPACITY)
             .map(|_| UnsafeCell::new(Event::default()))
-            .collect();
+            .collect::<Box<[_]>>()
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("CAPACITY slots were made"));
         // The allocation may be fresh zero pages: touch every page now, so that the page
         // faults happen here and not inside the first probed intervals (nor in calibration).
         const EVENTS_PER_PAGE: usize = 4096 / std::mem::size_of::<Event>();
