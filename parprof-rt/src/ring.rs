@@ -31,6 +31,8 @@ pub struct Ring {
     lost: AtomicU64,
     /// Set when the owning thread has exited: the ring is drained once more, then dropped.
     closed: AtomicBool,
+    /// Whether the CPU has `prefetchw` (see [`prefetch_for_write`]).
+    has_prefetchw: bool,
     pub tid: u32,
 }
 
@@ -59,6 +61,7 @@ impl Ring {
             tail: AtomicUsize::new(0),
             lost: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            has_prefetchw: has_prefetchw(),
             tid,
         }
     }
@@ -83,7 +86,7 @@ impl Ring {
             std::ptr::addr_of_mut!((*slot).flags).write(event.flags);
         }
         // Four cache lines ahead.
-        prefetch_for_write(self.slots[(head + 16) & MASK].get());
+        prefetch_for_write(self.slots[(head + 16) & MASK].get(), self.has_prefetchw);
         self.head.store(head + 1, Ordering::Release);
         if (head + 1).is_multiple_of(WAKE_EVERY) {
             Push::StoredWakeWriter
@@ -134,16 +137,36 @@ impl Ring {
     }
 }
 
-/// Asks for the cache line at `at` ahead of its write: in a long run the line was last read by
-/// the writer on another CPU, and its transfer would otherwise fall inside probed intervals.
+/// Asks for the cache line at `at` ahead of its write. In a long run the line was last read by
+/// the writer on another CPU: a read prefetch (all `_mm_prefetch` compiles to without the
+/// `prfchw` target feature) brings it shared, and the write still waits for the other CPU to
+/// give it up, inside probed intervals. With a write prefetch a nested probe's every-call
+/// pair cost 11 ns more in place than calibrated, against 12 to 32 ns (bimodal from run to
+/// run) with a read prefetch.
 #[inline(always)]
-fn prefetch_for_write<T>(at: *const T) {
+fn prefetch_for_write<T>(at: *const T, has_prefetchw: bool) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch has no architectural effect and cannot fault.
+    // SAFETY: a prefetch has no architectural effect and cannot fault; `prefetchw` runs only
+    // where the CPU has it.
     unsafe {
-        use std::arch::x86_64::{_MM_HINT_ET0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_ET0>(at.cast());
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        if has_prefetchw {
+            std::arch::asm!("prefetchw [{0}]", in(reg) at, options(nostack, preserves_flags, readonly));
+        } else {
+            _mm_prefetch::<_MM_HINT_T0>(at.cast());
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
+    let _ = (at, has_prefetchw);
+}
+
+/// `prefetchw`: CPUID leaf 8000_0001h, ECX bit 8 (AMD since the K6-2, Intel since Broadwell).
+fn has_prefetchw() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::__cpuid;
+        __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & (1 << 8) != 0
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
