@@ -141,8 +141,8 @@ impl Ring {
 /// the writer on another CPU: a read prefetch (all `_mm_prefetch` compiles to without the
 /// `prfchw` target feature) brings it shared, and the write still waits for the other CPU to
 /// give it up, inside probed intervals. With a write prefetch a nested probe's every-call
-/// pair cost 11 ns more in place than calibrated, against 12 to 32 ns (bimodal from run to
-/// run) with a read prefetch.
+/// pair costs about 2 ns more in place than calibrated; with a read prefetch it cost 8 to
+/// 20 ns more, bimodal from run to run (`cargo bench --bench nested_correction`).
 #[inline(always)]
 fn prefetch_for_write<T>(at: *const T, has_prefetchw: bool) {
     #[cfg(target_arch = "x86_64")]
