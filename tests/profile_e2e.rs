@@ -47,62 +47,121 @@ fn active_time_matches_thread_cpu_time_when_threads_are_oversubscribed() {
     }
 }
 
-/// The parent's corrected time against the same work without child probes, and its
-/// uncorrected time (elapsed − switched out) against it: relative errors.
-fn nested_probe_errors() -> (f64, f64) {
-    // Every call recorded: the correction of recorded probes is what is measured here.
-    let run = parprof(
+/// One run of `nested_probes` (3 M calls of the ~5 ns child) under the optimised collector, as
+/// users run it (an unoptimised one disturbed about one run in ten by 10 % more): the probed
+/// parent against the same work with an unprobed child.
+struct NestedRun {
+    /// The parent's corrected (active) time, relative to the reference.
+    corrected_error: f64,
+    /// The parent's elapsed time less its switched-out time, relative to the reference.
+    uncorrected_error: f64,
+    /// The reference's active time, ns.
+    reference_ns: f64,
+}
+
+fn nested_run(env: &[(&str, &str)]) -> NestedRun {
+    let run = common::run_parprof(
+        common::cargo_parprof_release(),
         &["--example", "nested_probes", "--", "3000000"],
-        &[("PARPROF_SAMPLING", "off")],
+        env,
     );
     assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
     let with_probe = run.probe("nested_probes::parent_with_probed_child");
     let without = run.probe("nested_probes::parent_with_plain_child");
-    let reference = without["active_ns"].as_f64().unwrap();
+    let reference_ns = without["active_ns"].as_f64().unwrap();
     let corrected = with_probe["active_ns"].as_f64().unwrap();
     let uncorrected = with_probe["elapsed_ns"].as_f64().unwrap()
         - with_probe["switched_out_ns"].as_f64().unwrap();
-    let corrected_error = (corrected - reference).abs() / reference;
-    let uncorrected_error = (uncorrected - reference).abs() / reference;
+    let nested = NestedRun {
+        corrected_error: (corrected - reference_ns) / reference_ns,
+        uncorrected_error: (uncorrected - reference_ns) / reference_ns,
+        reference_ns,
+    };
     eprintln!(
         "parent with probed child: corrected {corrected:.0} ns, uncorrected {uncorrected:.0} ns; \
-         same work without child probes {reference:.0} ns: errors {:.1}% vs {:.1}%; steal {} ns",
-        100.0 * corrected_error,
-        100.0 * uncorrected_error,
+         same work without child probes {reference_ns:.0} ns: errors {:+.1}% vs {:+.1}%; steal {} ns",
+        100.0 * nested.corrected_error,
+        100.0 * nested.uncorrected_error,
         run.report()["steal_ns"]
     );
-    (corrected_error, uncorrected_error)
+    nested
 }
 
 #[test]
-fn nested_probe_overhead_is_removed_from_the_parent() {
-    // The probes' cost inside the parent depends on how much of it overlaps with the child's
-    // work out of order, so one calibrated cost leaves a residue that varies from run to run:
-    // 1-66 % over many runs on this project's VM (a child of ~5 ns under a ~19 ns probe pair),
-    // against 280-420 % uncorrected. The test asks that correction remove at least two thirds
-    // of the distortion. About one run in ten is disturbed by tens of ms of on-CPU time that
-    // no switch record explains: most likely steal time of the VM's host (`steal_ns`, printed
-    // below; runs with steal were off by about that much in the oversubscribed test). Such a
-    // run is repeated once.
-    let good =
-        |(corrected, uncorrected): (f64, f64)| uncorrected > 0.5 && corrected < uncorrected / 3.0;
-    let first = nested_probe_errors();
-    let (corrected, uncorrected) = if good(first) {
+fn nested_probes_timed_at_every_call_are_corrected() {
+    // Every call recorded: the correction of recorded probes is what is measured here. A
+    // timed pair costs the parent about 2 ns more in place than calibrated: +34 to +38 % left
+    // over 10 runs on this project's VM, against +190 % uncorrected
+    // (`cargo bench --bench nested_correction`). The test asks that correction remove at least
+    // two thirds of the distortion. A run disturbed by the VM's host (tens of ms of on-CPU
+    // time that no switch record explains: steal time, printed) is repeated once.
+    let _machine = common::exclusive();
+    let every_call = [("PARPROF_SAMPLING", "off")];
+    let good = |r: &NestedRun| {
+        r.uncorrected_error > 0.5 && r.corrected_error.abs() < r.uncorrected_error / 3.0
+    };
+    let first = nested_run(&every_call);
+    let run = if good(&first) {
         first
     } else {
-        nested_probe_errors()
+        nested_run(&every_call)
     };
     assert!(
-        uncorrected > 0.5,
-        "the child probes should cost much: {:.1}%",
-        100.0 * uncorrected
+        run.uncorrected_error > 0.5,
+        "the child probes should cost much: {:+.1}%",
+        100.0 * run.uncorrected_error
     );
     assert!(
-        corrected < uncorrected / 3.0,
-        "correction removed too little: {:.1}% left of {:.1}%",
-        100.0 * corrected,
-        100.0 * uncorrected
+        run.corrected_error.abs() < run.uncorrected_error / 3.0,
+        "correction removed too little: {:+.1}% left of {:+.1}%",
+        100.0 * run.corrected_error,
+        100.0 * run.uncorrected_error
     );
+}
+
+#[test]
+fn nested_probes_are_corrected_within_10_percent_in_9_runs_of_10() {
+    // The default: the hot child is sampled. The project's goal, checked as stated: 10 runs,
+    // at least 9 with the parent's corrected time within 10 % of the reference. A run whose
+    // reference (the same work in the same process, no child probes) ran more than 10 % off
+    // the series' median was slowed as a whole by the machine, its calibration with it: it is
+    // replaced by another run, at most 3 times. Such a run is told apart by the reference
+    // alone, never by the error under test.
+    const RUNS: usize = 10;
+    let _machine = common::exclusive();
+    let mut runs: Vec<NestedRun> = (0..RUNS).map(|_| nested_run(&[])).collect();
+    let median_reference = {
+        let mut references: Vec<f64> = runs.iter().map(|r| r.reference_ns).collect();
+        references.sort_by(f64::total_cmp);
+        references[RUNS / 2]
+    };
+    let disturbed = |r: &NestedRun| (r.reference_ns / median_reference - 1.0).abs() > 0.10;
+    for _ in 0..3 {
+        let Some(i) = runs.iter().position(disturbed) else {
+            break;
+        };
+        eprintln!("run {i} disturbed: replaced");
+        runs[i] = nested_run(&[]);
+    }
+    let errors: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{:+.1}%", 100.0 * r.corrected_error))
+        .collect();
+    let within = runs
+        .iter()
+        .filter(|r| r.corrected_error.abs() <= 0.10)
+        .count();
+    assert!(
+        within >= 9,
+        "{within} of {RUNS} runs within 10 %: {}",
+        errors.join(" ")
+    );
+    for r in &runs {
+        assert!(
+            r.uncorrected_error > 0.3,
+            "the child probes should cost much"
+        );
+    }
 }
 
 #[test]

@@ -65,18 +65,30 @@ pub fn repo_root() -> &'static Path {
 
 /// The real `cargo parprof`, run through `cargo run` from the repository; arguments to add.
 pub fn cargo_parprof() -> Command {
+    cargo_run_parprof(&[])
+}
+
+/// [`cargo_parprof`] built with optimisations, as users install it, for figures that the
+/// collector's own work on the other CPU disturbs: an unoptimised collector unwinding the
+/// samples' stack copies takes most of that CPU.
+pub fn cargo_parprof_release() -> Command {
+    cargo_run_parprof(&["--release"])
+}
+
+fn cargo_run_parprof(profile: &[&str]) -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(repo_root()).args([
-        "run",
-        "--quiet",
-        "--package",
-        "cargo-parprof",
-        "--bin",
-        "cargo-parprof",
-        "--",
-        "parprof",
-    ]);
+    cmd.current_dir(repo_root())
+        .args(["run", "--quiet"])
+        .args(profile)
+        .args([
+            "--package",
+            "cargo-parprof",
+            "--bin",
+            "cargo-parprof",
+            "--",
+            "parprof",
+        ]);
     cmd
 }
 
@@ -106,12 +118,18 @@ pub fn parprof(args: &[&str], env: &[(&str, &str)]) -> Run {
 
 /// [`parprof`] for a caller that already holds [`exclusive`].
 pub fn parprof_while_holding(args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_parprof(cargo_parprof(), args, env)
+}
+
+/// `parprof` (a [`cargo_parprof`] command) with `args`, its output folder in a fresh temporary
+/// directory.
+pub fn run_parprof(mut parprof: Command, args: &[&str], env: &[(&str, &str)]) -> Run {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let mut cmd = parprof_command(args, dir.path());
+    parprof.arg("-o").arg(dir.path()).args(args);
     for (k, v) in env {
-        cmd.env(k, v);
+        parprof.env(k, v);
     }
-    let output = cmd.output().expect("run cargo");
+    let output = parprof.output().expect("run cargo");
     Run { output, dir }
 }
 
