@@ -165,7 +165,12 @@ fn has_prefetchw() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::__cpuid;
-        __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & (1 << 8) != 0
+        // `__cpuid` is safe in the toolchains of today, unsafe before them (rust-version).
+        #[allow(unused_unsafe)]
+        // SAFETY: CPUID exists on every x86_64 CPU.
+        unsafe {
+            __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).ecx & (1 << 8) != 0
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
