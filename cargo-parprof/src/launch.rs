@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::collect::{CollectOptions, Collector};
+use crate::collect::{CollectOptions, Collected, Collector};
 use crate::counters::{CounterCollector, CounterOptions};
 use crate::kernel::{Capability, KernelRecords};
 use crate::perf::monotonic_ns;
@@ -148,20 +148,7 @@ pub fn run_and_collect(
     working_dir: Option<&Path>,
     opts: &CollectOptions,
 ) -> anyhow::Result<RunOutcome> {
-    // A bare name is looked up in PATH by exec; only a path can be checked here.
-    if exe.components().count() > 1 && !exe.exists() {
-        bail!("cannot start {}: no such file", exe.display());
-    }
-    if let Some(dir) = working_dir
-        && !dir.is_dir()
-    {
-        bail!(
-            "cannot start {}: working directory {} does not exist",
-            exe.display(),
-            dir.display()
-        );
-    }
-
+    check_target(exe, working_dir)?;
     let sigint = SigintGuard::install().context("installing the SIGINT handler")?;
     let (ready_r, ready_w) = io::pipe().context("creating the launch pipe")?;
     let (go_r, go_w) = io::pipe().context("creating the launch pipe")?;
@@ -182,7 +169,6 @@ pub fn run_and_collect(
     unsafe {
         cmd.pre_exec(move || hold.wait_in_child());
     }
-
     std::thread::scope(|scope| {
         // `cmd` (and with it the parent's copies of the child's pipe ends) is dropped when
         // `spawn` returns, so a failed spawn shows up as end-of-file on `ready_r`.
@@ -242,19 +228,8 @@ pub fn run_and_collect(
         // From here on Ctrl-C is the user's to abort symbolisation and reporting.
         drop(sigint);
 
-        if opts.symbolize && !collected.kernel.samples.is_empty() {
-            collected.kernel.sample_stacks = symbolize_samples(
-                &collected.kernel.samples,
-                &collected.sample_pids,
-                &collected.side_band,
-            );
-        }
-        if opts.symbolize && !collected.kernel.switch_samples.is_empty() {
-            collected.kernel.switch_sample_stacks = symbolize_samples(
-                &collected.kernel.switch_samples,
-                &collected.switch_sample_pids,
-                &collected.side_band,
-            );
+        if opts.symbolize {
+            symbolize(&mut collected);
         }
         Ok(RunOutcome {
             exit: status.into(),
@@ -266,6 +241,42 @@ pub fn run_and_collect(
             interrupted,
         })
     })
+}
+
+/// A clear error before anything starts: a missing file or working directory.
+fn check_target(exe: &Path, working_dir: Option<&Path>) -> anyhow::Result<()> {
+    // A bare name is looked up in PATH by exec; only a path can be checked here.
+    if exe.components().count() > 1 && !exe.exists() {
+        bail!("cannot start {}: no such file", exe.display());
+    }
+    if let Some(dir) = working_dir
+        && !dir.is_dir()
+    {
+        bail!(
+            "cannot start {}: working directory {} does not exist",
+            exe.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// The sampled stacks and the stacks at switch-outs, symbolised from the mapped files.
+fn symbolize(collected: &mut Collected) {
+    if !collected.kernel.samples.is_empty() {
+        collected.kernel.sample_stacks = symbolize_samples(
+            &collected.kernel.samples,
+            &collected.sample_pids,
+            &collected.side_band,
+        );
+    }
+    if !collected.kernel.switch_samples.is_empty() {
+        collected.kernel.switch_sample_stacks = symbolize_samples(
+            &collected.kernel.switch_samples,
+            &collected.switch_sample_pids,
+            &collected.side_band,
+        );
+    }
 }
 
 /// What the child needs between `fork` and `exec` to wait for the parent.

@@ -937,6 +937,36 @@ fn infer_starts(
     (missing, starts.failed)
 }
 
+/// The counters that could not be measured, one line per reason (the hardware counters of a
+/// machine without a PMU share theirs), and those the kernel multiplexed.
+fn counter_notes(records: &CounterRecords, notes: &mut Vec<String>) {
+    let mut by_reason: Vec<(&str, Vec<&str>)> = Vec::new();
+    for u in &records.unavailable {
+        match by_reason.iter_mut().find(|(r, _)| *r == u.reason) {
+            Some((_, names)) => names.push(&u.name),
+            None => by_reason.push((&u.reason, vec![&u.name])),
+        }
+    }
+    for (reason, names) in by_reason {
+        notes.push(format!(
+            "Not measured: {} ({reason}).",
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for c in records.counters.iter().filter(|c| c.scaling.scaled) {
+        let s = c.scaling;
+        notes.push(format!(
+            "Counter `{}` was multiplexed: it counted {:.1}% of the time and its values were scaled up.",
+            c.name,
+            100.0 * s.time_running_ns as f64 / s.time_enabled_ns.max(1) as f64
+        ));
+    }
+}
+
 /// What the attribution needs from the rest of the analysis.
 pub struct AttributionContext<'a> {
     pub counters: &'a CounterRecords,
@@ -965,33 +995,43 @@ impl SpanCollector {
         if records.counters.is_empty() && records.unavailable.is_empty() {
             return None;
         }
-        // One line per reason: the hardware counters of a machine without a PMU share theirs.
-        let mut by_reason: Vec<(&str, Vec<&str>)> = Vec::new();
-        for u in &records.unavailable {
-            match by_reason.iter_mut().find(|(r, _)| *r == u.reason) {
-                Some((_, names)) => names.push(&u.name),
-                None => by_reason.push((&u.reason, vec![&u.name])),
-            }
-        }
-        for (reason, names) in by_reason {
-            notes.push(format!(
-                "Not measured: {} ({reason}).",
-                names
-                    .iter()
-                    .map(|n| format!("`{n}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        for c in records.counters.iter().filter(|c| c.scaling.scaled) {
-            let s = c.scaling;
-            notes.push(format!(
-                "Counter `{}` was multiplexed: it counted {:.1}% of the time and its values were scaled up.",
-                c.name,
-                100.0 * s.time_running_ns as f64 / s.time_enabled_ns.max(1) as f64
-            ));
-        }
-        // Spans still open at the end of the trace: their end is inferred in the sweep.
+        counter_notes(records, notes);
+        self.close_open_spans();
+        let series: Vec<Vec<CounterPoint>> = records.counters.iter().map(process_series).collect();
+        let (figures, spans, work_share) = self.attribute_spans(cx, &series, notes);
+        let items = self.items(&figures, records, cx.sites);
+        Some(CountersAnalysis {
+            collected: records
+                .counters
+                .iter()
+                .map(|c| CollectedCounter {
+                    name: c.name.clone(),
+                    source: c.source,
+                    total: c.total(),
+                    scaling: c.scaling,
+                })
+                .collect(),
+            unavailable: records.unavailable.clone(),
+            work_share,
+            region_share: ShareKind::Equal,
+            items,
+            read_interval_ns: records.read_interval_ns,
+            read_cost: records.read_cost,
+            spans,
+            tracks: series
+                .iter()
+                .zip(&records.counters)
+                .map(|(points, c)| CounterTrack {
+                    name: c.name.clone(),
+                    points: track(points, cx.origin_ns),
+                })
+                .collect(),
+        })
+    }
+
+    /// Spans still open at the end of the trace join the stores with an unknown end, which the
+    /// sweep infers.
+    fn close_open_spans(&mut self) {
         let mut threads: Vec<(u32, ThreadFrames)> = self.threads.drain().collect();
         threads.sort_by_key(|(tid, _)| *tid);
         for (tid, frames) in threads {
@@ -1014,9 +1054,18 @@ impl SpanCollector {
         }
         self.work.seal();
         self.regions.seal();
+    }
 
-        let series: Vec<Vec<CounterPoint>> = records.counters.iter().map(process_series).collect();
-        let reads = read_times(&series, records.read_interval_ns, cx.to_ticks);
+    /// Sweeps the work spans (weighted by on-CPU time where switch records exist) and the
+    /// region runs over the counters' reads: each group's figures, the span counts, how work
+    /// was shared. What went wrong is said in `notes`.
+    fn attribute_spans(
+        &self,
+        cx: &AttributionContext<'_>,
+        series: &[Vec<CounterPoint>],
+        notes: &mut Vec<String>,
+    ) -> (Vec<GroupFigures>, SpanCounts, ShareKind) {
+        let reads = read_times(series, cx.counters.read_interval_ns, cx.to_ticks);
         let run_start = if self.first_ts <= self.last_ts {
             self.first_ts
         } else {
@@ -1053,7 +1102,7 @@ impl SpanCollector {
             };
             let (inferred, failed) = infer_starts(store, missing, run_start);
             failures.extend(failed);
-            let mut state = Sweep::new(&series, &reads, cx.to_ns, weighting, self.keys.len());
+            let mut state = Sweep::new(series, &reads, cx.to_ns, weighting, self.keys.len());
             let mut merged = store.sorted(&inferred);
             let stats = sweep(&mut merged, &mut state, end_of_run);
             failures.extend(merged.failed);
@@ -1064,6 +1113,12 @@ impl SpanCollector {
                 }
             }
         }
+        self.span_notes(&spans, failures, notes);
+        (figures, spans, work_share)
+    }
+
+    /// What the spans' storage and the missing starts left out of the figures.
+    fn span_notes(&self, spans: &SpanCounts, failures: Vec<String>, notes: &mut Vec<String>) {
         for e in [&self.work.spill_error, &self.regions.spill_error]
             .into_iter()
             .flatten()
@@ -1084,35 +1139,6 @@ impl SpanCollector {
                 spans.left_out
             ));
         }
-
-        let items = self.items(&figures, records, cx.sites);
-        Some(CountersAnalysis {
-            collected: records
-                .counters
-                .iter()
-                .map(|c| CollectedCounter {
-                    name: c.name.clone(),
-                    source: c.source,
-                    total: c.total(),
-                    scaling: c.scaling,
-                })
-                .collect(),
-            unavailable: records.unavailable.clone(),
-            work_share,
-            region_share: ShareKind::Equal,
-            items,
-            read_interval_ns: records.read_interval_ns,
-            read_cost: records.read_cost,
-            spans,
-            tracks: series
-                .iter()
-                .zip(&records.counters)
-                .map(|(points, c)| CounterTrack {
-                    name: c.name.clone(),
-                    points: track(points, cx.origin_ns),
-                })
-                .collect(),
-        })
     }
 
     fn items(

@@ -299,56 +299,10 @@ pub fn utilization(input: &UtilizationInput<'_>) -> Utilization {
     }
 
     // Work per switched-in ns, per CPU, to convert holes into work (1 without a counter).
-    let mut hole_rate: BTreeMap<u32, f64> = BTreeMap::new();
-    if let Some(work) = input.work {
-        let mut total_work: BTreeMap<u32, f64> = BTreeMap::new();
-        for w in work.deltas {
-            let (Some(tl), Some(bins)) = (cpus.get(&w.cpu), executed.get_mut(&w.cpu)) else {
-                continue;
-            };
-            let (a, b) = (w.start_ns.max(start), w.end_ns.min(end));
-            let whole = w.end_ns.saturating_sub(w.start_ns);
-            if b <= a || whole == 0 {
-                continue;
-            }
-            // The part of the delta inside the run, if the delta sticks out of it.
-            let amount = w.amount * (b - a) as f64 / whole as f64;
-            *total_work.entry(w.cpu).or_default() += amount;
-            let on = overlap_ns(&tl.on, a, b);
-            if on == 0 {
-                // No switch record says when: spread it evenly.
-                add_spread(bins, start, period, a, b, amount);
-                continue;
-            }
-            let first = tl.on.partition_point(|&(_, e)| e <= a);
-            for &(s, e) in tl.on[first..].iter().take_while(|&&(s, _)| s < b) {
-                let (s, e) = (s.max(a), e.min(b));
-                add_spread(
-                    bins,
-                    start,
-                    period,
-                    s,
-                    e,
-                    amount * (e - s) as f64 / on as f64,
-                );
-            }
-        }
-        let all_on: u64 = cpus.values().map(CpuTimeline::on_ns).sum();
-        let all_work: f64 = total_work.values().sum();
-        let mean = if all_on > 0 {
-            all_work / all_on as f64
-        } else {
-            0.0
-        };
-        for (&cpu, tl) in &cpus {
-            let on = tl.on_ns();
-            let rate = match total_work.get(&cpu) {
-                Some(&w) if w > 0.0 && on > 0 => w / on as f64,
-                _ => mean,
-            };
-            hole_rate.insert(cpu, rate);
-        }
-    }
+    let hole_rate = match input.work {
+        Some(work) => spread_work(&work, &cpus, &mut executed, (start, end), period),
+        None => BTreeMap::new(),
+    };
 
     let periods = (0..n_periods)
         .map(|i| {
@@ -378,6 +332,66 @@ pub fn utilization(input: &UtilizationInput<'_>) -> Utilization {
         cpus: cpus.keys().copied().collect(),
         periods,
     }
+}
+
+/// Spreads the work counter's deltas over the periods of each CPU's switched-in time, into
+/// `executed`; returns each CPU's work per switched-in ns (the mean where a CPU has none).
+fn spread_work(
+    work: &WorkCounter<'_>,
+    cpus: &BTreeMap<u32, CpuTimeline>,
+    executed: &mut BTreeMap<u32, Vec<f64>>,
+    (start, end): (u64, u64),
+    period: u64,
+) -> BTreeMap<u32, f64> {
+    let mut total_work: BTreeMap<u32, f64> = BTreeMap::new();
+    for w in work.deltas {
+        let (Some(tl), Some(bins)) = (cpus.get(&w.cpu), executed.get_mut(&w.cpu)) else {
+            continue;
+        };
+        let (a, b) = (w.start_ns.max(start), w.end_ns.min(end));
+        let whole = w.end_ns.saturating_sub(w.start_ns);
+        if b <= a || whole == 0 {
+            continue;
+        }
+        // The part of the delta inside the run, if the delta sticks out of it.
+        let amount = w.amount * (b - a) as f64 / whole as f64;
+        *total_work.entry(w.cpu).or_default() += amount;
+        let on = overlap_ns(&tl.on, a, b);
+        if on == 0 {
+            // No switch record says when: spread it evenly.
+            add_spread(bins, start, period, a, b, amount);
+            continue;
+        }
+        let first = tl.on.partition_point(|&(_, e)| e <= a);
+        for &(s, e) in tl.on[first..].iter().take_while(|&&(s, _)| s < b) {
+            let (s, e) = (s.max(a), e.min(b));
+            add_spread(
+                bins,
+                start,
+                period,
+                s,
+                e,
+                amount * (e - s) as f64 / on as f64,
+            );
+        }
+    }
+    let all_on: u64 = cpus.values().map(CpuTimeline::on_ns).sum();
+    let all_work: f64 = total_work.values().sum();
+    let mean = if all_on > 0 {
+        all_work / all_on as f64
+    } else {
+        0.0
+    };
+    cpus.iter()
+        .map(|(&cpu, tl)| {
+            let on = tl.on_ns();
+            let rate = match total_work.get(&cpu) {
+                Some(&w) if w > 0.0 && on > 0 => w / on as f64,
+                _ => mean,
+            };
+            (cpu, rate)
+        })
+        .collect()
 }
 
 #[cfg(test)]
