@@ -595,58 +595,11 @@ fn build_records(
         .iter()
         .any(|d| d.source() == CounterSource::Hardware);
 
-    // Each CPU's group is bound to the program's threads and to that CPU. The kernel counts
-    // its `time_enabled` while a thread of the program runs on any CPU, and its
-    // `time_running` while it runs on that CPU and the group is on the PMU, so a group's own
-    // ratio is not multiplexing. Over all CPUs, the running times of a pass add up to the
-    // enabled time of any one group (the program's CPU time) unless the PMU multiplexed the
-    // groups: the factor of a pass is their ratio, applied to every CPU's delta.
-    let mut last_times: Vec<(u64, u64)> = vec![(0, 0); gathered.groups.len()];
-    let mut factors = Vec::with_capacity(gathered.passes.len());
-    for pass in &gathered.passes {
-        let (mut should, mut counted) = (0u64, 0u64);
-        for (gi, read) in pass.reads.iter().enumerate() {
-            let (Some(read), Some(last)) = (read, last_times.get_mut(gi)) else {
-                continue;
-            };
-            should = should.max(read.time_enabled.saturating_sub(last.0));
-            counted += read.time_running.saturating_sub(last.1);
-            *last = (read.time_enabled, read.time_running);
-        }
-        factors.push(multiplexing_factor(hardware, should, counted));
-    }
-    let (total_should, total_counted) = last_times
-        .iter()
-        .fold((0, 0), |(s, c), &(e, r)| (s.max(e), c + r));
+    let (factors, scaling) = multiplexing(&gathered, hardware);
     for s in &mut series {
-        s.scaling = Scaling {
-            time_enabled_ns: total_should,
-            time_running_ns: total_counted,
-            // Reads of the CPUs follow each other: allow for the time between them.
-            scaled: hardware && (total_counted as f64) < 0.999 * total_should as f64,
-        };
+        s.scaling = scaling;
     }
-
-    // Per-CPU reads.
-    for (gi, (cpu, ids)) in gathered.groups.iter().enumerate() {
-        let mut scalers = vec![Scaler::default(); ids.len()];
-        for (pass, &factor) in gathered.passes.iter().zip(&factors) {
-            let Some(Some(read)) = pass.reads.get(gi) else {
-                continue;
-            };
-            for (mi, id) in ids.iter().enumerate() {
-                let (Some(raw), Some(s)) = (read.value_of(*id), series.get_mut(mi)) else {
-                    continue;
-                };
-                let value = scalers[mi].push(raw, factor);
-                s.cpu_samples.push(CounterSample {
-                    time_ns: pass.time_ns,
-                    cpu: *cpu,
-                    value,
-                });
-            }
-        }
-    }
+    push_cpu_samples(&gathered, &factors, &mut series);
     for s in &mut series {
         s.cpu_samples.sort_by_key(|c| (c.time_ns, c.cpu));
     }
@@ -671,6 +624,64 @@ fn build_records(
         unavailable,
         read_interval_ns,
         read_cost: gathered.read_cost,
+    }
+}
+
+/// Each pass's multiplexing factor, and the scaling of the whole run.
+///
+/// Each CPU's group is bound to the program's threads and to that CPU. The kernel counts
+/// its `time_enabled` while a thread of the program runs on any CPU, and its
+/// `time_running` while it runs on that CPU and the group is on the PMU, so a group's own
+/// ratio is not multiplexing. Over all CPUs, the running times of a pass add up to the
+/// enabled time of any one group (the program's CPU time) unless the PMU multiplexed the
+/// groups: the factor of a pass is their ratio, applied to every CPU's delta.
+fn multiplexing(gathered: &Gathered, hardware: bool) -> (Vec<f64>, Scaling) {
+    let mut last_times: Vec<(u64, u64)> = vec![(0, 0); gathered.groups.len()];
+    let mut factors = Vec::with_capacity(gathered.passes.len());
+    for pass in &gathered.passes {
+        let (mut should, mut counted) = (0u64, 0u64);
+        for (gi, read) in pass.reads.iter().enumerate() {
+            let (Some(read), Some(last)) = (read, last_times.get_mut(gi)) else {
+                continue;
+            };
+            should = should.max(read.time_enabled.saturating_sub(last.0));
+            counted += read.time_running.saturating_sub(last.1);
+            *last = (read.time_enabled, read.time_running);
+        }
+        factors.push(multiplexing_factor(hardware, should, counted));
+    }
+    let (total_should, total_counted) = last_times
+        .iter()
+        .fold((0, 0), |(s, c), &(e, r)| (s.max(e), c + r));
+    let scaling = Scaling {
+        time_enabled_ns: total_should,
+        time_running_ns: total_counted,
+        // Reads of the CPUs follow each other: allow for the time between them.
+        scaled: hardware && (total_counted as f64) < 0.999 * total_should as f64,
+    };
+    (factors, scaling)
+}
+
+/// Every CPU's reads, scaled by their pass's factor, into the series of its counter.
+fn push_cpu_samples(gathered: &Gathered, factors: &[f64], series: &mut [CounterSeries]) {
+    for (gi, (cpu, ids)) in gathered.groups.iter().enumerate() {
+        let mut scalers = vec![Scaler::default(); ids.len()];
+        for (pass, &factor) in gathered.passes.iter().zip(factors) {
+            let Some(Some(read)) = pass.reads.get(gi) else {
+                continue;
+            };
+            for (mi, id) in ids.iter().enumerate() {
+                let (Some(raw), Some(s)) = (read.value_of(*id), series.get_mut(mi)) else {
+                    continue;
+                };
+                let value = scalers[mi].push(raw, factor);
+                s.cpu_samples.push(CounterSample {
+                    time_ns: pass.time_ns,
+                    cpu: *cpu,
+                    value,
+                });
+            }
+        }
     }
 }
 

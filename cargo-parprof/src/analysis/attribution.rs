@@ -199,15 +199,7 @@ pub fn attribute(series: &[CounterPoint], spans: &[Span], share: Share<'_>) -> V
     let mut fell_back = vec![false; spans.len()];
     let mut weighted = vec![false; spans.len()];
 
-    // Ends sort before starts at the same time, so intervals that touch do not share a slice.
-    let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(resolved.len() * 2);
-    for (i, r) in resolved.iter().enumerate() {
-        if r.end_ns > r.start_ns {
-            events.push((r.start_ns, true, i));
-            events.push((r.end_ns, false, i));
-        }
-    }
-    events.sort_unstable_by_key(|&(t, is_start, i)| (t, is_start, i));
+    let events = boundary_events(&resolved);
 
     let mut interp = Interpolator::new(series);
     let mut active: Vec<usize> = Vec::new();
@@ -264,8 +256,8 @@ pub fn attribute(series: &[CounterPoint], spans: &[Span], share: Share<'_>) -> V
     }
 
     if matches!(share, Share::OnCpuWeighted(_)) {
-        for (i, a) in out.iter_mut().enumerate() {
-            a.share = match (weighted[i], fell_back[i]) {
+        for ((a, &weighted), &fell_back) in out.iter_mut().zip(&weighted).zip(&fell_back) {
+            a.share = match (weighted, fell_back) {
                 (_, false) => ShareKind::OnCpuWeighted,
                 (false, true) => ShareKind::Equal,
                 (true, true) => ShareKind::Mixed,
@@ -273,6 +265,20 @@ pub fn attribute(series: &[CounterPoint], spans: &[Span], share: Share<'_>) -> V
         }
     }
     out
+}
+
+/// The spans' starts and ends as `(time, is_start, span)`, in time order; ends sort before
+/// starts at the same time, so intervals that touch do not share a slice.
+fn boundary_events(resolved: &[Resolved]) -> Vec<(u64, bool, usize)> {
+    let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(resolved.len() * 2);
+    for (i, r) in resolved.iter().enumerate() {
+        if r.end_ns > r.start_ns {
+            events.push((r.start_ns, true, i));
+            events.push((r.end_ns, false, i));
+        }
+    }
+    events.sort_unstable_by_key(|&(t, is_start, i)| (t, is_start, i));
+    events
 }
 
 /// Fills `weights` (fractions summing to 1, in the order of `active`) and returns true, or

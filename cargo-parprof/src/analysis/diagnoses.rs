@@ -240,37 +240,50 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
         } else if freq > t.search_wait_per_worker_per_s || few_tasks_per_run(r, &f) {
             out.push(slack(r, t, &f, freq, opened));
         } else {
-            let longest = r.task_ns.max as f64 / r.task_ns.median.max(1) as f64;
-            let summary = format!(
-                "{:.0}% of worker time is spent asleep while the region runs, yet workers rarely search again \
-                 ({} failed searches and sleeps per second each, under {}): they ran out of work and \
-                 stayed idle. The longest task took {}, {longest:.0}× the median ({}).",
-                inactive_share * 100.0,
-                human_count(freq),
-                human_count(t.search_wait_per_worker_per_s),
-                human_duration(r.task_ns.max),
-                human_duration(r.task_ns.median)
-            );
-            out.push(Diagnosis {
-                code: Code::LoadImbalance,
-                evidence: opened("search_wait_per_worker_per_s", freq, summary),
-                threshold: t.search_wait_per_worker_per_s,
-                impact: f.impact(inactive_ns),
-                advice: format!(
-                    "The work is cut into too few, too unequal pieces: workers that finish early cannot help the \
-                     ones still running. Cut it finer where it is large: `.with_max_len(n)` on the parallel \
-                     iterator (n ≈ items ÷ {}), smaller `par_chunks`, a nested `join`/`par_iter` inside the largest \
-                     tasks (the longest ran {:.3} ms), or order the work largest first.",
-                    r.workers * 4,
-                    r.task_ns.max as f64 / 1e6
-                ),
-            });
+            out.push(imbalance(r, t, &f, freq, inactive_share, opened));
         }
     }
     if let Some(d) = oversubscription(r, t, &f, usable_cpus) {
         out.push(d);
     }
     out
+}
+
+/// Workers asleep while the region runs, yet rarely searching again: they ran out of work,
+/// and the longest task against the median says how unequal the pieces were.
+fn imbalance(
+    r: &RegionReport,
+    t: &Thresholds,
+    f: &Figures,
+    freq: f64,
+    inactive_share: f64,
+    opened: impl Fn(&'static str, f64, String) -> Evidence,
+) -> Diagnosis {
+    let longest = r.task_ns.max as f64 / r.task_ns.median.max(1) as f64;
+    let summary = format!(
+        "{:.0}% of worker time is spent asleep while the region runs, yet workers rarely search again \
+         ({} failed searches and sleeps per second each, under {}): they ran out of work and \
+         stayed idle. The longest task took {}, {longest:.0}× the median ({}).",
+        inactive_share * 100.0,
+        human_count(freq),
+        human_count(t.search_wait_per_worker_per_s),
+        human_duration(r.task_ns.max),
+        human_duration(r.task_ns.median)
+    );
+    Diagnosis {
+        code: Code::LoadImbalance,
+        evidence: opened("search_wait_per_worker_per_s", freq, summary),
+        threshold: t.search_wait_per_worker_per_s,
+        impact: f.impact(r.inactive_overhead_ns as f64),
+        advice: format!(
+            "The work is cut into too few, too unequal pieces: workers that finish early cannot help the \
+             ones still running. Cut it finer where it is large: `.with_max_len(n)` on the parallel \
+             iterator (n ≈ items ÷ {}), smaller `par_chunks`, a nested `join`/`par_iter` inside the largest \
+             tasks (the longest ran {:.3} ms), or order the work largest first.",
+            r.workers * 4,
+            r.task_ns.max as f64 / 1e6
+        ),
+    }
 }
 
 fn stealing(
