@@ -188,8 +188,9 @@ pub enum MedianMethod {
 
 /// Totals of one probe site over all its calls on all threads.
 ///
-/// A probe that calls itself (recursion) counts the nested calls' time again in `elapsed_ns`
-/// and `active_ns`; `self_active_ns` counts every moment once.
+/// A probe that calls itself (recursion) counts each outermost activation once in
+/// `elapsed_ns`, `active_ns` and `overhead_ns`; `self_active_ns` adds every level's own time
+/// and `calls` every call.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ProbeSummary {
     pub site: u32,

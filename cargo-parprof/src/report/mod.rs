@@ -12,7 +12,7 @@ pub mod terminal;
 pub mod timeline;
 
 use crate::analysis::slices::{SliceMode, SlicesAnalysis};
-use crate::analysis::{Analysis, ExitStatus, TraceCompleteness};
+use crate::analysis::{Analysis, ExitStatus, ProbeSummary, TraceCompleteness};
 pub(crate) use crate::units::{human_count, human_duration, relative_error};
 use anyhow::Context;
 use std::fs::File;
@@ -34,6 +34,7 @@ pub struct ReportOptions {
 pub fn notes(analysis: &Analysis) -> Vec<String> {
     let mut notes = analysis.notes.clone();
     notes.extend(sampled_probes_note(analysis));
+    notes.extend(short_calls_note(analysis));
     notes.extend(slices_in_counters_note(analysis));
     notes
 }
@@ -81,6 +82,43 @@ fn sampled_probes_note(analysis: &Analysis) -> Option<String> {
              untimed calls as copies of the timed ones on the same call path (exact for recursion nested in a \
              timed call), and their per-call figures are of timed calls.",
             sampled.join(", ")
+        )
+    })
+}
+
+/// Probes whose median call is shorter than a probe's entry event costs, once for all of them.
+fn short_calls_note(analysis: &Analysis) -> Option<String> {
+    let enter = analysis
+        .clock
+        .as_ref()?
+        .calibration
+        .iter()
+        .find(|c| c.kind == "Enter")?;
+    short_calls_sentence(&analysis.probes, enter.cost_ns)
+}
+
+/// A timed call's own entry cost is removed from it whole, as calibrated; the part of it that
+/// overlapped the function's work in place is removed too, so a call about that short reads
+/// shorter than it was, down to 0. The enclosing calls lose the whole cost either way.
+fn short_calls_sentence(probes: &[ProbeSummary], enter_ns: f64) -> Option<String> {
+    let short: Vec<String> = probes
+        .iter()
+        .filter(|p| p.calls > p.unrecorded_calls && (p.median_active_ns as f64) < enter_ns)
+        .map(|p| {
+            format!(
+                "{} (median call {})",
+                p.name,
+                human_duration(p.median_active_ns)
+            )
+        })
+        .collect();
+    (!short.is_empty()).then(|| {
+        format!(
+            "Calls shorter than a probe's entry ({} here) are timed to about that much: the per-call \
+             figures of {} are at the correction's resolution and can read short, down to 0 ns. The times \
+             of the calls around them are corrected all the same.",
+            human_duration(enter_ns.round() as u64),
+            short.join(", ")
         )
     })
 }
@@ -304,5 +342,49 @@ mod tests {
         assert_eq!(human_duration(123_000_000_000), "123 s");
         assert_eq!(correction_percent(1000, 877), "−12.3%");
         assert_eq!(correction_percent(0, 0), "");
+    }
+
+    fn probe(name: &str, calls: u64, unrecorded_calls: u64, median_active_ns: u64) -> ProbeSummary {
+        ProbeSummary {
+            site: 0,
+            name: name.to_owned(),
+            file: String::new(),
+            line: 0,
+            calls,
+            unrecorded_calls,
+            elapsed_ns: 0,
+            active_ns: 0,
+            self_active_ns: 0,
+            overhead_ns: 0,
+            switched_out_ns: 0,
+            switched_out_preempted_ns: 0,
+            switched_out_voluntary_ns: 0,
+            min_active_ns: 0,
+            median_active_ns,
+            max_active_ns: 0,
+            median_method: crate::analysis::MedianMethod::Exact,
+        }
+    }
+
+    #[test]
+    fn calls_shorter_than_a_probe_entry_are_named_once() {
+        let probes = [
+            probe("kernel", 300, 280, 0),
+            probe("leaf", 10, 0, 6),
+            probe("outer", 3, 0, 19_000),
+            // Every call untimed: no per-call figure to doubt.
+            probe("never_timed", 50, 50, 0),
+        ];
+        let note = short_calls_sentence(&probes, 7.1).expect("a note");
+        assert!(
+            note.contains("kernel (median call 0 ns), leaf (median call 6 ns) are"),
+            "{note}"
+        );
+        assert!(note.contains("(7 ns here)"), "{note}");
+        assert!(
+            !note.contains("outer") && !note.contains("never_timed"),
+            "{note}"
+        );
+        assert_eq!(short_calls_sentence(&probes[2..], 7.1), None);
     }
 }
