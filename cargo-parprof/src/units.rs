@@ -1,6 +1,15 @@
 //! Figures for people: three significant digits and a unit (`1.79M`, `812 µs`, `±3%`). Used by
 //! the analysis's sentences (diagnosis evidence) and by every report.
 
+/// Names as inline code, comma-separated (`` `a`, `b` ``), for sentences in Markdown.
+pub fn code_list(names: &[impl std::fmt::Display]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A count for people: three significant digits with k, M or G (`1.79M`, `812`).
 pub fn human_count(n: f64) -> String {
     if !n.is_finite() {

@@ -950,11 +950,7 @@ fn counter_notes(records: &CounterRecords, notes: &mut Vec<String>) {
     for (reason, names) in by_reason {
         notes.push(format!(
             "Not measured: {} ({reason}).",
-            names
-                .iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            crate::units::code_list(&names)
         ));
     }
     for c in records.counters.iter().filter(|c| c.scaling.scaled) {

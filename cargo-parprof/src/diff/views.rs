@@ -3,7 +3,7 @@
 
 use super::noise::{self, Verdict};
 use super::{Comparison, DiagnosisChange, Measure, Row, RowKind, Side};
-use crate::units::human_duration;
+use crate::units::{code_list, human_duration};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::io::{BufRead, BufReader, Read};
@@ -164,11 +164,7 @@ pub fn markdown(c: &Comparison, figures: &[&str]) -> String {
     if !figures.is_empty() {
         md.push_str(&format!(
             "\nDifferential flamegraphs (red: grew in HEAD, blue: shrank): {}.\n",
-            figures
-                .iter()
-                .map(|f| format!("`{f}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            code_list(figures)
         ));
     }
     md
