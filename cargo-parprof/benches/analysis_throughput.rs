@@ -94,6 +94,7 @@ fn write_trace(path: &std::path::Path) -> anyhow::Result<(u64, u64)> {
             .map(|&kind| Calibration {
                 kind,
                 cost_ticks: 3.0,
+                spread: 0.0,
             })
             .collect(),
         program: "synthetic".into(),

@@ -51,10 +51,12 @@ fn chunks() -> Vec<Chunk> {
                 Calibration {
                     kind: EventKind::Enter,
                     cost_ticks: 3.0,
+                    spread: 0.0,
                 },
                 Calibration {
                     kind: EventKind::Exit,
                     cost_ticks: 2.0,
+                    spread: 0.0,
                 },
             ],
             program: "target/release/app".into(),

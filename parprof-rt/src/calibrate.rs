@@ -29,9 +29,18 @@ pub struct Table {
     pub bare_read_pair_ticks: u32,
 }
 
-/// The median over `rounds` of a per-round figure; the recorded events are discarded after
-/// each round so that calibration leaves nothing in the trace.
-fn median_of_rounds(rounds: usize, mut one_round: impl FnMut() -> f64) -> f64 {
+/// A figure measured over rounds.
+#[derive(Clone, Copy, Debug)]
+struct Measured {
+    median: f64,
+    /// The interquartile range over the median: how much the machine's speed varied while the
+    /// figure was measured.
+    spread: f64,
+}
+
+/// The median and spread over `rounds` of a per-round figure; the recorded events are
+/// discarded after each round so that calibration leaves nothing in the trace.
+fn measure_rounds(rounds: usize, mut one_round: impl FnMut() -> f64) -> Measured {
     let mut figures: Vec<f64> = (0..rounds)
         .map(|_| {
             let figure = one_round();
@@ -40,16 +49,26 @@ fn median_of_rounds(rounds: usize, mut one_round: impl FnMut() -> f64) -> f64 {
         })
         .collect();
     figures.sort_by(f64::total_cmp);
-    figures[rounds / 2]
+    let median = figures[rounds / 2];
+    let interquartile = figures[rounds * 3 / 4] - figures[rounds / 4];
+    Measured {
+        median,
+        spread: if median > 0.0 {
+            interquartile / median
+        } else {
+            0.0
+        },
+    }
 }
 
 /// Ticks per operation of `one_batch`, which performs `BATCH` operations.
 fn median_batch(mut one_batch: impl FnMut()) -> f64 {
-    median_of_rounds(BATCHES, || {
+    measure_rounds(BATCHES, || {
         let t0 = clock::now();
         one_batch();
         clock::now().saturating_sub(t0) as f64 / BATCH as f64
     })
+    .median
 }
 
 /// About 5 ns of dependent arithmetic, the work of a small function: the size at which the
@@ -76,9 +95,9 @@ fn probed_small_body(x: u64) -> u64 {
 
 /// What a probe pair adds around `small_body`: probed and plain batches alternate, so that both
 /// see the same machine state, and the median of their differences is taken.
-fn marginal_pair_cost(calls: u64) -> f64 {
+fn marginal_pair_cost(calls: u64) -> Measured {
     const ROUNDS: usize = 101;
-    median_of_rounds(ROUNDS, || {
+    measure_rounds(ROUNDS, || {
         let t0 = clock::now();
         black_box((0..calls).fold(0, |acc, i| acc ^ probed_small_body(i)));
         let t1 = clock::now();
@@ -112,7 +131,7 @@ fn count_writes_measured() -> u64 {
 }
 
 /// What an untimed call of a hot site costs the code around it, given what a timed pair costs
-/// (`timed_pair`).
+/// (`timed_pair`), and the spread of the hot site's measurement.
 ///
 /// Measured around `small_body` as the timed pair is, once with no call timed and once with
 /// one call in [`sampling::HOT_PERIOD`] timed, as on a hot site. The second costs more per
@@ -121,10 +140,10 @@ fn count_writes_measured() -> u64 {
 /// and this cost from each untimed one (and measures the writing of their count), so the rest
 /// of a period's cost is spread over its untimed calls. The no-timed-call figure is a floor,
 /// in case noise made the mix look cheaper.
-fn untimed_call_cost(timed_pair: f64) -> f64 {
+fn untimed_call_cost(timed_pair: f64) -> Measured {
     let every_call = sampling::set_every_call(false);
     sampling::calibrate_recording(u32::MAX);
-    let untimed = marginal_pair_cost(512);
+    let untimed = marginal_pair_cost(512).median;
     sampling::calibrate_recording(sampling::HOT_PERIOD);
     // Longer rounds: only one call in a period is timed, and its cost varies most.
     let hot_site = marginal_pair_cost(4096);
@@ -132,7 +151,10 @@ fn untimed_call_cost(timed_pair: f64) -> f64 {
     sampling::discard_pending();
     sampling::set_every_call(every_call);
     let period = f64::from(sampling::HOT_PERIOD);
-    ((hot_site * period - timed_pair) / (period - 1.0)).max(untimed)
+    Measured {
+        median: ((hot_site.median * period - timed_pair) / (period - 1.0)).max(untimed),
+        spread: hot_site.spread,
+    }
 }
 
 pub fn measure() -> Table {
@@ -186,17 +208,20 @@ pub fn measure() -> Table {
     let marginal_pair = marginal_pair_cost(4096);
     // Guard against a noisy measurement: the two lie within a factor of two of each other on
     // every machine seen so far.
-    let scale = (marginal_pair / back_to_back_pair).clamp(0.5, 2.0);
+    let scale = (marginal_pair.median / back_to_back_pair).clamp(0.5, 2.0);
     let untimed = untimed_call_cost(back_to_back_pair * scale);
     let rows = back_to_back
         .iter()
-        .map(|&(kind, cost)| Calibration {
-            kind,
-            cost_ticks: match kind {
-                EventKind::Unrecorded => untimed,
-                _ => cost * scale,
+        .map(|&(kind, cost)| {
+            let (cost, in_place) = match kind {
+                EventKind::Unrecorded => (untimed.median, untimed),
+                _ => (cost * scale, marginal_pair),
+            };
+            Calibration {
+                kind,
+                cost_ticks: cost.max(1.0),
+                spread: in_place.spread,
             }
-            .max(1.0),
         })
         .collect();
     Table {

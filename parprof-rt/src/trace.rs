@@ -31,7 +31,7 @@ use std::io::{self, Read, Write};
 /// First eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
 /// Version of the format written by this crate. Readers accept exactly this version.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
 pub const MAX_CHUNK_LEN: u32 = 64 << 20;
 /// Size of one [`Event`] in memory (the runtime's rings).
@@ -245,6 +245,10 @@ pub struct Calibration {
     /// Fractional: an untimed call costs a dozen ticks, and rounding it would bias every one
     /// of millions of calls the same way.
     pub cost_ticks: f64,
+    /// How much the in-place measurement behind `cost_ticks` varied over its rounds: the
+    /// interquartile range over the median (0.02 on a steady machine; tens of percent where a
+    /// VM's host takes the CPU away at times). The overhead removed is uncertain by as much.
+    pub spread: f64,
 }
 
 /// The first chunk of every trace.
@@ -441,6 +445,7 @@ impl ChunkEncoder {
                 for c in &h.calibration {
                     o.push(c.kind as u8);
                     o.extend_from_slice(&c.cost_ticks.to_bits().to_le_bytes());
+                    o.extend_from_slice(&c.spread.to_bits().to_le_bytes());
                 }
                 put_str(o, &h.program);
             }),
@@ -781,7 +786,15 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
                 if !(cost_ticks.is_finite() && cost_ticks >= 0.0) {
                     return Err("calibration cost is not a finite number of ticks");
                 }
-                calibration.push(Calibration { kind, cost_ticks });
+                let spread = f64::from_bits(c.u64()?);
+                if !(spread.is_finite() && spread >= 0.0) {
+                    return Err("calibration spread is not a finite share");
+                }
+                calibration.push(Calibration {
+                    kind,
+                    cost_ticks,
+                    spread,
+                });
             }
             let program = c.str()?;
             Chunk::Header(Header {

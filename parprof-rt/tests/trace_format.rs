@@ -19,6 +19,7 @@ fn header() -> Header {
             .map(|&kind| Calibration {
                 kind,
                 cost_ticks: 20.5,
+                spread: 0.125,
             })
             .collect(),
         program: "prog".into(),

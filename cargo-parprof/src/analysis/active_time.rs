@@ -773,10 +773,12 @@ mod tests {
             Calibration {
                 kind: EventKind::Enter,
                 cost_ticks: enter,
+                spread: 0.0,
             },
             Calibration {
                 kind: EventKind::Exit,
                 cost_ticks: exit,
+                spread: 0.0,
             },
         ]
     }
@@ -997,6 +999,7 @@ mod tests {
         cal.push(Calibration {
             kind: Unrecorded,
             cost_ticks: 5.0,
+            spread: 0.0,
         });
         let events = [
             // F calls G once for 100 ticks.
@@ -1090,6 +1093,7 @@ mod tests {
         calibration.push(Calibration {
             kind: EventKind::TaskBegin,
             cost_ticks: 7.0,
+            spread: 0.0,
         });
         let result = run_on_cpu(
             &calibration,

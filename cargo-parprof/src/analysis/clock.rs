@@ -56,6 +56,7 @@ pub(crate) fn clock_info(
                 kind: format!("{:?}", c.kind),
                 cost_ticks: c.cost_ticks.round() as u32,
                 cost_ns: c.cost_ticks * converter.ns_per_tick(),
+                cost_spread: c.spread,
             })
             .collect(),
     }

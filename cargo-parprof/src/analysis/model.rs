@@ -146,6 +146,9 @@ pub struct CalibrationRow {
     pub kind: String,
     pub cost_ticks: u32,
     pub cost_ns: f64,
+    /// How much the in-place measurement of the cost varied at start-up: interquartile range
+    /// over the median.
+    pub cost_spread: f64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

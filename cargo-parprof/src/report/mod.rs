@@ -12,7 +12,7 @@ pub mod terminal;
 pub mod timeline;
 
 use crate::analysis::slices::{SliceMode, SlicesAnalysis};
-use crate::analysis::{Analysis, ExitStatus, ProbeSummary, TraceCompleteness};
+use crate::analysis::{Analysis, CalibrationRow, ExitStatus, ProbeSummary, TraceCompleteness};
 pub(crate) use crate::units::{human_count, human_duration, relative_error};
 use anyhow::Context;
 use std::fs::File;
@@ -35,6 +35,7 @@ pub fn notes(analysis: &Analysis) -> Vec<String> {
     let mut notes = analysis.notes.clone();
     notes.extend(sampled_probes_note(analysis));
     notes.extend(short_calls_note(analysis));
+    notes.extend(unsteady_calibration_note(analysis));
     notes.extend(slices_in_counters_note(analysis));
     notes
 }
@@ -119,6 +120,75 @@ fn short_calls_sentence(probes: &[ProbeSummary], enter_ns: f64) -> Option<String
              of the calls around them are corrected all the same.",
             human_duration(enter_ns.round() as u64),
             short.join(", ")
+        )
+    })
+}
+
+/// A probe is named as uncertain when the overhead removed from it could be off by this share
+/// of its active time.
+const UNCERTAIN_SHARE: f64 = 0.05;
+
+/// The share by which the overhead removed from probes is uncertain: the calibrated costs'
+/// spreads, weighted by what each kind removed in this run (timed calls their entry and exit,
+/// untimed calls theirs). One figure for all probes: the mix of kinds inside each probe is not
+/// kept, and probes with many nested calls, where the figure matters, have mostly one kind.
+fn overhead_spread(calibration: &[CalibrationRow], probes: &[ProbeSummary]) -> Option<f64> {
+    let row = |kind: &str| {
+        calibration
+            .iter()
+            .find(|c| c.kind == kind)
+            .map_or((0.0, 0.0), |c| (c.cost_ns, c.cost_spread))
+    };
+    let (untimed_calls, timed_calls) = probes.iter().fold((0, 0), |(u, t), p| {
+        (u + p.unrecorded_calls, t + p.calls - p.unrecorded_calls)
+    });
+    let weighted = |calls: u64, (cost, spread): (f64, f64)| {
+        (calls as f64 * cost, calls as f64 * cost * spread)
+    };
+    let parts = [
+        weighted(timed_calls, row("Enter")),
+        weighted(timed_calls, row("Exit")),
+        weighted(untimed_calls, row("Unrecorded")),
+    ];
+    let removed: f64 = parts.iter().map(|p| p.0).sum();
+    let uncertain: f64 = parts.iter().map(|p| p.1).sum();
+    (removed > 0.0).then(|| uncertain / removed)
+}
+
+/// Probes whose removed overhead is uncertain by a noticeable share of their active time,
+/// because the machine's speed varied while the probes' cost was calibrated.
+fn unsteady_calibration_note(analysis: &Analysis) -> Option<String> {
+    let spread = overhead_spread(&analysis.clock.as_ref()?.calibration, &analysis.probes)?;
+    unsteady_calibration_sentence(&analysis.probes, spread)
+}
+
+fn unsteady_calibration_sentence(probes: &[ProbeSummary], spread: f64) -> Option<String> {
+    let mut uncertain: Vec<(&ProbeSummary, f64)> = probes
+        .iter()
+        .map(|p| (p, p.overhead_ns as f64 * spread))
+        .filter(|(p, ns)| *ns > 0.0 && *ns >= UNCERTAIN_SHARE * p.active_ns as f64)
+        .collect();
+    uncertain.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let named: Vec<String> = uncertain
+        .iter()
+        .take(TOP_PROBES)
+        .map(|(p, ns)| {
+            format!(
+                "{} (±{} of {} active)",
+                p.name,
+                human_duration(ns.round() as u64),
+                human_duration(p.active_ns)
+            )
+        })
+        .collect();
+    (!named.is_empty()).then(|| {
+        format!(
+            "The probes' own cost varied by {:.0}% (interquartile range) while it was calibrated at \
+             start-up, as when a VM's host takes the CPU away at times: the overhead removed from \
+             {} is uncertain by as much. A run on a steadier machine, or of the same code without \
+             the inner probes, gives firmer figures.",
+            spread * 100.0,
+            named.join(", ")
         )
     })
 }
@@ -386,5 +456,55 @@ mod tests {
             "{note}"
         );
         assert_eq!(short_calls_sentence(&probes[2..], 7.1), None);
+    }
+
+    fn row(kind: &str, cost_ns: f64, cost_spread: f64) -> CalibrationRow {
+        CalibrationRow {
+            kind: kind.to_owned(),
+            cost_ticks: 0,
+            cost_ns,
+            cost_spread,
+        }
+    }
+
+    #[test]
+    fn the_overhead_spread_weighs_each_kind_by_what_it_removed() {
+        let calibration = [
+            row("Enter", 10.0, 0.4),
+            row("Exit", 10.0, 0.2),
+            row("Unrecorded", 5.0, 0.1),
+        ];
+        // 10 timed calls remove 200 ns (uncertain by 60), 60 untimed ones 300 ns (by 30).
+        let probes = [probe("hot", 70, 60, 0)];
+        let spread = overhead_spread(&calibration, &probes).unwrap();
+        assert!((spread - 90.0 / 500.0).abs() < 1e-12, "{spread}");
+        assert_eq!(overhead_spread(&calibration, &[]), None);
+    }
+
+    #[test]
+    fn probes_whose_removed_overhead_is_uncertain_are_named_largest_first() {
+        let with = |name, active_ns, overhead_ns| ProbeSummary {
+            active_ns,
+            overhead_ns,
+            ..probe(name, 1, 0, 0)
+        };
+        let probes = [
+            // 20 ms removed at 20 %: ±4 ms of 30 ms active.
+            with("parent", 30_000_000, 20_000_000),
+            // ±0.2 ms of 10 ms: under 5 %.
+            with("light", 10_000_000, 1_000_000),
+            with("big", 100_000_000, 40_000_000),
+        ];
+        let note = unsteady_calibration_sentence(&probes, 0.2).expect("a note");
+        assert!(note.contains("varied by 20%"), "{note}");
+        assert!(
+            note.contains(
+                "big (±8.00 ms of 100 ms active), parent (±4.00 ms of 30.0 ms active) is"
+            ),
+            "{note}"
+        );
+        assert!(!note.contains("light"), "{note}");
+        // A steady machine: nothing to say.
+        assert_eq!(unsteady_calibration_sentence(&probes, 0.01), None);
     }
 }
