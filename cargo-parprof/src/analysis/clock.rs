@@ -1,6 +1,6 @@
 //! How well trace ticks line up with the kernel's `CLOCK_MONOTONIC` records.
 
-use super::model::{CalibrationRow, ClockInfo};
+use super::model::{CalibrationRow, ClockInfo, ProbeSummary};
 use parprof_rt::trace::{ClockKind, End, Header, TickConverter};
 
 /// The end sync point if it can be used for the whole-run rate (the condition under which
@@ -59,6 +59,43 @@ pub(crate) fn clock_info(
                 cost_spread: c.spread,
             })
             .collect(),
+        overhead_spread: None,
+    }
+}
+
+/// The share by which the overhead removed from probes is uncertain: the calibrated costs'
+/// spreads, weighted by what each kind removed in this run (timed calls their entry and exit,
+/// untimed calls theirs). One figure for all probes: the mix of kinds inside each probe is not
+/// kept, and probes with many nested calls, where the figure matters, have mostly one kind.
+fn overhead_spread(calibration: &[CalibrationRow], probes: &[ProbeSummary]) -> Option<f64> {
+    let row = |kind: &str| {
+        calibration
+            .iter()
+            .find(|c| c.kind == kind)
+            .map_or((0.0, 0.0), |c| (c.cost_ns, c.cost_spread))
+    };
+    let (untimed_calls, timed_calls) = probes.iter().fold((0, 0), |(u, t), p| {
+        (u + p.unrecorded_calls, t + p.calls - p.unrecorded_calls)
+    });
+    let weighted = |calls: u64, (cost, spread): (f64, f64)| {
+        (calls as f64 * cost, calls as f64 * cost * spread)
+    };
+    let parts = [
+        weighted(timed_calls, row("Enter")),
+        weighted(timed_calls, row("Exit")),
+        weighted(untimed_calls, row("Unrecorded")),
+    ];
+    let removed: f64 = parts.iter().map(|p| p.0).sum();
+    let uncertain: f64 = parts.iter().map(|p| p.1).sum();
+    (removed > 0.0).then(|| uncertain / removed)
+}
+
+/// The clock's `overhead_spread` for these probes, and each probe's overhead uncertainty.
+pub(crate) fn weigh_overhead_uncertainty(clock: &mut ClockInfo, probes: &mut [ProbeSummary]) {
+    clock.overhead_spread = overhead_spread(&clock.calibration, probes);
+    let spread = clock.overhead_spread.unwrap_or(0.0);
+    for p in probes {
+        p.overhead_uncertainty_ns = (p.overhead_ns as f64 * spread).round() as u64;
     }
 }
 
@@ -114,5 +151,51 @@ mod tests {
         assert_eq!(info.rate_used, "startup_calibration");
         assert_eq!((info.drift_ppm, info.end_sync_uncertainty_ns), (None, None));
         assert_eq!(info.alignment_error_ns, 20.0);
+    }
+
+    fn row(kind: &str, cost_ns: f64, cost_spread: f64) -> CalibrationRow {
+        CalibrationRow {
+            kind: kind.to_owned(),
+            cost_ticks: 0,
+            cost_ns,
+            cost_spread,
+        }
+    }
+
+    #[test]
+    fn the_overhead_spread_weighs_each_kind_by_what_it_removed() {
+        let mut clock = clock_info(&header(), None, &TickConverter::new(&header(), None));
+        clock.calibration = vec![
+            row("Enter", 10.0, 0.4),
+            row("Exit", 10.0, 0.2),
+            row("Unrecorded", 5.0, 0.1),
+        ];
+        // 10 timed calls remove 200 ns (uncertain by 60), 60 untimed ones 300 ns (by 30).
+        let mut probes = [ProbeSummary {
+            site: 1,
+            name: "hot".into(),
+            file: String::new(),
+            line: 0,
+            calls: 70,
+            unrecorded_calls: 60,
+            elapsed_ns: 0,
+            active_ns: 0,
+            self_active_ns: 0,
+            overhead_ns: 1_000,
+            overhead_uncertainty_ns: 0,
+            switched_out_ns: 0,
+            switched_out_preempted_ns: 0,
+            switched_out_voluntary_ns: 0,
+            min_active_ns: 0,
+            median_active_ns: 0,
+            max_active_ns: 0,
+            median_method: crate::analysis::MedianMethod::Exact,
+        }];
+        weigh_overhead_uncertainty(&mut clock, &mut probes);
+        let spread = clock.overhead_spread.unwrap();
+        assert!((spread - 90.0 / 500.0).abs() < 1e-12, "{spread}");
+        assert_eq!(probes[0].overhead_uncertainty_ns, 180);
+        weigh_overhead_uncertainty(&mut clock, &mut []);
+        assert_eq!(clock.overhead_spread, None);
     }
 }

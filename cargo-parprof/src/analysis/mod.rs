@@ -209,15 +209,20 @@ pub fn analyse_with_counters(
     let counters_analysis =
         cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites, &mut notes);
     let utilization = cx.utilization(&mut notes);
+    let mut clock = source.clock_info();
+    let mut probes = views.probes;
+    if let Some(clock) = clock.as_mut() {
+        clock::weigh_overhead_uncertainty(clock, &mut probes);
+    }
     Ok(Analysis {
         target: TargetInfo::default(),
         exit: ExitStatus::default(),
         rayon_hooks: None,
         capabilities: kernel.capabilities.clone(),
         trace: source.summary(streamed.contents.completeness, streamed.contents.events),
-        clock: source.clock_info(),
+        clock,
         threads,
-        probes: views.probes,
+        probes,
         call_paths: views.call_paths,
         outermost_calls: views.outermost_calls,
         cpu_samples: folded.samples,
@@ -779,6 +784,8 @@ fn probe_summaries(
                 active_ns: ns(totals.active),
                 self_active_ns: ns(totals.self_active),
                 overhead_ns: ns(totals.overhead),
+                // Set once the calibration's spread is weighed for all probes.
+                overhead_uncertainty_ns: 0,
                 switched_out_ns: ns(totals.switched_out.total()),
                 switched_out_preempted_ns: ns(totals.switched_out.preempted),
                 switched_out_voluntary_ns: ns(totals.switched_out.voluntary),

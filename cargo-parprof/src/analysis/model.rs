@@ -138,6 +138,9 @@ pub struct ClockInfo {
     pub bare_read_pair_ns: f64,
     /// The overhead calibration table used for the correction.
     pub calibration: Vec<CalibrationRow>,
+    /// The share by which the overhead removed from probes is uncertain: the calibrated costs'
+    /// spreads weighted by what each kind removed in this run (`None`: nothing removed).
+    pub overhead_spread: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -211,6 +214,8 @@ pub struct ProbeSummary {
     pub self_active_ns: u64,
     /// Probe overhead removed from the elapsed time.
     pub overhead_ns: u64,
+    /// How far `overhead_ns` may be off: it times the clock's `overhead_spread`.
+    pub overhead_uncertainty_ns: u64,
     /// Switched-out time removed from the elapsed time, in total and by cause.
     pub switched_out_ns: u64,
     pub switched_out_preempted_ns: u64,

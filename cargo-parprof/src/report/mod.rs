@@ -12,7 +12,7 @@ pub mod terminal;
 pub mod timeline;
 
 use crate::analysis::slices::{SliceMode, SlicesAnalysis};
-use crate::analysis::{Analysis, CalibrationRow, ExitStatus, ProbeSummary, TraceCompleteness};
+use crate::analysis::{Analysis, ExitStatus, ProbeSummary, TraceCompleteness};
 pub(crate) use crate::units::{human_count, human_duration, relative_error};
 use anyhow::Context;
 use std::fs::File;
@@ -128,55 +128,30 @@ fn short_calls_sentence(probes: &[ProbeSummary], enter_ns: f64) -> Option<String
 /// of its active time.
 const UNCERTAIN_SHARE: f64 = 0.05;
 
-/// The share by which the overhead removed from probes is uncertain: the calibrated costs'
-/// spreads, weighted by what each kind removed in this run (timed calls their entry and exit,
-/// untimed calls theirs). One figure for all probes: the mix of kinds inside each probe is not
-/// kept, and probes with many nested calls, where the figure matters, have mostly one kind.
-fn overhead_spread(calibration: &[CalibrationRow], probes: &[ProbeSummary]) -> Option<f64> {
-    let row = |kind: &str| {
-        calibration
-            .iter()
-            .find(|c| c.kind == kind)
-            .map_or((0.0, 0.0), |c| (c.cost_ns, c.cost_spread))
-    };
-    let (untimed_calls, timed_calls) = probes.iter().fold((0, 0), |(u, t), p| {
-        (u + p.unrecorded_calls, t + p.calls - p.unrecorded_calls)
-    });
-    let weighted = |calls: u64, (cost, spread): (f64, f64)| {
-        (calls as f64 * cost, calls as f64 * cost * spread)
-    };
-    let parts = [
-        weighted(timed_calls, row("Enter")),
-        weighted(timed_calls, row("Exit")),
-        weighted(untimed_calls, row("Unrecorded")),
-    ];
-    let removed: f64 = parts.iter().map(|p| p.0).sum();
-    let uncertain: f64 = parts.iter().map(|p| p.1).sum();
-    (removed > 0.0).then(|| uncertain / removed)
-}
-
 /// Probes whose removed overhead is uncertain by a noticeable share of their active time,
 /// because the machine's speed varied while the probes' cost was calibrated.
 fn unsteady_calibration_note(analysis: &Analysis) -> Option<String> {
-    let spread = overhead_spread(&analysis.clock.as_ref()?.calibration, &analysis.probes)?;
+    let spread = analysis.clock.as_ref()?.overhead_spread?;
     unsteady_calibration_sentence(&analysis.probes, spread)
 }
 
 fn unsteady_calibration_sentence(probes: &[ProbeSummary], spread: f64) -> Option<String> {
-    let mut uncertain: Vec<(&ProbeSummary, f64)> = probes
+    let mut uncertain: Vec<&ProbeSummary> = probes
         .iter()
-        .map(|p| (p, p.overhead_ns as f64 * spread))
-        .filter(|(p, ns)| *ns > 0.0 && *ns >= UNCERTAIN_SHARE * p.active_ns as f64)
+        .filter(|p| {
+            let ns = p.overhead_uncertainty_ns as f64;
+            ns > 0.0 && ns >= UNCERTAIN_SHARE * p.active_ns as f64
+        })
         .collect();
-    uncertain.sort_by(|a, b| b.1.total_cmp(&a.1));
+    uncertain.sort_by_key(|p| std::cmp::Reverse(p.overhead_uncertainty_ns));
     let named: Vec<String> = uncertain
         .iter()
         .take(TOP_PROBES)
-        .map(|(p, ns)| {
+        .map(|p| {
             format!(
                 "{} (±{} of {} active)",
                 p.name,
-                human_duration(ns.round() as u64),
+                human_duration(p.overhead_uncertainty_ns),
                 human_duration(p.active_ns)
             )
         })
@@ -426,6 +401,7 @@ mod tests {
             active_ns: 0,
             self_active_ns: 0,
             overhead_ns: 0,
+            overhead_uncertainty_ns: 0,
             switched_out_ns: 0,
             switched_out_preempted_ns: 0,
             switched_out_voluntary_ns: 0,
@@ -458,44 +434,25 @@ mod tests {
         assert_eq!(short_calls_sentence(&probes[2..], 7.1), None);
     }
 
-    fn row(kind: &str, cost_ns: f64, cost_spread: f64) -> CalibrationRow {
-        CalibrationRow {
-            kind: kind.to_owned(),
-            cost_ticks: 0,
-            cost_ns,
-            cost_spread,
-        }
-    }
-
-    #[test]
-    fn the_overhead_spread_weighs_each_kind_by_what_it_removed() {
-        let calibration = [
-            row("Enter", 10.0, 0.4),
-            row("Exit", 10.0, 0.2),
-            row("Unrecorded", 5.0, 0.1),
-        ];
-        // 10 timed calls remove 200 ns (uncertain by 60), 60 untimed ones 300 ns (by 30).
-        let probes = [probe("hot", 70, 60, 0)];
-        let spread = overhead_spread(&calibration, &probes).unwrap();
-        assert!((spread - 90.0 / 500.0).abs() < 1e-12, "{spread}");
-        assert_eq!(overhead_spread(&calibration, &[]), None);
-    }
-
     #[test]
     fn probes_whose_removed_overhead_is_uncertain_are_named_largest_first() {
-        let with = |name, active_ns, overhead_ns| ProbeSummary {
-            active_ns,
-            overhead_ns,
-            ..probe(name, 1, 0, 0)
+        // Probes as the analysis gives them for a calibration `spread`.
+        let probes_at = |spread: f64| {
+            let with = |name, active_ns, overhead_ns: u64| ProbeSummary {
+                active_ns,
+                overhead_ns,
+                overhead_uncertainty_ns: (overhead_ns as f64 * spread) as u64,
+                ..probe(name, 1, 0, 0)
+            };
+            [
+                // 20 ms removed at 20 %: ±4 ms of 30 ms active.
+                with("parent", 30_000_000, 20_000_000),
+                // ±0.2 ms of 10 ms: under 5 %.
+                with("light", 10_000_000, 1_000_000),
+                with("big", 100_000_000, 40_000_000),
+            ]
         };
-        let probes = [
-            // 20 ms removed at 20 %: ±4 ms of 30 ms active.
-            with("parent", 30_000_000, 20_000_000),
-            // ±0.2 ms of 10 ms: under 5 %.
-            with("light", 10_000_000, 1_000_000),
-            with("big", 100_000_000, 40_000_000),
-        ];
-        let note = unsteady_calibration_sentence(&probes, 0.2).expect("a note");
+        let note = unsteady_calibration_sentence(&probes_at(0.2), 0.2).expect("a note");
         assert!(note.contains("varied by 20%"), "{note}");
         assert!(
             note.contains(
@@ -505,6 +462,6 @@ mod tests {
         );
         assert!(!note.contains("light"), "{note}");
         // A steady machine: nothing to say.
-        assert_eq!(unsteady_calibration_sentence(&probes, 0.01), None);
+        assert_eq!(unsteady_calibration_sentence(&probes_at(0.01), 0.01), None);
     }
 }
