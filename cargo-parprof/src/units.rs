@@ -19,7 +19,8 @@ pub fn human_count(n: f64) -> String {
         a if a >= 1e9 => (n / 1e9, "G"),
         a if a >= 1e6 => (n / 1e6, "M"),
         a if a >= 1e3 => (n / 1e3, "k"),
-        _ => return format!("{n:.0}"),
+        // `+ 0.0`: a total that sums to a hair below zero reads 0, not -0.
+        _ => return format!("{:.0}", n.round() + 0.0),
     };
     let decimals = if value.abs() >= 100.0 {
         0
@@ -98,6 +99,7 @@ mod tests {
     #[test]
     fn counts_durations_and_error_bounds_read_as_people_write_them() {
         assert_eq!(human_count(812.0), "812");
+        assert_eq!(human_count(-0.3), "0");
         assert_eq!(human_count(2_520_766.0), "2.52M");
         assert_eq!(human_count(400_000.0), "400k");
         assert_eq!(human_count(5_000.0), "5k");
