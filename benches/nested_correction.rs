@@ -66,7 +66,7 @@ fn errors(
     let uncorrected = (with_child.elapsed_ns - with_child.switched_out_ns) as f64;
     let said_uncertain = cargo_parprof::report::notes(&analysis)
         .iter()
-        .any(|n| n.contains("calibrated at start-up") && n.contains(PROBED_PARENT));
+        .any(|n| n.contains("is uncertain by") && n.contains(PROBED_PARENT));
     Ok(Run {
         corrected: (corrected - reference) / reference,
         uncorrected: (uncorrected - reference) / reference,

@@ -17,6 +17,7 @@ use crate::clock;
 use crate::probe::{self, Guard};
 use crate::recorder::{self, with_current_ring};
 use crate::sampling;
+use crate::speed_reference::{self, probed_small_body, small_body};
 use crate::trace::{Calibration, EventKind};
 use std::hint::black_box;
 
@@ -41,14 +42,21 @@ struct Measured {
 /// The median and spread over `rounds` of a per-round figure; the recorded events are
 /// discarded after each round so that calibration leaves nothing in the trace.
 fn measure_rounds(rounds: usize, mut one_round: impl FnMut() -> f64) -> Measured {
-    let mut figures: Vec<f64> = (0..rounds)
-        .map(|_| {
-            let figure = one_round();
-            with_current_ring(|r| r.discard());
-            figure
-        })
-        .collect();
+    median_and_spread(
+        (0..rounds)
+            .map(|_| {
+                let figure = one_round();
+                with_current_ring(|r| r.discard());
+                figure
+            })
+            .collect(),
+    )
+}
+
+/// The median and spread of figures measured in rounds (at least one).
+fn median_and_spread(mut figures: Vec<f64>) -> Measured {
     figures.sort_by(f64::total_cmp);
+    let rounds = figures.len();
     let median = figures[rounds / 2];
     let interquartile = figures[rounds * 3 / 4] - figures[rounds / 4];
     Measured {
@@ -71,43 +79,25 @@ fn median_batch(mut one_batch: impl FnMut()) -> f64 {
     .median
 }
 
-/// About 5 ns of dependent arithmetic, the work of a small function: the size at which the
-/// correction of a probe matters most (a probe costs about as much).
-#[inline(always)]
-fn small_work(x: u64) -> u64 {
-    (0..16).fold(black_box(x), |h, i| {
-        (h ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17)
-    })
-}
-
-/// A small function, as a program has them.
-#[inline(never)]
-fn small_body(x: u64) -> u64 {
-    small_work(x)
-}
-
-/// The same function probed, through the calls `#[probe]` makes.
-#[inline(never)]
-fn probed_small_body(x: u64) -> u64 {
-    let _guard = probe::enter_calibration();
-    small_work(x)
-}
+use crate::trace::CALIBRATION_ROUNDS as ROUNDS;
 
 /// What a probe pair adds around `small_body`: probed and plain batches alternate, so that both
 /// see the same machine state, and the median of their differences is taken.
 fn marginal_pair_cost(calls: u64) -> Measured {
-    const ROUNDS: usize = 101;
-    measure_rounds(ROUNDS, || {
-        let t0 = clock::now();
-        black_box((0..calls).fold(0, |acc, i| acc ^ probed_small_body(i)));
-        let t1 = clock::now();
-        black_box((0..calls).fold(0, |acc, i| acc ^ small_body(i)));
-        let t2 = clock::now();
-        let calibrated = t1.saturating_sub(t0) as f64
-            - t2.saturating_sub(t1) as f64
-            - count_writes_measured() as f64;
-        calibrated / calls as f64
-    })
+    measure_rounds(ROUNDS, || marginal_pair_round(calls))
+}
+
+/// One round of [`marginal_pair_cost`].
+fn marginal_pair_round(calls: u64) -> f64 {
+    let t0 = clock::now();
+    black_box((0..calls).fold(0, |acc, i| acc ^ probed_small_body(i)));
+    let t1 = clock::now();
+    black_box((0..calls).fold(0, |acc, i| acc ^ small_body(i)));
+    let t2 = clock::now();
+    let calibrated = t1.saturating_sub(t0) as f64
+        - t2.saturating_sub(t1) as f64
+        - count_writes_measured() as f64;
+    calibrated / calls as f64
 }
 
 /// The ticks of the events in the calling thread's ring that the analysis measures instead of
@@ -131,7 +121,8 @@ fn count_writes_measured() -> u64 {
 }
 
 /// What an untimed call of a hot site costs the code around it, given what a timed pair costs
-/// (`timed_pair`), and the spread of the hot site's measurement.
+/// (`timed_pair`), with its spread; and the in-run speed reference (see [`speed_reference`]) as
+/// it read in the same phases of the machine.
 ///
 /// Measured around `small_body` as the timed pair is, once with no call timed and once with
 /// one call in [`sampling::HOT_PERIOD`] timed, as on a hot site. The second costs more per
@@ -140,21 +131,41 @@ fn count_writes_measured() -> u64 {
 /// and this cost from each untimed one (and measures the writing of their count), so the rest
 /// of a period's cost is spread over its untimed calls. The no-timed-call figure is a floor,
 /// in case noise made the mix look cheaper.
-fn untimed_call_cost(timed_pair: f64) -> Measured {
+///
+/// Each round measures the three figures one after the other, and the reference is kept as
+/// its ratio to the cost within a round: medians taken apart can come from different phases
+/// where the machine's speed flips between two (seen: 9.8 against 4.7 ns).
+fn untimed_call_cost(timed_pair: f64) -> (Measured, Measured) {
     let every_call = sampling::set_every_call(false);
-    sampling::calibrate_recording(u32::MAX);
-    let untimed = marginal_pair_cost(512).median;
-    sampling::calibrate_recording(sampling::HOT_PERIOD);
-    // Longer rounds: only one call in a period is timed, and its cost varies most.
-    let hot_site = marginal_pair_cost(4096);
+    let period = f64::from(sampling::HOT_PERIOD);
+    let mut ratios = Vec::with_capacity(ROUNDS);
+    let untimed = measure_rounds(ROUNDS, || {
+        sampling::calibrate_recording(u32::MAX);
+        let floor = marginal_pair_round(512);
+        sampling::calibrate_recording(sampling::HOT_PERIOD);
+        // Longer: only one call in a period is timed, and its cost varies most.
+        let hot_site = marginal_pair_round(4096);
+        let untimed = ((hot_site * period - timed_pair) / (period - 1.0)).max(floor);
+        let reference = speed_reference::round(clock::now()).per_call;
+        if reference > 0.0 {
+            ratios.push(untimed / reference);
+        }
+        untimed
+    });
     sampling::calibrate_recording(1);
     sampling::discard_pending();
     sampling::set_every_call(every_call);
-    let period = f64::from(sampling::HOT_PERIOD);
-    Measured {
-        median: ((hot_site.median * period - timed_pair) / (period - 1.0)).max(untimed),
-        spread: hot_site.spread,
-    }
+    let reference = if ratios.is_empty() {
+        // Every reference round read nothing: noise; the cost itself stands in.
+        untimed
+    } else {
+        let ratio = median_and_spread(ratios);
+        Measured {
+            median: untimed.median / ratio.median.max(f64::MIN_POSITIVE),
+            spread: ratio.spread,
+        }
+    };
+    (untimed, reference)
 }
 
 pub fn measure() -> Table {
@@ -174,7 +185,14 @@ pub fn measure() -> Table {
     let back_to_back: Vec<(EventKind, f64)> = EventKind::ALL
         .iter()
         // A stall's or a checkpoint's cost is its own measured duration.
-        .filter(|&&kind| !matches!(kind, EventKind::BufferStall | EventKind::SliceCheckpoint))
+        // A reference's cost is its own measured duration too; its row is the reference
+        // measured here.
+        .filter(|&&kind| {
+            !matches!(
+                kind,
+                EventKind::BufferStall | EventKind::SliceCheckpoint | EventKind::SpeedReference
+            )
+        })
         .map(|&kind| {
             let cost = match kind {
                 // The entry and exit paths of `#[probe]`: the sampling decision, the event,
@@ -209,7 +227,7 @@ pub fn measure() -> Table {
     // Guard against a noisy measurement: the two lie within a factor of two of each other on
     // every machine seen so far.
     let scale = (marginal_pair.median / back_to_back_pair).clamp(0.5, 2.0);
-    let untimed = untimed_call_cost(back_to_back_pair * scale);
+    let (untimed, reference) = untimed_call_cost(back_to_back_pair * scale);
     let rows = back_to_back
         .iter()
         .map(|&(kind, cost)| {
@@ -217,11 +235,13 @@ pub fn measure() -> Table {
                 EventKind::Unrecorded => (untimed.median, untimed),
                 _ => (cost * scale, marginal_pair),
             };
-            Calibration {
-                kind,
-                cost_ticks: cost.max(1.0),
-                spread: in_place.spread,
-            }
+            (kind, cost, in_place)
+        })
+        .chain([(EventKind::SpeedReference, reference.median, reference)])
+        .map(|(kind, cost, in_place)| Calibration {
+            kind,
+            cost_ticks: cost.max(1.0),
+            spread: in_place.spread,
         })
         .collect();
     Table {

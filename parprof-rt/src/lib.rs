@@ -28,6 +28,7 @@ mod slice_child;
 pub mod slice_results;
 mod slice_slot;
 mod slices;
+mod speed_reference;
 pub mod trace;
 
 pub use recorder::{flush, is_enabled, register_current_thread, shutdown, trace_file_name};

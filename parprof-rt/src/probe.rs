@@ -2,6 +2,7 @@
 
 use crate::recorder;
 use crate::sampling;
+use crate::speed_reference;
 use crate::trace::{EventKind, SiteKind};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -157,7 +158,9 @@ fn enter_timed(id: u32) -> Guard {
 #[inline(never)]
 fn exit_timed(id: u32) {
     if let Some(ts) = recorder::stamp(EventKind::Exit, id, 0, 0) {
-        sampling::recorded_exit(id, ts);
+        if sampling::recorded_exit(id, ts) {
+            speed_reference::on_hot_exit(ts);
+        }
     } else {
         sampling::exit(id);
     }

@@ -14,6 +14,7 @@ use crate::ring::{Push, Ring};
 use crate::sampling;
 use crate::slice_child;
 use crate::slices;
+use crate::speed_reference;
 use crate::trace::{
     self, Chunk, ChunkEncoder, End, Event, EventKind, Header, SiteKind, SiteRecord, ThreadRecord,
 };
@@ -184,6 +185,12 @@ fn push(ring: &Ring, event: Event) {
         Push::StoredWakeWriter => wake_writer(),
         Push::Full => wait_for_room(ring, event),
     }
+}
+
+/// Stores an event that the caller measured (its own `ts`, taken before the work it
+/// describes) on the calling thread's ring.
+pub(crate) fn record_measured(event: Event) {
+    with_current_ring(|ring| push(ring, event));
 }
 
 /// Writes the counts of the calls that sampling did not record, stamped `ts`, before the
@@ -439,6 +446,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     MODE.store(UNINIT, Ordering::Release);
     // After calibration, which must record every call of its pseudo-site.
     sampling::configure(ticks_per_ns, every_call);
+    speed_reference::configure(ticks_per_ns, every_call);
     // After calibration too, whose events are not the program's. This thread attached for
     // calibration, before either could give it anything.
     if full_detail {

@@ -239,11 +239,11 @@ fn mark_pending(site: u32) {
 }
 
 /// A recorded call of `site` returns at `ts`: every [`RATE_WINDOW`] calls its rate decides
-/// whether it is hot.
+/// whether it is hot. Returns whether it is (sampled on this thread).
 #[inline(always)]
-pub(crate) fn recorded_exit(site: u32, ts: u64) {
+pub(crate) fn recorded_exit(site: u32, ts: u64) -> bool {
     if EVERY_CALL.load(Ordering::Relaxed) {
-        return;
+        return false;
     }
     with_site(site, |s| {
         s.depth = s.depth.saturating_sub(1);
@@ -260,7 +260,9 @@ pub(crate) fn recorded_exit(site: u32, ts: u64) {
             s.window_start = ts;
             s.window_calls = 0;
         }
-    });
+        s.period > 1
+    })
+    .unwrap_or(false)
 }
 
 /// An unrecorded call of `site` returns.
@@ -300,9 +302,35 @@ pub(crate) fn calibrate_recording(period: u32) {
     });
 }
 
+/// Makes calibration's pseudo-site record none of its calls (an in-place cost reference:
+/// every call takes the untimed path).
+pub(crate) fn calibrate_without_recording() {
+    with_site(CALIBRATION_SITE, |s| {
+        *s = SiteState {
+            period: u32::MAX,
+            skip: u32::MAX,
+            ..SiteState::default()
+        }
+    });
+}
+
 /// Forgets the calls calibration did not record.
 pub(crate) fn discard_pending() {
     take_pending(|_, _| {});
+}
+
+/// Forgets the unrecorded calls of calibration's pseudo-site alone, keeping the program's
+/// (a reference measured while the program runs).
+pub(crate) fn discard_calibration_calls() {
+    with_site(CALIBRATION_SITE, |s| s.unrecorded = 0);
+    let _ = PENDING.try_with(|p| {
+        // SAFETY: as in `mark_pending`.
+        let pending = unsafe { &mut *p.get() };
+        pending.retain(|&site| site != CALIBRATION_SITE);
+        if pending.is_empty() {
+            attention::clear(attention::PENDING);
+        }
+    });
 }
 
 /// Whether unrecorded calls wait to be written.
@@ -386,6 +414,23 @@ mod tests {
     }
 
     #[test]
+    fn forgetting_calibration_calls_keeps_the_programs() {
+        with_site(11, |s| s.period = 4);
+        calls(11, 4);
+        calibrate_without_recording();
+        assert!(!enter(CALIBRATION_SITE));
+        exit(CALIBRATION_SITE);
+        discard_calibration_calls();
+        assert!(has_pending());
+        assert_eq!(pending(), vec![(11, 3)]);
+        // Only calibration calls: nothing left to write, and the attention bit is clear.
+        assert!(!enter(CALIBRATION_SITE));
+        exit(CALIBRATION_SITE);
+        discard_calibration_calls();
+        assert!(!has_pending());
+    }
+
+    #[test]
     fn large_counts_come_in_parts() {
         with_site(5, |s| {
             s.unrecorded = 70_000;
@@ -397,12 +442,12 @@ mod tests {
     #[test]
     fn the_rate_makes_a_site_hot_and_cold_again() {
         HOT_SPACING_TICKS.store(100, Ordering::Relaxed);
-        recorded_exit(9, 1_000);
+        assert!(!recorded_exit(9, 1_000));
         with_site(9, |s| s.window_calls = RATE_WINDOW);
-        recorded_exit(9, 1_000 + 50 * u64::from(RATE_WINDOW));
+        assert!(recorded_exit(9, 1_000 + 50 * u64::from(RATE_WINDOW)));
         assert_eq!(with_site(9, |s| s.period), Some(HOT_PERIOD));
         with_site(9, |s| s.window_calls = RATE_WINDOW);
-        recorded_exit(9, 1_000 + 500 * u64::from(RATE_WINDOW));
+        assert!(!recorded_exit(9, 1_000 + 500 * u64::from(RATE_WINDOW)));
         assert_eq!(with_site(9, |s| s.period), Some(1));
     }
 }

@@ -31,7 +31,7 @@ use std::io::{self, Read, Write};
 /// First eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
 /// Version of the format written by this crate. Readers accept exactly this version.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
 pub const MAX_CHUNK_LEN: u32 = 64 << 20;
 /// Size of one [`Event`] in memory (the runtime's rings).
@@ -112,11 +112,17 @@ pub enum EventKind {
     /// The thread ran a slice checkpoint (method 5: scanning the program's threads, forking a
     /// slice, reaping finished ones) from `ts` for `id` ticks. Removed like probe overhead.
     SliceCheckpoint = 13,
+    /// The thread measured what a probe costs in place, as calibration did at start-up, so that
+    /// the correction follows the machine's speed during the run (see the runtime's
+    /// `speed_reference` module): from `ts` for `id` ticks, removed like probe overhead; `aux`
+    /// is the measured cost of one untimed call in 1/16 ticks. The calibration row of this
+    /// kind holds the same figure measured at start-up, in ticks.
+    SpeedReference = 14,
 }
 
 impl EventKind {
     /// Every event kind, for calibration tables and exhaustive checks.
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 14] = [
         Self::Enter,
         Self::Exit,
         Self::RegionBegin,
@@ -130,6 +136,7 @@ impl EventKind {
         Self::SleepEnd,
         Self::Unrecorded,
         Self::SliceCheckpoint,
+        Self::SpeedReference,
     ];
 
     /// Called for every event decoded: an index, not a search of [`EventKind::ALL`].
@@ -208,6 +215,17 @@ impl Event {
         }
     }
 
+    /// A reference of the probes' in-place cost (see [`EventKind::SpeedReference`]).
+    pub const fn speed_reference(ts: u64, took_ticks: u32, sixteenths_per_call: u16) -> Event {
+        Event {
+            ts,
+            id: took_ticks,
+            aux: sixteenths_per_call,
+            kind: EventKind::SpeedReference as u8,
+            flags: 0,
+        }
+    }
+
     #[inline]
     pub fn kind(&self) -> EventKind {
         // Events handed out by the reader are validated, so this cannot fail for them.
@@ -237,6 +255,9 @@ pub struct ClockSync {
     pub uncertainty_ticks: u32,
 }
 
+/// Rounds of each in-place measurement of the calibration, whose median is kept.
+pub const CALIBRATION_ROUNDS: usize = 101;
+
 /// One row of the overhead calibration table.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Calibration {
@@ -245,9 +266,11 @@ pub struct Calibration {
     /// Fractional: an untimed call costs a dozen ticks, and rounding it would bias every one
     /// of millions of calls the same way.
     pub cost_ticks: f64,
-    /// How much the in-place measurement behind `cost_ticks` varied over its rounds: the
-    /// interquartile range over the median (0.02 on a steady machine; tens of percent where a
-    /// VM's host takes the CPU away at times). The overhead removed is uncertain by as much.
+    /// How much the in-place measurement behind `cost_ticks` varied over its
+    /// [`CALIBRATION_ROUNDS`]: the interquartile range over the median (0.02 on a steady
+    /// machine; tens of percent where a VM's host takes the CPU away at times). The overhead
+    /// removed is uncertain by as much. For [`EventKind::SpeedReference`]: how much the ratio
+    /// of the untimed call's cost to the reference varied over the rounds.
     pub spread: f64,
 }
 

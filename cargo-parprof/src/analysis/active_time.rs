@@ -18,6 +18,7 @@
 use super::EventConsumer;
 use super::distribution::DurationDistribution;
 use super::id_map::IdMap;
+use super::in_run_speed::{SpeedFollower, SpeedTotals};
 use super::model::Anomalies;
 use super::offcpu::{OffCpu, OffCpuCursor, OffCpuIndex, SwitchedOut};
 use super::spans::{LongestSpans, TickSpan, TickSpanKind};
@@ -276,6 +277,8 @@ struct ThreadState<'a> {
     writing_unrecorded: bool,
     /// Calibrated overhead not yet placed on the time line, below one tick, in sub-ticks.
     overhead_carry: u64,
+    /// The factor this thread's calibrated costs are scaled by now.
+    speed: SpeedFollower,
 }
 
 /// Calibrated costs are kept in 1/256 ticks: an untimed call costs about a dozen ticks, and a
@@ -352,6 +355,7 @@ pub(crate) struct ActiveTimeResult {
     /// Event kinds seen that the calibration table has no cost for (counted as free).
     pub uncalibrated: BTreeSet<EventKind>,
     pub buffer_stalls: BufferStallTicks,
+    pub speed: SpeedTotals,
 }
 
 /// Accumulators shared by all threads.
@@ -360,6 +364,10 @@ struct Totals<'a> {
     off_cpu: &'a OffCpuIndex,
     /// Overhead cost by `EventKind` value (any `u8`, so indexing cannot fail), in sub-ticks.
     cost: [Option<u64>; 256],
+    /// The in-place cost of an untimed call that the start-up calibration measured the way the
+    /// run's speed references do, in ticks.
+    start_up_reference: Option<f64>,
+    speed: SpeedTotals,
     probes: IdMap<u32, ProbeTotals>,
     call_paths: CallPaths,
     spans: LongestSpans,
@@ -394,7 +402,13 @@ impl<'a> ActiveTime<'a> {
         max_spans: usize,
     ) -> Self {
         let mut cost = [None; 256];
+        let mut start_up_reference = None;
         for row in calibration {
+            if row.kind == EventKind::SpeedReference {
+                // Not a cost: a reference's own time is measured (see `step`).
+                start_up_reference = Some(row.cost_ticks);
+                continue;
+            }
             cost[row.kind as usize] =
                 Some((row.cost_ticks * SUB_TICKS_PER_TICK as f64).round() as u64);
         }
@@ -403,6 +417,8 @@ impl<'a> ActiveTime<'a> {
             totals: Totals {
                 off_cpu,
                 cost,
+                start_up_reference,
+                speed: SpeedTotals::default(),
                 probes: IdMap::default(),
                 call_paths: CallPaths::new(),
                 spans: LongestSpans::new(max_spans),
@@ -438,6 +454,7 @@ impl<'a> ActiveTime<'a> {
             anomalies: totals.anomalies,
             uncalibrated: totals.uncalibrated,
             buffer_stalls: totals.buffer_stalls,
+            speed: totals.speed,
         }
     }
 }
@@ -459,6 +476,7 @@ impl EventConsumer for ActiveTime<'_> {
             calls_off_cpu: off_cpu.cursor(tid),
             writing_unrecorded: false,
             overhead_carry: 0,
+            speed: SpeedFollower::default(),
         });
         for event in events {
             self.totals.step(tid, thread, event);
@@ -527,6 +545,13 @@ impl Totals<'_> {
             | EventKind::SearchRound
             | EventKind::SleepBegin
             | EventKind::SleepEnd => {}
+            EventKind::SpeedReference => {
+                let per_call = f64::from(event.aux) / 16.0;
+                thread.speed.on_reference(per_call, self.start_up_reference);
+                if self.start_up_reference.is_some() {
+                    self.speed.on_reference(thread.speed.factor());
+                }
+            }
         }
 
         let cost = match kind {
@@ -536,12 +561,15 @@ impl Totals<'_> {
                 self.buffer_stalls.ticks += event.id as u64;
                 event.id as u64
             }
-            // The thread checked whether to fork a slice for `id` ticks: removed like overhead.
-            EventKind::SliceCheckpoint => event.id as u64,
+            // The thread checked whether to fork a slice, or measured the probes' in-place
+            // cost, for `id` ticks: removed like overhead.
+            EventKind::SliceCheckpoint | EventKind::SpeedReference => event.id as u64,
             // Credited to the call the unrecorded calls ran in, when they are counted.
             EventKind::Unrecorded => 0,
             _ => match self.cost[kind as usize] {
-                Some(sub_ticks) => thread.whole_ticks(sub_ticks),
+                Some(sub_ticks) => {
+                    thread.whole_ticks(self.speed.scale(sub_ticks, thread.speed.factor()))
+                }
                 None => {
                     self.uncalibrated.insert(kind);
                     0
@@ -566,7 +594,7 @@ impl Totals<'_> {
                 0
             }
         };
-        let ticks = thread.whole_ticks(cost * count);
+        let ticks = thread.whole_ticks(self.speed.scale(cost * count, thread.speed.factor()));
         if let Some(innermost) = thread.open.last_mut() {
             innermost.overhead += ticks;
         }
@@ -1026,6 +1054,48 @@ mod tests {
         // 10 timed and 30 estimated in G; its self time cannot go below 0.
         assert_eq!((h.elapsed, h.active), (54, 35));
         assert_eq!(h.self_active, 0);
+    }
+
+    /// A thread's speed references scale the calibrated costs that follow them, and their own
+    /// time is removed like overhead.
+    #[test]
+    fn speed_references_scale_the_costs_that_follow_them() {
+        use EventKind::{Enter, Exit, SpeedReference, Unrecorded};
+        let mut cal = calibration(0.0, 0.0);
+        cal.extend([
+            Calibration {
+                kind: Unrecorded,
+                cost_ticks: 10.0,
+                spread: 0.0,
+            },
+            // Calibration's reference read 8 ticks a call.
+            Calibration {
+                kind: SpeedReference,
+                cost_ticks: 8.0,
+                spread: 0.0,
+            },
+        ]);
+        // A reference that read 4 ticks a call (in 1/16 ticks), taking 30 ticks.
+        let half_speed = |ts| Event::speed_reference(ts, 30, 4 * 16);
+        let events = [
+            Event::new(0, Enter, F),
+            // 10 calls at the calibrated cost: 100 ticks; writing them took 10.
+            Event::unrecorded(190, G, 10),
+            half_speed(200),
+            half_speed(300),
+            // The factor is 0.5 from here on: the mean of the two references so far.
+            Event::unrecorded(990, G, 10),
+            Event::new(1000, Exit, F),
+        ];
+        let r = run_on_cpu(&cal, &events);
+        let f = &r.probes[&F].totals;
+        // 1000 elapsed, less 100 + 10 and 50 + 10 for the untimed calls and their writing,
+        // and 2 × 30 for the references.
+        assert_eq!((f.elapsed, f.overhead, f.active), (1000, 230, 770));
+        let speed = r.speed.summary().expect("references");
+        assert_eq!(speed.references, 2);
+        assert!((speed.overhead_scale - 150.0 / 200.0).abs() < 1e-12);
+        assert_eq!((speed.lowest_factor, speed.highest_factor), (0.5, 0.5));
     }
 
     #[test]

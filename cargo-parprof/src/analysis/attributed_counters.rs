@@ -467,7 +467,8 @@ impl EventConsumer for SpanCollector {
             | EventKind::SleepBegin
             | EventKind::SleepEnd
             | EventKind::Unrecorded
-            | EventKind::SliceCheckpoint => return,
+            | EventKind::SliceCheckpoint
+            | EventKind::SpeedReference => return,
         };
         let site = event.id;
         let group = self.group(item, site);

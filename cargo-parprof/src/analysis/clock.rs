@@ -1,7 +1,7 @@
 //! How well trace ticks line up with the kernel's `CLOCK_MONOTONIC` records.
 
 use super::model::{CalibrationRow, ClockInfo, ProbeSummary};
-use parprof_rt::trace::{ClockKind, End, Header, TickConverter};
+use parprof_rt::trace::{CALIBRATION_ROUNDS, ClockKind, End, Header, TickConverter};
 
 /// The end sync point if it can be used for the whole-run rate (the condition under which
 /// [`TickConverter::new`] uses it).
@@ -60,6 +60,7 @@ pub(crate) fn clock_info(
             })
             .collect(),
         overhead_spread: None,
+        in_run_speed: None,
     }
 }
 
@@ -67,12 +68,32 @@ pub(crate) fn clock_info(
 /// spreads, weighted by what each kind removed in this run (timed calls their entry and exit,
 /// untimed calls theirs). One figure for all probes: the mix of kinds inside each probe is not
 /// kept, and probes with many nested calls, where the figure matters, have mostly one kind.
-fn overhead_spread(calibration: &[CalibrationRow], probes: &[ProbeSummary]) -> Option<f64> {
+///
+/// A run whose costs followed the machine's speed (in-run references) is uncertain by how
+/// well calibration knew the ratio of the cost to the reference, not by how much the speed
+/// itself varied: the standard error of that ratio's median over the rounds (1.25 σ / √n,
+/// σ ≈ interquartile range / 1.35 for a normal spread).
+fn overhead_spread(
+    calibration: &[CalibrationRow],
+    probes: &[ProbeSummary],
+    followed: bool,
+) -> Option<f64> {
+    let spread_of = |kind: &str| {
+        calibration
+            .iter()
+            .find(|c| c.kind == kind)
+            .map(|c| c.cost_spread)
+    };
+    let tracking = spread_of("SpeedReference")
+        .filter(|_| followed)
+        .map(|spread| 1.25 / 1.35 * spread / (CALIBRATION_ROUNDS as f64).sqrt());
     let row = |kind: &str| {
         calibration
             .iter()
             .find(|c| c.kind == kind)
-            .map_or((0.0, 0.0), |c| (c.cost_ns, c.cost_spread))
+            .map_or((0.0, 0.0), |c| {
+                (c.cost_ns, tracking.unwrap_or(c.cost_spread))
+            })
     };
     let (untimed_calls, timed_calls) = probes.iter().fold((0, 0), |(u, t), p| {
         (u + p.unrecorded_calls, t + p.calls - p.unrecorded_calls)
@@ -92,7 +113,8 @@ fn overhead_spread(calibration: &[CalibrationRow], probes: &[ProbeSummary]) -> O
 
 /// The clock's `overhead_spread` for these probes, and each probe's overhead uncertainty.
 pub(crate) fn weigh_overhead_uncertainty(clock: &mut ClockInfo, probes: &mut [ProbeSummary]) {
-    clock.overhead_spread = overhead_spread(&clock.calibration, probes);
+    clock.overhead_spread =
+        overhead_spread(&clock.calibration, probes, clock.in_run_speed.is_some());
     let spread = clock.overhead_spread.unwrap_or(0.0);
     for p in probes {
         p.overhead_uncertainty_ns = (p.overhead_ns as f64 * spread).round() as u64;
@@ -102,6 +124,7 @@ pub(crate) fn weigh_overhead_uncertainty(clock: &mut ClockInfo, probes: &mut [Pr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::model::InRunSpeed;
     use parprof_rt::trace::ClockSync;
 
     fn header() -> Header {
@@ -195,6 +218,19 @@ mod tests {
         let spread = clock.overhead_spread.unwrap();
         assert!((spread - 90.0 / 500.0).abs() < 1e-12, "{spread}");
         assert_eq!(probes[0].overhead_uncertainty_ns, 180);
+        // Costs that followed the machine's speed: for all kinds, the standard error of the
+        // ratio that ties the cost to the reference (a spread of 0.5 over 101 rounds: 4.6 %).
+        clock.calibration.push(row("SpeedReference", 4.0, 0.5));
+        clock.in_run_speed = Some(InRunSpeed {
+            references: 3,
+            overhead_scale: 1.0,
+            lowest_factor: 1.0,
+            highest_factor: 1.0,
+        });
+        weigh_overhead_uncertainty(&mut clock, &mut probes);
+        let tracking = 1.25 / 1.35 * 0.5 / 101f64.sqrt();
+        assert!((clock.overhead_spread.unwrap() - tracking).abs() < 1e-12);
+        assert_eq!(probes[0].overhead_uncertainty_ns, 46);
         weigh_overhead_uncertainty(&mut clock, &mut []);
         assert_eq!(clock.overhead_spread, None);
     }

@@ -626,7 +626,8 @@ impl LifecycleBuilder {
             | EventKind::Exit
             | EventKind::BufferStall
             | EventKind::Unrecorded
-            | EventKind::SliceCheckpoint => {
+            | EventKind::SliceCheckpoint
+            | EventKind::SpeedReference => {
                 return;
             }
             EventKind::SearchRound | EventKind::SleepBegin | EventKind::SleepEnd => {

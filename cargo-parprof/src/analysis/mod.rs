@@ -14,6 +14,7 @@ mod cpu_stacks;
 pub mod diagnoses;
 mod distribution;
 mod id_map;
+mod in_run_speed;
 pub mod lifecycle;
 pub mod model;
 pub mod offcpu;
@@ -212,6 +213,7 @@ pub fn analyse_with_counters(
     let mut clock = source.clock_info();
     let mut probes = views.probes;
     if let Some(clock) = clock.as_mut() {
+        clock.in_run_speed = views.in_run_speed;
         clock::weigh_overhead_uncertainty(clock, &mut probes);
     }
     Ok(Analysis {
@@ -457,6 +459,7 @@ struct ProbeViews {
     buffer_stalls: BufferStalls,
     anomalies: Anomalies,
     uncalibrated: std::collections::BTreeSet<parprof_rt::trace::EventKind>,
+    in_run_speed: Option<InRunSpeed>,
 }
 
 impl Context<'_> {
@@ -497,6 +500,7 @@ impl Context<'_> {
             ),
             anomalies: active.anomalies,
             uncalibrated: active.uncalibrated,
+            in_run_speed: active.speed.summary(),
         }
     }
 

@@ -141,6 +141,23 @@ pub struct ClockInfo {
     /// The share by which the overhead removed from probes is uncertain: the calibrated costs'
     /// spreads weighted by what each kind removed in this run (`None`: nothing removed).
     pub overhead_spread: Option<f64>,
+    /// How the probes' in-place cost measured during the run compared with the start-up
+    /// calibration, and what following it did to the overhead removed (`None`: the run took no
+    /// reference — no hot site, or sampling off).
+    pub in_run_speed: Option<InRunSpeed>,
+}
+
+/// The runtime's in-run references of a probe's in-place cost (method 1 follows the machine's
+/// speed with them).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InRunSpeed {
+    /// References taken, on all threads.
+    pub references: u64,
+    /// The overhead removed over what the start-up calibration alone would have removed.
+    pub overhead_scale: f64,
+    /// The lowest and highest factor a thread's calibrated costs were scaled by.
+    pub lowest_factor: f64,
+    pub highest_factor: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -12,7 +12,7 @@ pub mod terminal;
 pub mod timeline;
 
 use crate::analysis::slices::{SliceMode, SlicesAnalysis};
-use crate::analysis::{Analysis, ExitStatus, ProbeSummary, TraceCompleteness};
+use crate::analysis::{Analysis, ExitStatus, InRunSpeed, ProbeSummary, TraceCompleteness};
 pub(crate) use crate::units::{human_count, human_duration, relative_error};
 use anyhow::Context;
 use std::fs::File;
@@ -35,6 +35,7 @@ pub fn notes(analysis: &Analysis) -> Vec<String> {
     let mut notes = analysis.notes.clone();
     notes.extend(sampled_probes_note(analysis));
     notes.extend(short_calls_note(analysis));
+    notes.extend(speed_followed_note(analysis));
     notes.extend(unsteady_calibration_note(analysis));
     notes.extend(slices_in_counters_note(analysis));
     notes
@@ -131,11 +132,36 @@ const UNCERTAIN_SHARE: f64 = 0.05;
 /// Probes whose removed overhead is uncertain by a noticeable share of their active time,
 /// because the machine's speed varied while the probes' cost was calibrated.
 fn unsteady_calibration_note(analysis: &Analysis) -> Option<String> {
-    let spread = analysis.clock.as_ref()?.overhead_spread?;
-    unsteady_calibration_sentence(&analysis.probes, spread)
+    let clock = analysis.clock.as_ref()?;
+    let followed = clock.in_run_speed.is_some();
+    unsteady_calibration_sentence(&analysis.probes, clock.overhead_spread?, followed)
 }
 
-fn unsteady_calibration_sentence(probes: &[ProbeSummary], spread: f64) -> Option<String> {
+/// Following the machine's speed changed the overhead removed by at least this share.
+const SPEED_CHANGE_SAID: f64 = 0.15;
+
+/// The probes' cost measured during the run differed from the start-up calibration.
+fn speed_followed_note(analysis: &Analysis) -> Option<String> {
+    speed_followed_sentence(analysis.clock.as_ref()?.in_run_speed.as_ref()?)
+}
+
+fn speed_followed_sentence(speed: &InRunSpeed) -> Option<String> {
+    ((speed.overhead_scale - 1.0).abs() >= SPEED_CHANGE_SAID).then(|| {
+        format!(
+            "The machine ran at another speed than when the probes' cost was calibrated at \
+             start-up: {} references taken during the run put that cost at {:.2}× the \
+             calibrated one overall ({:.2}× to {:.2}× on a thread), and the overhead removed \
+             followed them.",
+            speed.references, speed.overhead_scale, speed.lowest_factor, speed.highest_factor
+        )
+    })
+}
+
+fn unsteady_calibration_sentence(
+    probes: &[ProbeSummary],
+    spread: f64,
+    followed: bool,
+) -> Option<String> {
     let mut uncertain: Vec<&ProbeSummary> = probes
         .iter()
         .filter(|p| {
@@ -157,12 +183,23 @@ fn unsteady_calibration_sentence(probes: &[ProbeSummary], spread: f64) -> Option
         })
         .collect();
     (!named.is_empty()).then(|| {
+        let cause = if followed {
+            format!(
+                "Calibration tied the probes' cost to the references that followed the machine's \
+                 speed during the run only to within {:.0}% (its standard error), as when a \
+                 VM's host takes the CPU away at times",
+                spread * 100.0
+            )
+        } else {
+            format!(
+                "The probes' own cost varied by {:.0}% (interquartile range) while it was \
+                 calibrated at start-up, as when a VM's host takes the CPU away at times",
+                spread * 100.0
+            )
+        };
         format!(
-            "The probes' own cost varied by {:.0}% (interquartile range) while it was calibrated at \
-             start-up, as when a VM's host takes the CPU away at times: the overhead removed from \
-             {} is uncertain by as much. A run on a steadier machine, or of the same code without \
-             the inner probes, gives firmer figures.",
-            spread * 100.0,
+            "{cause}: the overhead removed from {} is uncertain by as much. A run on a steadier \
+             machine, or of the same code without the inner probes, gives firmer figures.",
             named.join(", ")
         )
     })
@@ -452,7 +489,7 @@ mod tests {
                 with("big", 100_000_000, 40_000_000),
             ]
         };
-        let note = unsteady_calibration_sentence(&probes_at(0.2), 0.2).expect("a note");
+        let note = unsteady_calibration_sentence(&probes_at(0.2), 0.2, false).expect("a note");
         assert!(note.contains("varied by 20%"), "{note}");
         assert!(
             note.contains(
@@ -462,6 +499,35 @@ mod tests {
         );
         assert!(!note.contains("light"), "{note}");
         // A steady machine: nothing to say.
-        assert_eq!(unsteady_calibration_sentence(&probes_at(0.01), 0.01), None);
+        assert_eq!(
+            unsteady_calibration_sentence(&probes_at(0.01), 0.01, false),
+            None
+        );
+        // Costs that followed the machine's speed are uncertain by how well they tracked it.
+        let followed = unsteady_calibration_sentence(&probes_at(0.2), 0.2, true).expect("a note");
+        assert!(
+            followed.contains("only to within 20% (its standard error)"),
+            "{followed}"
+        );
+    }
+
+    #[test]
+    fn a_run_at_another_speed_than_calibration_is_said_once() {
+        let speed = |overhead_scale| InRunSpeed {
+            references: 57,
+            overhead_scale,
+            lowest_factor: 0.5,
+            highest_factor: 1.25,
+        };
+        let note = speed_followed_sentence(&speed(0.61)).expect("a note");
+        assert!(
+            note.contains(
+                "57 references taken during the run put that cost at 0.61× the calibrated one \
+                 overall (0.50× to 1.25× on a thread)"
+            ),
+            "{note}"
+        );
+        // Within 15 % of the calibration: nothing to say.
+        assert_eq!(speed_followed_sentence(&speed(1.1)), None);
     }
 }

@@ -1,0 +1,169 @@
+//! Following the machine's speed during the run: the factor by which method 1's calibrated
+//! costs are scaled on each thread.
+//!
+//! The runtime measures what an untimed probe call costs in place again while the program
+//! runs, on each thread with a hot site ([`EventKind::SpeedReference`]), as its calibration
+//! did at start-up (the calibration row of that kind). A thread's factor is the median of its
+//! last three references over the start-up one: one reference disturbed by an interrupt or a
+//! switch is left out, and a change of the machine's speed takes effect at the second
+//! reference after it (the runtime takes its first three back to back). Before a thread's
+//! first reference, and on threads without any, the factor is 1: the start-up calibration.
+//!
+//! [`EventKind::SpeedReference`]: parprof_rt::trace::EventKind::SpeedReference
+
+use super::model::InRunSpeed;
+
+/// A factor outside these bounds is taken as noise: a start-up reference or an in-run one
+/// disturbed beyond what a machine's speed changes (2× seen on the slowest VM).
+const FACTOR_BOUNDS: (f64, f64) = (0.25, 4.0);
+
+/// One thread's recent references and the factor they give.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SpeedFollower {
+    /// The last three references' factors, newest last (`seen` of them valid).
+    last: [f64; 3],
+    seen: usize,
+    factor: f64,
+}
+
+impl Default for SpeedFollower {
+    fn default() -> Self {
+        SpeedFollower {
+            last: [1.0; 3],
+            seen: 0,
+            factor: 1.0,
+        }
+    }
+}
+
+impl SpeedFollower {
+    /// The factor for the thread's events from now on.
+    pub(crate) fn factor(&self) -> f64 {
+        self.factor
+    }
+
+    /// A reference measured `per_call` ticks where the start-up calibration measured
+    /// `start_up` (no start-up figure: nothing to follow).
+    pub(crate) fn on_reference(&mut self, per_call: f64, start_up: Option<f64>) {
+        let Some(start_up) = start_up.filter(|s| *s > 0.0) else {
+            return;
+        };
+        let factor = (per_call / start_up).clamp(FACTOR_BOUNDS.0, FACTOR_BOUNDS.1);
+        self.last = [self.last[1], self.last[2], factor];
+        self.seen = (self.seen + 1).min(3);
+        let mut recent: Vec<f64> = self.last[3 - self.seen..].to_vec();
+        recent.sort_by(f64::total_cmp);
+        self.factor = match recent.as_slice() {
+            [a, b] => (a + b) / 2.0,
+            sorted => sorted[sorted.len() / 2],
+        };
+    }
+}
+
+/// What the run's references did to the overhead removed, summed over threads.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SpeedTotals {
+    pub references: u64,
+    /// Calibrated overhead removed, as calibrated and as scaled, in sub-ticks.
+    pub calibrated: f64,
+    pub scaled: f64,
+    /// The lowest and highest factor used.
+    pub lowest: f64,
+    pub highest: f64,
+}
+
+impl SpeedTotals {
+    /// `sub_ticks` of calibrated overhead scaled by `factor`, counted.
+    pub(crate) fn scale(&mut self, sub_ticks: u64, factor: f64) -> u64 {
+        if factor == 1.0 {
+            self.calibrated += sub_ticks as f64;
+            self.scaled += sub_ticks as f64;
+            return sub_ticks;
+        }
+        let scaled = (sub_ticks as f64 * factor).round();
+        self.calibrated += sub_ticks as f64;
+        self.scaled += scaled;
+        scaled as u64
+    }
+
+    /// A reference was taken and gave `factor` from now on.
+    pub(crate) fn on_reference(&mut self, factor: f64) {
+        if self.references == 0 {
+            (self.lowest, self.highest) = (factor, factor);
+        }
+        self.references += 1;
+        self.lowest = self.lowest.min(factor);
+        self.highest = self.highest.max(factor);
+    }
+
+    /// The summary for the report; `None` when the run took no reference.
+    pub(crate) fn summary(&self) -> Option<InRunSpeed> {
+        (self.references > 0).then(|| InRunSpeed {
+            references: self.references,
+            overhead_scale: if self.calibrated > 0.0 {
+                self.scaled / self.calibrated
+            } else {
+                1.0
+            },
+            lowest_factor: self.lowest,
+            highest_factor: self.highest,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn follow(references: &[f64]) -> Vec<f64> {
+        let mut follower = SpeedFollower::default();
+        references
+            .iter()
+            .map(|&r| {
+                follower.on_reference(r, Some(10.0));
+                follower.factor()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_factor_is_the_median_of_the_last_three_references() {
+        // Start-up 10 ticks; the run is twice as fast, one reference disturbed (40).
+        assert_eq!(
+            follow(&[5.0, 5.0, 5.0, 40.0, 5.0]),
+            [0.5, 0.5, 0.5, 0.5, 0.5]
+        );
+        // Two references: their mean; a change of speed takes effect at the second.
+        assert_eq!(follow(&[5.0, 7.0]), [0.5, 0.6]);
+        assert_eq!(
+            follow(&[5.0, 5.0, 5.0, 20.0, 20.0]),
+            [0.5, 0.5, 0.5, 0.5, 2.0]
+        );
+        // A factor beyond the bounds is noise, held at them; a negative figure too.
+        assert_eq!(follow(&[100.0, 100.0, 100.0]), [4.0, 4.0, 4.0]);
+        assert_eq!(follow(&[0.0]), [0.25]);
+    }
+
+    #[test]
+    fn without_a_start_up_reference_nothing_is_followed() {
+        let mut follower = SpeedFollower::default();
+        follower.on_reference(5.0, None);
+        follower.on_reference(5.0, Some(0.0));
+        assert_eq!(follower.factor(), 1.0);
+    }
+
+    #[test]
+    fn the_totals_say_how_the_removed_overhead_was_scaled() {
+        let mut totals = SpeedTotals::default();
+        assert!(totals.summary().is_none());
+        assert_eq!(totals.scale(1_000, 1.0), 1_000);
+        totals.on_reference(0.5);
+        assert_eq!(totals.scale(1_000, 0.5), 500);
+        totals.on_reference(2.0);
+        assert_eq!(totals.scale(1_000, 2.0), 2_000);
+        let summary = totals.summary().unwrap();
+        assert_eq!(summary.references, 2);
+        assert!((summary.overhead_scale - 3_500.0 / 3_000.0).abs() < 1e-12);
+        assert_eq!((summary.lowest_factor, summary.highest_factor), (0.5, 2.0));
+    }
+}

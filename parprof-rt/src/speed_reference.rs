@@ -1,0 +1,143 @@
+//! In-run references of what a probe costs in place, so that the correction follows the
+//! machine's speed during the run.
+//!
+//! On some machines what an untimed probe call costs in place changes twofold between phases
+//! that last from tens of microseconds to a whole run (VMs whose host slows the vCPU at
+//! times: arithmetic then runs 1.5× slower and the probe's path 2×), and a start-up
+//! calibration sees one phase. So every thread with a hot (sampled) site measures the
+//! figure again while the program runs, on that thread: a [`round`] of [`CALLS`] probed and
+//! as many unprobed calls of a small function, as calibration measures it at start-up, three
+//! times when the thread's first site becomes hot and then about every [`INTERVAL_NS`]. Each
+//! reference is an [`EventKind::SpeedReference`] event; the analysis scales the calibrated
+//! costs on the thread by the ratio of its recent references to the start-up one, and
+//! removes the reference's own time like probe overhead.
+//!
+//! A reference costs about 3 µs (0.3 % of a thread's time at one per millisecond). Shorter
+//! rounds do not track the probe's cost: 64 calls read 6× slower in a slow phase where the
+//! probe in place was 2× slower; 256 calls read within 3 % of it in both phases.
+//!
+//! The module calls probes from the probe's own path (a reference is taken on a hot site's
+//! recorded exit): that is what measuring a probe in place means. The calibration site
+//! records none of the reference's calls, so no reference starts another.
+//!
+//! [`EventKind::SpeedReference`]: crate::trace::EventKind::SpeedReference
+
+use crate::clock;
+use crate::probe;
+use crate::recorder;
+use crate::sampling;
+use crate::trace::Event;
+use std::cell::Cell;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Probed calls (and as many unprobed ones) in a reference round.
+pub(crate) const CALLS: u64 = 256;
+/// Time between two references on a thread with a hot site.
+pub const INTERVAL_NS: u64 = 1_000_000;
+/// References taken back to back when a thread's first site becomes hot, so that the
+/// analysis's median of three has its three from the start.
+const FIRST_REFERENCES: u32 = 3;
+
+/// [`INTERVAL_NS`] in clock ticks; 0: no references (sampling off, or not configured yet).
+static INTERVAL_TICKS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// When the calling thread's next reference is due.
+    static NEXT_AT: Cell<u64> = const { Cell::new(0) };
+    /// References the calling thread took so far, up to [`FIRST_REFERENCES`].
+    static TAKEN: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Called once at start-up, after calibration, with the event clock's rate. Sampling off
+/// (every call recorded) takes no references: no site is ever hot.
+pub(crate) fn configure(ticks_per_ns: f64, every_call: bool) {
+    let ticks = if every_call {
+        0
+    } else {
+        (INTERVAL_NS as f64 * ticks_per_ns).round().max(1.0) as u64
+    };
+    INTERVAL_TICKS.store(ticks, Ordering::Relaxed);
+}
+
+/// About 5 ns of dependent arithmetic, the work of a small function: the size at which the
+/// correction of a probe matters most (a probe costs about as much).
+#[inline(always)]
+fn small_work(x: u64) -> u64 {
+    (0..16).fold(black_box(x), |h, i| {
+        (h ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17)
+    })
+}
+
+/// A small function, as a program has them.
+#[inline(never)]
+pub(crate) fn small_body(x: u64) -> u64 {
+    small_work(x)
+}
+
+/// The same function probed, through the calls `#[probe]` makes.
+#[inline(never)]
+pub(crate) fn probed_small_body(x: u64) -> u64 {
+    let _guard = probe::enter_calibration();
+    small_work(x)
+}
+
+/// One reference round, measured from `began`.
+pub(crate) struct Round {
+    /// Ticks a probe added to each call, none of them recorded: what an untimed call costs in
+    /// place.
+    pub per_call: f64,
+    /// When the round ended.
+    pub ended: u64,
+}
+
+/// [`CALLS`] probed calls of [`small_body`], none recorded, then as many unprobed ones.
+pub(crate) fn round(began: u64) -> Round {
+    sampling::calibrate_without_recording();
+    black_box((0..CALLS).fold(0, |acc, i| acc ^ probed_small_body(i)));
+    let probed_until = clock::now();
+    black_box((0..CALLS).fold(0, |acc, i| acc ^ small_body(i)));
+    let ended = clock::now();
+    sampling::discard_calibration_calls();
+    let probed = probed_until.saturating_sub(began) as f64;
+    let unprobed = ended.saturating_sub(probed_until) as f64;
+    Round {
+        per_call: (probed - unprobed) / CALLS as f64,
+        ended,
+    }
+}
+
+/// A recorded call of a hot site returned at `ts` on this thread: takes a reference if one is
+/// due.
+#[inline(always)]
+pub(crate) fn on_hot_exit(ts: u64) {
+    if ts >= NEXT_AT.get() {
+        take();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn take() {
+    let interval = INTERVAL_TICKS.load(Ordering::Relaxed);
+    if interval == 0 {
+        // Calibration's own hot site, before the run.
+        return;
+    }
+    let began = clock::now();
+    let round = round(began);
+    let taken = TAKEN.get();
+    if taken + 1 < FIRST_REFERENCES {
+        TAKEN.set(taken + 1);
+    } else {
+        TAKEN.set(FIRST_REFERENCES);
+        NEXT_AT.set(round.ended.saturating_add(interval));
+    }
+    let took = round.ended.saturating_sub(began).min(u64::from(u32::MAX)) as u32;
+    // A negative figure is noise (an interrupt in the unprobed half): the analysis's median
+    // of three leaves it out.
+    let sixteenths = (round.per_call * 16.0)
+        .round()
+        .clamp(0.0, f64::from(u16::MAX)) as u16;
+    recorder::record_measured(Event::speed_reference(began, took, sixteenths));
+}
