@@ -18,7 +18,7 @@ use crate::probe::{self, Guard};
 use crate::recorder::{self, with_current_ring};
 use crate::sampling;
 use crate::speed_reference::{self, probed_small_body, small_body};
-use crate::trace::{Calibration, EventKind};
+use crate::trace::{CALIBRATION_ROUNDS as ROUNDS, Calibration, EventKind};
 use std::hint::black_box;
 
 const BATCH: u64 = 256;
@@ -79,7 +79,6 @@ fn median_batch(mut one_batch: impl FnMut()) -> f64 {
     .median
 }
 
-use crate::trace::CALIBRATION_ROUNDS as ROUNDS;
 /// Calls in a round of the timed pair's and the hot site's measurements. Calibration is part
 /// of every profiled program's start-up: with 4096 it took about 30 of the 46 ms a program
 /// that returns at once ran under the runtime, 12 % of a 250 ms quicksort.

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Probed calls (and as many unprobed ones) in a reference round.
 pub(crate) const CALLS: u64 = 256;
 /// Time between two references on a thread with a hot site.
-pub const INTERVAL_NS: u64 = 1_000_000;
+pub(crate) const INTERVAL_NS: u64 = 1_000_000;
 /// References taken back to back when a thread's first site becomes hot, so that the
 /// analysis's median of three has its three from the start.
 const FIRST_REFERENCES: u32 = 3;

@@ -51,9 +51,10 @@ impl SpeedFollower {
         let factor = (per_call / start_up).clamp(FACTOR_BOUNDS.0, FACTOR_BOUNDS.1);
         self.last = [self.last[1], self.last[2], factor];
         self.seen = (self.seen + 1).min(3);
-        let mut recent: Vec<f64> = self.last[3 - self.seen..].to_vec();
+        let mut last = self.last;
+        let recent = &mut last[3 - self.seen..];
         recent.sort_by(f64::total_cmp);
-        self.factor = match recent.as_slice() {
+        self.factor = match &*recent {
             [a, b] => (a + b) / 2.0,
             sorted => sorted[sorted.len() / 2],
         };
@@ -75,15 +76,14 @@ pub(crate) struct SpeedTotals {
 impl SpeedTotals {
     /// `sub_ticks` of calibrated overhead scaled by `factor`, counted.
     pub(crate) fn scale(&mut self, sub_ticks: u64, factor: f64) -> u64 {
-        if factor == 1.0 {
-            self.calibrated += sub_ticks as f64;
-            self.scaled += sub_ticks as f64;
-            return sub_ticks;
-        }
-        let scaled = (sub_ticks as f64 * factor).round();
+        let scaled = if factor == 1.0 {
+            sub_ticks
+        } else {
+            (sub_ticks as f64 * factor).round() as u64
+        };
         self.calibrated += sub_ticks as f64;
-        self.scaled += scaled;
-        scaled as u64
+        self.scaled += scaled as f64;
+        scaled
     }
 
     /// A reference was taken and gave `factor` from now on.
