@@ -95,6 +95,7 @@ fn write_trace(path: &std::path::Path) -> anyhow::Result<(u64, u64)> {
                 kind,
                 cost_ticks: 3.0,
                 spread: 0.0,
+                rounds: 21,
             })
             .collect(),
         program: "synthetic".into(),

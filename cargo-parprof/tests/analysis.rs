@@ -52,11 +52,13 @@ fn chunks() -> Vec<Chunk> {
                     kind: EventKind::Enter,
                     cost_ticks: 3.0,
                     spread: 0.0,
+                    rounds: 21,
                 },
                 Calibration {
                     kind: EventKind::Exit,
                     cost_ticks: 2.0,
                     spread: 0.0,
+                    rounds: 21,
                 },
             ],
             program: "target/release/app".into(),

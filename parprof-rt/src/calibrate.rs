@@ -18,12 +18,25 @@ use crate::probe::{self, Guard};
 use crate::recorder::{self, with_current_ring};
 use crate::sampling;
 use crate::speed_reference::{self, probed_small_body, small_body};
-use crate::trace::{CALIBRATION_ROUNDS as ROUNDS, Calibration, EventKind};
+use crate::trace::{self, Calibration, EventKind};
 use std::hint::black_box;
 
 const BATCH: u64 = 256;
-const BATCHES: usize = 41;
 use crate::sampling::CALIBRATION_SITE;
+
+/// Fewest rounds of an in-place measurement: enough for a median and a spread to mean
+/// something.
+const MIN_ROUNDS: usize = 21;
+/// Most rounds: what an unsteady machine takes (its spreads of tens of percent need about a
+/// hundred rounds for a median known within a percent or two).
+const MAX_ROUNDS: usize = 101;
+/// Rounds between two checks of whether the figures are known well enough, after the first
+/// [`MIN_ROUNDS`].
+const CHECK_EVERY: usize = 10;
+/// A figure is known well enough when its median's standard error is at most this share of
+/// it: the nested correction's goal is 10 %, and the overhead removed from a parent with a
+/// small probed child is about as large as its own work.
+const PRECISION: f64 = 0.01;
 
 pub struct Table {
     pub rows: Vec<Calibration>,
@@ -31,30 +44,54 @@ pub struct Table {
 }
 
 /// A figure measured over rounds.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Measured {
     median: f64,
     /// The interquartile range over the median: how much the machine's speed varied while the
     /// figure was measured.
     spread: f64,
+    /// Rounds that gave the figure; 0: none did (nothing measured).
+    rounds: u16,
 }
 
-/// The median and spread over `rounds` of a per-round figure; the recorded events are
-/// discarded after each round so that calibration leaves nothing in the trace.
-fn measure_rounds(rounds: usize, mut one_round: impl FnMut() -> f64) -> Measured {
-    median_and_spread(
-        (0..rounds)
-            .map(|_| {
-                let figure = one_round();
-                with_current_ring(|r| r.discard());
-                figure
-            })
-            .collect(),
-    )
+/// Rounds of an in-place measurement of `N` figures, the recorded events discarded after each
+/// round so that calibration leaves nothing in the trace: at least [`MIN_ROUNDS`], then until
+/// every figure is known within [`PRECISION`], at most [`MAX_ROUNDS`]. A steady machine is done
+/// after the first check, so every profiled program starts sooner; an unsteady one takes every
+/// round. A round may give no reading of a figure (noise that made it meaningless).
+fn measure_until_known<const N: usize>(
+    mut one_round: impl FnMut() -> [Option<f64>; N],
+) -> [Measured; N] {
+    let mut readings: [Vec<f64>; N] = std::array::from_fn(|_| Vec::with_capacity(MAX_ROUNDS));
+    for round in 1..=MAX_ROUNDS {
+        for (kept, reading) in readings.iter_mut().zip(one_round()) {
+            kept.extend(reading);
+        }
+        with_current_ring(|r| r.discard());
+        let check = round >= MIN_ROUNDS && (round - MIN_ROUNDS).is_multiple_of(CHECK_EVERY);
+        if check && readings.iter().all(|r| known_well_enough(r)) {
+            break;
+        }
+    }
+    readings.map(median_and_spread)
 }
 
-/// The median and spread of figures measured in rounds (at least one).
+/// Whether the median of `readings` is known within [`PRECISION`].
+fn known_well_enough(readings: &[f64]) -> bool {
+    let figure = median_and_spread(readings.to_vec());
+    figure.rounds > 0
+        && trace::median_standard_error(figure.spread, usize::from(figure.rounds)) <= PRECISION
+}
+
+/// The median and spread of figures measured in rounds.
 fn median_and_spread(mut figures: Vec<f64>) -> Measured {
+    if figures.is_empty() {
+        return Measured {
+            median: 0.0,
+            spread: 0.0,
+            rounds: 0,
+        };
+    }
     figures.sort_by(f64::total_cmp);
     let rounds = figures.len();
     let median = figures[rounds / 2];
@@ -66,17 +103,18 @@ fn median_and_spread(mut figures: Vec<f64>) -> Measured {
         } else {
             0.0
         },
+        rounds: u16::try_from(rounds).unwrap_or(u16::MAX),
     }
 }
 
 /// Ticks per operation of `one_batch`, which performs `BATCH` operations.
 fn median_batch(mut one_batch: impl FnMut()) -> f64 {
-    measure_rounds(BATCHES, || {
+    let [ticks] = measure_until_known(|| {
         let t0 = clock::now();
         one_batch();
-        clock::now().saturating_sub(t0) as f64 / BATCH as f64
-    })
-    .median
+        [Some(clock::now().saturating_sub(t0) as f64 / BATCH as f64)]
+    });
+    ticks.median
 }
 
 /// Calls in a round of the timed pair's and the hot site's measurements. Calibration is part
@@ -87,7 +125,8 @@ const ROUND_CALLS: u64 = 2048;
 /// What a probe pair adds around `small_body`: probed and plain batches alternate, so that both
 /// see the same machine state, and the median of their differences is taken.
 fn marginal_pair_cost(calls: u64) -> Measured {
-    measure_rounds(ROUNDS, || marginal_pair_round(calls))
+    let [cost] = measure_until_known(|| [Some(marginal_pair_round(calls))]);
+    cost
 }
 
 /// One round of [`marginal_pair_cost`].
@@ -141,8 +180,7 @@ fn count_writes_measured() -> u64 {
 fn untimed_call_cost(timed_pair: f64) -> (Measured, Measured) {
     let every_call = sampling::set_every_call(false);
     let period = f64::from(sampling::HOT_PERIOD);
-    let mut ratios = Vec::with_capacity(ROUNDS);
-    let untimed = measure_rounds(ROUNDS, || {
+    let [untimed, ratio] = measure_until_known(|| {
         sampling::calibrate_recording(u32::MAX);
         let floor = marginal_pair_round(512);
         sampling::calibrate_recording(sampling::HOT_PERIOD);
@@ -150,22 +188,21 @@ fn untimed_call_cost(timed_pair: f64) -> (Measured, Measured) {
         let hot_site = marginal_pair_round(ROUND_CALLS);
         let untimed = ((hot_site * period - timed_pair) / (period - 1.0)).max(floor);
         let reference = speed_reference::round(clock::now()).per_call;
-        if reference > 0.0 {
-            ratios.push(untimed / reference);
-        }
-        untimed
+        [
+            Some(untimed),
+            (reference > 0.0).then(|| untimed / reference),
+        ]
     });
     sampling::calibrate_recording(1);
     sampling::discard_pending();
     sampling::set_every_call(every_call);
-    let reference = if ratios.is_empty() {
+    let reference = if ratio.rounds == 0 {
         // Every reference round read nothing: noise; the cost itself stands in.
         untimed
     } else {
-        let ratio = median_and_spread(ratios);
         Measured {
             median: untimed.median / ratio.median.max(f64::MIN_POSITIVE),
-            spread: ratio.spread,
+            ..ratio
         }
     };
     (untimed, reference)
@@ -245,10 +282,69 @@ pub fn measure() -> Table {
             kind,
             cost_ticks: cost.max(1.0),
             spread: in_place.spread,
+            rounds: in_place.rounds.max(1),
         })
         .collect();
     Table {
         rows,
         bare_read_pair_ticks: (2.0 * bare).round() as u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `measure_until_known` on one figure whose round `i` reads `reading(i)`; returns
+    /// the figure and how many rounds ran.
+    fn measure_one(reading: impl Fn(usize) -> Option<f64>) -> (Measured, usize) {
+        let mut ran = 0;
+        let [figure] = measure_until_known(|| {
+            ran += 1;
+            [reading(ran)]
+        });
+        (figure, ran)
+    }
+
+    #[test]
+    fn a_steady_figure_stops_at_the_first_check() {
+        // Readings within ±0.5 %: standard error far below 1 %.
+        let (figure, ran) = measure_one(|i| Some(100.0 + (i % 3) as f64 * 0.5));
+        assert_eq!(ran, MIN_ROUNDS);
+        assert_eq!(figure.rounds, MIN_ROUNDS as u16);
+        assert_eq!(figure.median, 100.5);
+    }
+
+    #[test]
+    fn an_unsteady_figure_takes_the_rounds_its_spread_needs() {
+        // Readings alternately 110 and 100 (one more 110 after an odd round): median 110,
+        // spread 10 ÷ 110, which needs (0.926 × 0.0909 ÷ 0.01)² ≈ 70.8 rounds; checks come at
+        // 21, 31, …, so 71 run.
+        let (figure, ran) = measure_one(|i| Some(if i % 2 == 0 { 100.0 } else { 110.0 }));
+        assert_eq!(ran, 71);
+        assert_eq!(figure.rounds, 71);
+        assert_eq!(figure.median, 110.0);
+        assert!((figure.spread - 1.0 / 11.0).abs() < 1e-12, "{figure:?}");
+        // Twice as unsteady: the last round, whatever is known by then.
+        let (_, ran) = measure_one(|i| Some(if i % 2 == 0 { 100.0 } else { 120.0 }));
+        assert_eq!(ran, MAX_ROUNDS);
+    }
+
+    #[test]
+    fn a_figure_never_read_runs_every_round_and_says_it_measured_nothing() {
+        let (figure, ran) = measure_one(|_| None);
+        assert_eq!(ran, MAX_ROUNDS);
+        assert_eq!(figure.rounds, 0);
+    }
+
+    #[test]
+    fn every_figure_must_be_known_before_stopping() {
+        let mut ran = 0;
+        let [steady, unsteady] = measure_until_known(|| {
+            ran += 1;
+            [Some(5.0), Some(if ran % 2 == 0 { 100.0 } else { 150.0 })]
+        });
+        assert_eq!(ran, MAX_ROUNDS);
+        assert_eq!((steady.rounds, unsteady.rounds), (101, 101));
     }
 }

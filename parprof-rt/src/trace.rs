@@ -31,7 +31,7 @@ use std::io::{self, Read, Write};
 /// First eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
 /// Version of the format written by this crate. Readers accept exactly this version.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
 pub const MAX_CHUNK_LEN: u32 = 64 << 20;
 /// Size of one [`Event`] in memory (the runtime's rings).
@@ -255,8 +255,12 @@ pub struct ClockSync {
     pub uncertainty_ticks: u32,
 }
 
-/// Rounds of each in-place measurement of the calibration, whose median is kept.
-pub const CALIBRATION_ROUNDS: usize = 101;
+/// The standard error of a median over `rounds` readings whose interquartile range over the
+/// median is `spread`, as a share of the median: 1.25 σ / √n, with σ ≈ interquartile range ÷
+/// 1.35 for a normal spread. How well calibration knew a figure (see [`Calibration`]).
+pub fn median_standard_error(spread: f64, rounds: usize) -> f64 {
+    1.25 / 1.35 * spread / (rounds.max(1) as f64).sqrt()
+}
 
 /// One row of the overhead calibration table.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -266,12 +270,15 @@ pub struct Calibration {
     /// Fractional: an untimed call costs a dozen ticks, and rounding it would bias every one
     /// of millions of calls the same way.
     pub cost_ticks: f64,
-    /// How much the in-place measurement behind `cost_ticks` varied over its
-    /// [`CALIBRATION_ROUNDS`]: the interquartile range over the median (0.02 on a steady
-    /// machine; tens of percent where a VM's host takes the CPU away at times). The overhead
-    /// removed is uncertain by as much. For [`EventKind::SpeedReference`]: how much the ratio
-    /// of the untimed call's cost to the reference varied over the rounds.
+    /// How much the in-place measurement behind `cost_ticks` varied over its rounds: the
+    /// interquartile range over the median (0.02 on a steady machine; tens of percent where a
+    /// VM's host takes the CPU away at times). The overhead removed is uncertain by as much.
+    /// For [`EventKind::SpeedReference`]: how much the ratio of the untimed call's cost to the
+    /// reference varied over the rounds.
     pub spread: f64,
+    /// Rounds of that measurement (since version 6): calibration measures until each median
+    /// is known well enough, fewer rounds on a steady machine than on an unsteady one.
+    pub rounds: u16,
 }
 
 /// The first chunk of every trace.
@@ -469,6 +476,7 @@ impl ChunkEncoder {
                     o.push(c.kind as u8);
                     o.extend_from_slice(&c.cost_ticks.to_bits().to_le_bytes());
                     o.extend_from_slice(&c.spread.to_bits().to_le_bytes());
+                    o.extend_from_slice(&c.rounds.to_le_bytes());
                 }
                 put_str(o, &h.program);
             }),
@@ -813,10 +821,15 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
                 if !(spread.is_finite() && spread >= 0.0) {
                     return Err("calibration spread is not a finite share");
                 }
+                let rounds = c.u16()?;
+                if rounds == 0 {
+                    return Err("calibration row measured over no rounds");
+                }
                 calibration.push(Calibration {
                     kind,
                     cost_ticks,
                     spread,
+                    rounds,
                 });
             }
             let program = c.str()?;

@@ -20,6 +20,7 @@ fn header() -> Header {
                 kind,
                 cost_ticks: 20.5,
                 spread: 0.125,
+                rounds: 41,
             })
             .collect(),
         program: "prog".into(),

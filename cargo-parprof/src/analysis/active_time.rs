@@ -802,11 +802,13 @@ mod tests {
                 kind: EventKind::Enter,
                 cost_ticks: enter,
                 spread: 0.0,
+                rounds: 21,
             },
             Calibration {
                 kind: EventKind::Exit,
                 cost_ticks: exit,
                 spread: 0.0,
+                rounds: 21,
             },
         ]
     }
@@ -1028,6 +1030,7 @@ mod tests {
             kind: Unrecorded,
             cost_ticks: 5.0,
             spread: 0.0,
+            rounds: 21,
         });
         let events = [
             // F calls G once for 100 ticks.
@@ -1067,12 +1070,14 @@ mod tests {
                 kind: Unrecorded,
                 cost_ticks: 10.0,
                 spread: 0.0,
+                rounds: 21,
             },
             // Calibration's reference read 8 ticks a call.
             Calibration {
                 kind: SpeedReference,
                 cost_ticks: 8.0,
                 spread: 0.0,
+                rounds: 21,
             },
         ]);
         // A reference that read 4 ticks a call (in 1/16 ticks), taking 30 ticks.
@@ -1164,6 +1169,7 @@ mod tests {
             kind: EventKind::TaskBegin,
             cost_ticks: 7.0,
             spread: 0.0,
+            rounds: 21,
         });
         let result = run_on_cpu(
             &calibration,

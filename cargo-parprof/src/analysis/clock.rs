@@ -1,7 +1,7 @@
 //! How well trace ticks line up with the kernel's `CLOCK_MONOTONIC` records.
 
 use super::model::{CalibrationRow, ClockInfo, ProbeSummary};
-use parprof_rt::trace::{CALIBRATION_ROUNDS, ClockKind, End, Header, TickConverter};
+use parprof_rt::trace::{self, ClockKind, End, Header, TickConverter};
 
 /// The end sync point if it can be used for the whole-run rate (the condition under which
 /// [`TickConverter::new`] uses it).
@@ -57,6 +57,7 @@ pub(crate) fn clock_info(
                 cost_ticks: c.cost_ticks.round() as u32,
                 cost_ns: c.cost_ticks * converter.ns_per_tick(),
                 cost_spread: c.spread,
+                rounds: c.rounds,
             })
             .collect(),
         overhead_spread: None,
@@ -71,22 +72,17 @@ pub(crate) fn clock_info(
 ///
 /// A run whose costs followed the machine's speed (in-run references) is uncertain by how
 /// well calibration knew the ratio of the cost to the reference, not by how much the speed
-/// itself varied: the standard error of that ratio's median over the rounds (1.25 σ / √n,
-/// σ ≈ interquartile range / 1.35 for a normal spread).
+/// itself varied: the standard error of that ratio's median over its rounds.
 fn overhead_spread(
     calibration: &[CalibrationRow],
     probes: &[ProbeSummary],
     followed: bool,
 ) -> Option<f64> {
-    let spread_of = |kind: &str| {
-        calibration
-            .iter()
-            .find(|c| c.kind == kind)
-            .map(|c| c.cost_spread)
-    };
-    let tracking = spread_of("SpeedReference")
+    let tracking = calibration
+        .iter()
+        .find(|c| c.kind == "SpeedReference")
         .filter(|_| followed)
-        .map(|spread| 1.25 / 1.35 * spread / (CALIBRATION_ROUNDS as f64).sqrt());
+        .map(|c| trace::median_standard_error(c.cost_spread, usize::from(c.rounds)));
     let row = |kind: &str| {
         calibration
             .iter()
@@ -176,12 +172,13 @@ mod tests {
         assert_eq!(info.alignment_error_ns, 20.0);
     }
 
-    fn row(kind: &str, cost_ns: f64, cost_spread: f64) -> CalibrationRow {
+    fn row(kind: &str, cost_ns: f64, cost_spread: f64, rounds: u16) -> CalibrationRow {
         CalibrationRow {
             kind: kind.to_owned(),
             cost_ticks: 0,
             cost_ns,
             cost_spread,
+            rounds,
         }
     }
 
@@ -189,9 +186,9 @@ mod tests {
     fn the_overhead_spread_weighs_each_kind_by_what_it_removed() {
         let mut clock = clock_info(&header(), None, &TickConverter::new(&header(), None));
         clock.calibration = vec![
-            row("Enter", 10.0, 0.4),
-            row("Exit", 10.0, 0.2),
-            row("Unrecorded", 5.0, 0.1),
+            row("Enter", 10.0, 0.4, 21),
+            row("Exit", 10.0, 0.2, 21),
+            row("Unrecorded", 5.0, 0.1, 21),
         ];
         // 10 timed calls remove 200 ns (uncertain by 60), 60 untimed ones 300 ns (by 30).
         let mut probes = [ProbeSummary {
@@ -220,7 +217,7 @@ mod tests {
         assert_eq!(probes[0].overhead_uncertainty_ns, 180);
         // Costs that followed the machine's speed: for all kinds, the standard error of the
         // ratio that ties the cost to the reference (a spread of 0.5 over 101 rounds: 4.6 %).
-        clock.calibration.push(row("SpeedReference", 4.0, 0.5));
+        clock.calibration.push(row("SpeedReference", 4.0, 0.5, 101));
         clock.in_run_speed = Some(InRunSpeed {
             references: 3,
             overhead_scale: 1.0,
@@ -231,6 +228,10 @@ mod tests {
         let tracking = 1.25 / 1.35 * 0.5 / 101f64.sqrt();
         assert!((clock.overhead_spread.unwrap() - tracking).abs() < 1e-12);
         assert_eq!(probes[0].overhead_uncertainty_ns, 46);
+        // The same spread over a quarter of the rounds: twice as uncertain.
+        clock.calibration.last_mut().unwrap().rounds = 25;
+        weigh_overhead_uncertainty(&mut clock, &mut probes);
+        assert_eq!(probes[0].overhead_uncertainty_ns, 93);
         weigh_overhead_uncertainty(&mut clock, &mut []);
         assert_eq!(clock.overhead_spread, None);
     }

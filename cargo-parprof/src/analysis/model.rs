@@ -169,6 +169,8 @@ pub struct CalibrationRow {
     /// How much the in-place measurement of the cost varied at start-up: interquartile range
     /// over the median.
     pub cost_spread: f64,
+    /// Rounds of that measurement: fewer on a steady machine.
+    pub rounds: u16,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
