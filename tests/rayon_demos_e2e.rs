@@ -450,6 +450,25 @@ fn spawn_loop_region(annotation: Annotation) -> Value {
     region
 }
 
+/// The spawn loop's region, run again once when the first run has no `excessive_stealing`
+/// but its report says other programs took the CPUs (`oversubscription`): the thieves are
+/// then switched out instead of searching, and their search can fall under the active
+/// threshold (seen in CI: preempted for 17 % of worker time, search 9.8 % for a 10 %
+/// threshold). A miss in the second run fails.
+fn linear_spawn_region(annotation: Annotation) -> Value {
+    let region = spawn_loop_region(annotation);
+    let found = codes(&region);
+    if found.iter().any(|c| c == "excessive_stealing")
+        || !found.iter().any(|c| c == "oversubscription")
+    {
+        return region;
+    }
+    eprintln!(
+        "demo_spawn_loop: the machine was busy in the first run, running it again: {region:#}"
+    );
+    spawn_loop_region(annotation)
+}
+
 fn assert_linear_spawn(region: &Value) {
     let d = diagnosis(region, "excessive_stealing");
     assert!(
@@ -465,12 +484,12 @@ fn assert_linear_spawn(region: &Value) {
 
 #[test]
 fn a_spawn_loop_is_excessive_stealing() {
-    assert_linear_spawn(&spawn_loop_region(Annotation::None));
+    assert_linear_spawn(&linear_spawn_region(Annotation::None));
 }
 
 #[test]
 fn a_spawn_loop_in_a_region_is_excessive_stealing() {
-    assert_linear_spawn(&spawn_loop_region(Annotation::Region));
+    assert_linear_spawn(&linear_spawn_region(Annotation::Region));
 }
 
 /// `serve` calls `pool.join` of two 2 µs closures 3,000 times from `main` on a pool of 8:
