@@ -16,13 +16,13 @@
 use crate::clock;
 use crate::probe::{self, Guard};
 use crate::recorder::{self, with_current_ring};
-use crate::sampling;
+use crate::sampling::{self, CALIBRATION_SITE};
 use crate::speed_reference::{self, probed_small_body, small_body};
 use crate::trace::{self, Calibration, EventKind};
 use std::hint::black_box;
 
+/// Operations in a batch of back-to-back events.
 const BATCH: u64 = 256;
-use crate::sampling::CALIBRATION_SITE;
 
 /// Fewest rounds of an in-place measurement: enough for a median and a spread to mean
 /// something.
@@ -118,8 +118,8 @@ fn median_batch(mut one_batch: impl FnMut()) -> f64 {
 }
 
 /// Calls in a round of the timed pair's and the hot site's measurements. Calibration is part
-/// of every profiled program's start-up: with 4096 it took about 30 of the 46 ms a program
-/// that returns at once ran under the runtime, 12 % of a 250 ms quicksort.
+/// of every profiled program's start-up: rounds of 4096 calls took about 30 of the 46 ms a
+/// program that returns at once ran under the runtime, 12 % of a 250 ms quicksort.
 const ROUND_CALLS: u64 = 2048;
 
 /// What a probe pair adds around `small_body`: probed and plain batches alternate, so that both
