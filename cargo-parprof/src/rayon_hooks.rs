@@ -190,11 +190,7 @@ pub fn prepare(manifest_path: &Path, build_dir: &Path) -> Result<HookedBuild, Ra
     let unavailable = |e: anyhow::Error| RayonHooks::Unavailable {
         reason: format!("{e:#}"),
     };
-    let metadata = cargo_metadata::MetadataCommand::new()
-        .manifest_path(manifest_path)
-        .exec()
-        .context("`cargo metadata` failed")
-        .map_err(unavailable)?;
+    let metadata = host_metadata(manifest_path).map_err(unavailable)?;
     let Some(rayon_core) = package(&metadata, "rayon-core") else {
         return Err(RayonHooks::NoRayon);
     };
@@ -213,6 +209,40 @@ pub fn prepare(manifest_path: &Path, build_dir: &Path) -> Result<HookedBuild, Ra
             .join("Cargo.lock")
             .into_std_path_buf(),
     })
+}
+
+/// The packages of the program that are built on this machine. Unfiltered, `cargo metadata`
+/// needs every package of the lock file, those of other platforms too (`windows-sys`, a crate
+/// used only on `spirv`), and fails offline when cargo never had to download them.
+fn host_metadata(manifest_path: &Path) -> Result<Metadata> {
+    let host = host_triple(manifest_path)?;
+    cargo_metadata::MetadataCommand::new()
+        .manifest_path(manifest_path)
+        .other_options(vec!["--filter-platform".to_owned(), host])
+        .exec()
+        .context("`cargo metadata` failed")
+}
+
+/// The host triple of the compiler cargo uses for the program (its toolchain file honoured).
+fn host_triple(manifest_path: &Path) -> Result<String> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let mut command = std::process::Command::new(rustc);
+    command.arg("-vV");
+    if let Some(dir) = manifest_path.parent().filter(|d| d.is_dir()) {
+        command.current_dir(dir);
+    }
+    let output = command.output().context("could not run `rustc -vV`")?;
+    if !output.status.success() {
+        bail!(
+            "`rustc -vV` failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .map(|host| host.trim().to_owned())
+        .context("`rustc -vV` did not say its host")
 }
 
 fn package<'a>(metadata: &'a Metadata, name: &str) -> Option<&'a Package> {
@@ -397,14 +427,29 @@ mod tests {
         assert!(hooked.config[0].starts_with("patch.crates-io.rayon-core.path="));
     }
 
+    /// The lock file of this workspace holds Windows-only packages (through `clap` and
+    /// others): they are not listed, so `cargo metadata` needs no download for them.
+    #[test]
+    fn the_metadata_lists_only_packages_of_this_machine() {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+        let lock = std::fs::read_to_string(manifest.with_file_name("Cargo.lock")).unwrap();
+        assert!(lock.contains("name = \"windows-sys\""), "the premise");
+        let metadata = host_metadata(&manifest).unwrap();
+        assert!(package(&metadata, "rayon-core").is_some());
+        let windows: Vec<&str> = metadata
+            .packages
+            .iter()
+            .map(|p| p.name.as_str())
+            .filter(|name| name.starts_with("windows"))
+            .collect();
+        assert!(windows.is_empty(), "{windows:?}");
+    }
+
     #[test]
     fn an_anchor_that_is_missing_makes_the_version_unsupported() {
         let dir = tempfile::tempdir().unwrap();
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-        let metadata = cargo_metadata::MetadataCommand::new()
-            .manifest_path(&manifest)
-            .exec()
-            .unwrap();
+        let metadata = host_metadata(&manifest).unwrap();
         let mut rayon_core = package(&metadata, "rayon-core").unwrap().clone();
         rayon_core.version = "1.5.0".parse().unwrap();
         let err = hooked_copy(&rayon_core, "path = \"x\"", dir.path()).unwrap_err();
