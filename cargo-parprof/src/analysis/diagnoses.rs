@@ -339,16 +339,19 @@ fn slack(
 ) -> Diagnosis {
     let inactive_ns = r.inactive_overhead_ns as f64;
     let workers = r.workers;
+    // A mean: its tenths matter next to a handful of workers, not past a hundred tasks.
+    let tasks = if f.tasks_per_run < 100.0 {
+        format!("{:.1}", f.tasks_per_run)
+    } else {
+        human_count(f.tasks_per_run)
+    };
     let per_run = if f.runs > 1.0 {
         format!(
-            "each of its {:.0} runs creates {:.1} tasks for {workers} workers",
-            f.runs, f.tasks_per_run
+            "each of its {:.0} runs creates {tasks} tasks for {workers} workers",
+            f.runs
         )
     } else {
-        format!(
-            "it creates {:.1} tasks for {workers} workers",
-            f.tasks_per_run
-        )
+        format!("it creates {tasks} tasks for {workers} workers")
     };
     let few_tasks = f.tasks_per_run < workers as f64;
     let why = if few_tasks {
@@ -684,6 +687,30 @@ mod tests {
             d.evidence.summary
         );
         assert!(d.advice.contains("num_threads(2)"), "{}", d.advice);
+    }
+
+    #[test]
+    fn a_large_count_of_tasks_per_run_reads_as_a_count() {
+        let tasks = TaskCounts {
+            local: 1_999_990,
+            stolen: 10,
+            injected: 0,
+            inline: 0,
+        };
+        let r = region(tasks, 0, 1_000_000_000, BUSY);
+        let d = diagnose(&r, &Thresholds::default(), Some(4.0));
+        let slack = d
+            .iter()
+            .find(|d| d.code == Code::InsufficientParallelSlack)
+            .expect("slack");
+        assert!(
+            slack
+                .evidence
+                .summary
+                .contains("each of its 10 runs creates 200k tasks for 4 workers"),
+            "{}",
+            slack.evidence.summary
+        );
     }
 
     #[test]
