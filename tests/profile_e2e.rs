@@ -169,11 +169,15 @@ fn nested_probes_are_within_10_percent_or_said_uncertain_in_9_runs_of_10() {
         "{right} of {RUNS} runs within 10 % or said uncertain: {}",
         errors.join(", ")
     );
+    // The premise: the child probes distort the parent much. Their cost in place varies from
+    // run to run (+27 … +65 % over the reference seen in one series): the series' median.
+    let mut uncorrected: Vec<f64> = runs.iter().map(|r| r.uncorrected_error).collect();
+    uncorrected.sort_by(f64::total_cmp);
+    assert!(
+        uncorrected[RUNS / 2] > 0.3,
+        "the child probes should cost much: {uncorrected:?}"
+    );
     for r in &runs {
-        assert!(
-            r.uncorrected_error > 0.3,
-            "the child probes should cost much"
-        );
         // Three back to back when the child becomes hot, then one a millisecond in a run
         // of about 30 ms.
         assert!(
