@@ -689,27 +689,28 @@ mod tests {
         assert!(d.advice.contains("num_threads(2)"), "{}", d.advice);
     }
 
-    #[test]
-    fn a_large_count_of_tasks_per_run_reads_as_a_count() {
+    /// The slack diagnosis of a busy region of 10 runs on 4 workers, its tasks run locally
+    /// or stolen.
+    fn busy_slack(local: u64, stolen: u64) -> Diagnosis {
         let tasks = TaskCounts {
-            local: 1_999_990,
-            stolen: 10,
+            local,
+            stolen,
             injected: 0,
             inline: 0,
         };
         let r = region(tasks, 0, 1_000_000_000, BUSY);
-        let d = diagnose(&r, &Thresholds::default(), Some(4.0));
-        let slack = d
-            .iter()
+        diagnose(&r, &Thresholds::default(), Some(4.0))
+            .into_iter()
             .find(|d| d.code == Code::InsufficientParallelSlack)
-            .expect("slack");
+            .expect("insufficient_parallel_slack")
+    }
+
+    #[test]
+    fn a_large_count_of_tasks_per_run_reads_as_a_count() {
+        let summary = busy_slack(1_999_990, 10).evidence.summary;
         assert!(
-            slack
-                .evidence
-                .summary
-                .contains("each of its 10 runs creates 200k tasks for 4 workers"),
-            "{}",
-            slack.evidence.summary
+            summary.contains("each of its 10 runs creates 200k tasks for 4 workers"),
+            "{summary}"
         );
     }
 
@@ -717,15 +718,7 @@ mod tests {
     fn slack_advice_fits_a_region_run_many_times_with_enough_tasks() {
         // 10 runs of 27.1 tasks each for 4 workers: enough tasks per run, so the advice is
         // about each run and never says there are fewer tasks than workers.
-        let tasks = TaskCounts {
-            local: 200,
-            stolen: 71,
-            injected: 0,
-            inline: 0,
-        };
-        let r = region(tasks, 0, 1_000_000_000, BUSY);
-        let d = diagnose(&r, &Thresholds::default(), Some(4.0)).remove(0);
-        assert_eq!(d.code, Code::InsufficientParallelSlack);
+        let d = busy_slack(200, 71);
         assert!(
             d.evidence
                 .summary
