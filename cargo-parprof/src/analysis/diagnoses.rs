@@ -689,9 +689,9 @@ mod tests {
         assert!(d.advice.contains("num_threads(2)"), "{}", d.advice);
     }
 
-    /// The slack diagnosis of a busy region of 10 runs on 4 workers, its tasks run locally
-    /// or stolen.
-    fn busy_slack(local: u64, stolen: u64) -> Diagnosis {
+    /// The diagnoses of a busy region of 10 runs on 4 workers, its tasks run locally or
+    /// stolen.
+    fn busy_region_diagnoses(local: u64, stolen: u64) -> Vec<Diagnosis> {
         let tasks = TaskCounts {
             local,
             stolen,
@@ -700,14 +700,16 @@ mod tests {
         };
         let r = region(tasks, 0, 1_000_000_000, BUSY);
         diagnose(&r, &Thresholds::default(), Some(4.0))
-            .into_iter()
-            .find(|d| d.code == Code::InsufficientParallelSlack)
-            .expect("insufficient_parallel_slack")
     }
 
     #[test]
     fn a_large_count_of_tasks_per_run_reads_as_a_count() {
-        let summary = busy_slack(1_999_990, 10).evidence.summary;
+        let summary = busy_region_diagnoses(1_999_990, 10)
+            .into_iter()
+            .find(|d| d.code == Code::InsufficientParallelSlack)
+            .expect("insufficient_parallel_slack")
+            .evidence
+            .summary;
         assert!(
             summary.contains("each of its 10 runs creates 200k tasks for 4 workers"),
             "{summary}"
@@ -718,7 +720,8 @@ mod tests {
     fn slack_advice_fits_a_region_run_many_times_with_enough_tasks() {
         // 10 runs of 27.1 tasks each for 4 workers: enough tasks per run, so the advice is
         // about each run and never says there are fewer tasks than workers.
-        let d = busy_slack(200, 71);
+        let d = busy_region_diagnoses(200, 71).remove(0);
+        assert_eq!(d.code, Code::InsufficientParallelSlack);
         assert!(
             d.evidence
                 .summary
