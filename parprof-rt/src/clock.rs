@@ -90,15 +90,36 @@ pub fn sync_point() -> ClockSync {
     best
 }
 
-/// Ticks per nanosecond over a short busy interval.
-pub fn measure_ticks_per_ns(interval_ns: u64) -> f64 {
+/// Ticks per nanosecond from the sync point `since` to now, at least `min_interval_ns` apart:
+/// the time since `since` counts towards the interval, so whatever ran in between (at start-up,
+/// calibration's few milliseconds) spares the busy wait.
+pub fn ticks_per_ns_since(since: ClockSync, min_interval_ns: u64) -> f64 {
     if kind() == ClockKind::Monotonic {
         return 1.0;
     }
-    let a = sync_point();
-    while monotonic_ns() < a.monotonic_ns + interval_ns {
+    while monotonic_ns() < since.monotonic_ns + min_interval_ns {
         std::hint::spin_loop();
     }
-    let b = sync_point();
-    (b.ticks - a.ticks) as f64 / (b.monotonic_ns - a.monotonic_ns).max(1) as f64
+    let now = sync_point();
+    now.ticks.saturating_sub(since.ticks) as f64
+        / now.monotonic_ns.saturating_sub(since.monotonic_ns).max(1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_since_the_sync_point_counts_towards_the_rates_interval() {
+        select();
+        let since = sync_point();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let before = monotonic_ns();
+        let rate = ticks_per_ns_since(since, 20_000_000);
+        // 30 ms have passed already: no waiting for 20 more.
+        assert!(monotonic_ns() - before < 20_000_000);
+        // The same as a rate measured over longer.
+        let longer = ticks_per_ns_since(since, 60_000_000);
+        assert!((rate / longer - 1.0).abs() < 1e-3, "{rate} vs {longer}");
+    }
 }

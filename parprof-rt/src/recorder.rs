@@ -422,8 +422,6 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     })?;
     let clock = clock::select();
     let start = clock::sync_point();
-    // Only a cut trace (no end sync point) relies on this rate: 1 ms pins it to ~2e-5.
-    let ticks_per_ns = clock::measure_ticks_per_ns(1_000_000);
 
     let rt = RUNTIME.get_or_init(|| Runtime {
         rings: Mutex::new(Vec::new()),
@@ -444,6 +442,10 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     sampling::set_every_call(every_call);
     let table = calibrate::measure();
     MODE.store(UNINIT, Ordering::Release);
+    // Measured across calibration, which lasts longer than the 1 ms that pins the rate to
+    // ~2e-5: it spares a millisecond of busy waiting at every start. Only a cut trace (no end
+    // sync point) and the hot-site and reference intervals below rely on it.
+    let ticks_per_ns = clock::ticks_per_ns_since(start, 1_000_000);
     // After calibration, which must record every call of its pseudo-site.
     sampling::configure(ticks_per_ns, every_call);
     speed_reference::configure(ticks_per_ns, every_call);
