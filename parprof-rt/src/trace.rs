@@ -693,7 +693,6 @@ impl<R: Read> Iterator for TraceReader<R> {
     }
 }
 
-/// Reads as many bytes as are available up to `buf.len()`; returns how many.
 /// A bounds-checked cursor over a chunk payload.
 struct Cursor<'a> {
     b: &'a [u8],
@@ -728,7 +727,7 @@ impl<'a> Cursor<'a> {
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
-    #[inline]
+    #[inline(always)]
     fn varint(&mut self) -> Result<u64, &'static str> {
         let (value, len) = read_varint(self.b)?;
         self.b = &self.b[len..];
@@ -736,7 +735,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// One packed event after `previous` (see the module's format).
-    #[inline]
+    #[inline(always)]
     fn packed_event(&mut self, previous: &Event) -> Result<Event, &'static str> {
         let head = self.u8()?;
         if head & !(HEAD_KIND | HEAD_ID | HEAD_AUX | HEAD_FLAGS) != 0 {
