@@ -159,16 +159,7 @@ pub fn run_and_collect(
         ignore_sigint: sigint.was_ignored,
     };
 
-    let mut cmd = Command::new(exe);
-    cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
-    if let Some(dir) = working_dir {
-        cmd.current_dir(dir);
-    }
-    // SAFETY: the hook only makes async-signal-safe calls (close, signal, getpid, read,
-    // write) and does not allocate.
-    unsafe {
-        cmd.pre_exec(move || hold.wait_in_child());
-    }
+    let mut cmd = held_command(exe, args, env, working_dir, hold);
     std::thread::scope(|scope| {
         // `cmd` (and with it the parent's copies of the child's pipe ends) is dropped when
         // `spawn` returns, so a failed spawn shows up as end-of-file on `ready_r`.
@@ -188,16 +179,7 @@ pub fn run_and_collect(
             return Err(err.context(format!("cannot start {}", exe.display())));
         };
 
-        let collector = Collector::attach(pid, opts);
-        let counters = opts.counters.as_ref().map(|c| {
-            CounterCollector::attach(
-                pid,
-                &CounterOptions {
-                    simulate_refused: opts.simulate_perf_refused,
-                    ..c.clone()
-                },
-            )
-        });
+        let (collector, counters) = attach_collectors(pid, opts);
         let mut go_w = go_w;
         // If this fails the child sees end-of-file and gives up, so spawn reports it below.
         let _ = go_w.write_all(b"g");
@@ -241,6 +223,43 @@ pub fn run_and_collect(
             interrupted,
         })
     })
+}
+
+/// The program's command, which holds the child between fork and exec until the collectors
+/// are attached (see [`ChildHold`]).
+fn held_command(
+    exe: &Path,
+    args: &[OsString],
+    env: &[(OsString, OsString)],
+    working_dir: Option<&Path>,
+    hold: ChildHold,
+) -> Command {
+    let mut cmd = Command::new(exe);
+    cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+    if let Some(dir) = working_dir {
+        cmd.current_dir(dir);
+    }
+    // SAFETY: the hook only makes async-signal-safe calls (close, signal, getpid, read,
+    // write) and does not allocate.
+    unsafe {
+        cmd.pre_exec(move || hold.wait_in_child());
+    }
+    cmd
+}
+
+/// The kernel-record collector, and the counters' when asked for, attached to `pid`.
+fn attach_collectors(pid: u32, opts: &CollectOptions) -> (Collector, Option<CounterCollector>) {
+    let collector = Collector::attach(pid, opts);
+    let counters = opts.counters.as_ref().map(|c| {
+        CounterCollector::attach(
+            pid,
+            &CounterOptions {
+                simulate_refused: opts.simulate_perf_refused,
+                ..c.clone()
+            },
+        )
+    });
+    (collector, counters)
 }
 
 /// A clear error before anything starts: a missing file or working directory.

@@ -554,7 +554,13 @@ impl Totals<'_> {
             }
         }
 
-        let cost = match kind {
+        let cost = self.overhead_of(thread, event, kind);
+        thread.overhead_until = thread.overhead_until.max(ts.saturating_add(cost));
+    }
+
+    /// The ticks of overhead that `event` starts on its thread's time line.
+    fn overhead_of(&mut self, thread: &mut ThreadState<'_>, event: &Event, kind: EventKind) -> u64 {
+        match kind {
             // The runtime waited `id` ticks for room in its buffer: removed like overhead.
             EventKind::BufferStall => {
                 self.buffer_stalls.count += 1;
@@ -575,8 +581,7 @@ impl Totals<'_> {
                     0
                 }
             },
-        };
-        thread.overhead_until = thread.overhead_until.max(ts.saturating_add(cost));
+        }
     }
 
     /// `count` calls of `site` ran unrecorded (sampling) inside the innermost open call: counted,
