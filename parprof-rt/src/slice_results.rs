@@ -314,25 +314,7 @@ pub fn read(r: impl Read) -> Result<SliceResults, SliceResultsError> {
     let config = line
         .strip_prefix("config ")
         .ok_or_else(|| "expected `config`".to_owned())
-        .and_then(|rest| {
-            let f = fields(
-                rest,
-                &[
-                    "load_threshold",
-                    "slice_threshold",
-                    "length_ns",
-                    "period_ns",
-                    "usable_cpus",
-                ],
-            )?;
-            Ok(SliceConfig {
-                load_threshold: number(f[0], "load_threshold")?,
-                slice_threshold: number(f[1], "slice_threshold")?,
-                length_ns: number(f[2], "length_ns")?,
-                period_ns: number(f[3], "period_ns")?,
-                usable_cpus: number(f[4], "usable_cpus")?,
-            })
-        })
+        .and_then(parse_config)
         .map_err(|e| lines.error(e))?;
 
     let mut counters = Vec::new();
@@ -354,30 +336,7 @@ pub fn read(r: impl Read) -> Result<SliceResults, SliceResultsError> {
                     reason: reason.into(),
                 });
             }
-            "checkpoints" => {
-                let parse = || -> Result<Checkpoints, String> {
-                    let f = fields(
-                        rest,
-                        &[
-                            "armed",
-                            "forked",
-                            "skipped_load",
-                            "skipped_slices",
-                            "fork_failed",
-                            "cost_ns",
-                        ],
-                    )?;
-                    Ok(Checkpoints {
-                        armed: number(f[0], "armed")?,
-                        forked: number(f[1], "forked")?,
-                        skipped_load: number(f[2], "skipped_load")?,
-                        skipped_slices: number(f[3], "skipped_slices")?,
-                        fork_failed: number(f[4], "fork_failed")?,
-                        cost_ns: number(f[5], "cost_ns")?,
-                    })
-                };
-                break parse().map_err(|e| lines.error(e))?;
-            }
+            "checkpoints" => break parse_checkpoints(rest).map_err(|e| lines.error(e))?,
             _ => return Err(lines.error("expected `counter`, `unavailable` or `checkpoints`")),
         }
     };
@@ -391,30 +350,7 @@ pub fn read(r: impl Read) -> Result<SliceResults, SliceResultsError> {
         let Some(rest) = line.strip_prefix("slice ") else {
             return Err(lines.error("expected `slice` or `end`"));
         };
-        let parse = || -> Result<(Slice, usize), String> {
-            let f = fields(
-                rest,
-                &[
-                    "tid", "pid", "cpu", "start_ts", "cpu_ns", "wall_ns", "end", "sites",
-                ],
-            )?;
-            let optional = |text: &str, what: &str| match text {
-                "-" => Ok(None),
-                text => number(text, what).map(Some),
-            };
-            let slice = Slice {
-                tid: number(f[0], "tid")?,
-                pid: optional(f[1], "pid")?,
-                cpu: optional(f[2], "cpu")?,
-                start_ts: number(f[3], "start_ts")?,
-                cpu_ns: number(f[4], "cpu_ns")?,
-                wall_ns: number(f[5], "wall_ns")?,
-                end: parse_end(f[6]).ok_or_else(|| format!("unknown end `{}`", f[6]))?,
-                sites: Vec::new(),
-            };
-            Ok((slice, number(f[7], "sites")?))
-        };
-        let (mut slice, n_sites) = parse().map_err(|e| lines.error(e))?;
+        let (mut slice, n_sites) = parse_slice(rest).map_err(|e| lines.error(e))?;
         for _ in 0..n_sites {
             let line = lines.next()?;
             let site = parse_site(&line, counters.len()).map_err(|e| lines.error(e))?;
@@ -435,6 +371,73 @@ pub fn read(r: impl Read) -> Result<SliceResults, SliceResultsError> {
         checkpoints,
         slices,
     })
+}
+
+fn parse_config(rest: &str) -> Result<SliceConfig, String> {
+    let f = fields(
+        rest,
+        &[
+            "load_threshold",
+            "slice_threshold",
+            "length_ns",
+            "period_ns",
+            "usable_cpus",
+        ],
+    )?;
+    Ok(SliceConfig {
+        load_threshold: number(f[0], "load_threshold")?,
+        slice_threshold: number(f[1], "slice_threshold")?,
+        length_ns: number(f[2], "length_ns")?,
+        period_ns: number(f[3], "period_ns")?,
+        usable_cpus: number(f[4], "usable_cpus")?,
+    })
+}
+
+fn parse_checkpoints(rest: &str) -> Result<Checkpoints, String> {
+    let f = fields(
+        rest,
+        &[
+            "armed",
+            "forked",
+            "skipped_load",
+            "skipped_slices",
+            "fork_failed",
+            "cost_ns",
+        ],
+    )?;
+    Ok(Checkpoints {
+        armed: number(f[0], "armed")?,
+        forked: number(f[1], "forked")?,
+        skipped_load: number(f[2], "skipped_load")?,
+        skipped_slices: number(f[3], "skipped_slices")?,
+        fork_failed: number(f[4], "fork_failed")?,
+        cost_ns: number(f[5], "cost_ns")?,
+    })
+}
+
+/// A `slice` line's fields, and how many `site` lines follow it.
+fn parse_slice(rest: &str) -> Result<(Slice, usize), String> {
+    let f = fields(
+        rest,
+        &[
+            "tid", "pid", "cpu", "start_ts", "cpu_ns", "wall_ns", "end", "sites",
+        ],
+    )?;
+    let optional = |text: &str, what: &str| match text {
+        "-" => Ok(None),
+        text => number(text, what).map(Some),
+    };
+    let slice = Slice {
+        tid: number(f[0], "tid")?,
+        pid: optional(f[1], "pid")?,
+        cpu: optional(f[2], "cpu")?,
+        start_ts: number(f[3], "start_ts")?,
+        cpu_ns: number(f[4], "cpu_ns")?,
+        wall_ns: number(f[5], "wall_ns")?,
+        end: parse_end(f[6]).ok_or_else(|| format!("unknown end `{}`", f[6]))?,
+        sites: Vec::new(),
+    };
+    Ok((slice, number(f[7], "sites")?))
 }
 
 fn parse_site(line: &str, columns: usize) -> Result<SiteStats, String> {
