@@ -82,9 +82,10 @@ impl ElfUnwindInfo {
     fn read(path: &Path) -> Option<ElfUnwindInfo> {
         let file = std::fs::File::open(path).ok()?;
         // SAFETY: the files mapped are the program's executable and shared libraries, which
-        // are not written while a process runs them (the kernel refuses to open a running
-        // executable for writing; an update replaces a library with a new file). A file
-        // changed all the same would unwind wrongly: the map is only ever read.
+        // are not rewritten in place while a process runs them (builds and package updates
+        // write a new file and rename it over the old one, which stays mapped as it was). A
+        // file truncated all the same would fault the collector on a read of a lost page:
+        // the risk every profiler that maps binaries takes (samply and perf alike).
         let file = Arc::new(unsafe { Mmap::map(&file) }.ok()?);
         let elf = object::File::parse(&**file).ok()?;
         let section = |name: &str| {
@@ -92,6 +93,8 @@ impl ElfUnwindInfo {
             let (offset, size) = s.file_range()?;
             let start = usize::try_from(offset).ok()?;
             let range = start..start.checked_add(usize::try_from(size).ok()?)?;
+            // A section beyond the end of the file (a damaged file) is left out, so that a
+            // view never indexes past the map.
             file.get(range.clone())?;
             let data = SectionBytes {
                 file: Arc::clone(&file),

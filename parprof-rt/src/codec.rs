@@ -17,7 +17,8 @@ pub fn put_varint(out: &mut Vec<u8>, mut value: u64) {
 #[inline(always)]
 pub fn read_varint(bytes: &[u8]) -> Result<(u64, usize), &'static str> {
     // Most of a trace's varints (time deltas, site ids) are one byte: decoded in place, without
-    // a call or a loop (a call per field was a third of the decoding).
+    // a call or a loop; the rare longer ones out of line, so that this stays small enough to
+    // inline into every field's read.
     if let Some(&byte) = bytes.first()
         && byte & 0x80 == 0
     {
