@@ -24,19 +24,40 @@ use std::hint::black_box;
 /// Operations in a batch of back-to-back events.
 const BATCH: u64 = 256;
 
-/// Fewest rounds of an in-place measurement: enough for a median and a spread to mean
-/// something.
-const MIN_ROUNDS: usize = 21;
-/// Most rounds: what an unsteady machine takes (its spreads of tens of percent need about a
-/// hundred rounds for a median known within a percent or two).
-const MAX_ROUNDS: usize = 101;
-/// Rounds between two checks of whether the figures are known well enough, after the first
-/// [`MIN_ROUNDS`].
+/// When an in-place measurement stops: after at least `min` rounds, at the first check (every
+/// [`CHECK_EVERY`] rounds) where every figure's median is known within `precision` (its
+/// standard error over the median), at the latest after `max` rounds.
+#[derive(Clone, Copy, Debug)]
+struct Rounds {
+    min: usize,
+    max: usize,
+    precision: f64,
+}
+
+/// The figures a correction rests on: the untimed call's cost and its ratio to the in-run
+/// reference (sampling, the default), or the timed pair (every call timed). The nested
+/// correction's goal is 10 %, and the overhead removed from a parent with a small probed child
+/// is about as large as its own work: a percent. An unsteady machine's spreads of tens of
+/// percent take about a hundred rounds for a median known within two or three.
+const DECISIVE: Rounds = Rounds {
+    min: 21,
+    max: 101,
+    precision: 0.01,
+};
+/// Figures that weigh little in what is removed, so that start-up stays short on an unsteady
+/// machine (there every round is about twice as long, and a hundred of them took 12 of the
+/// 25 ms of a profiled program's start-up): each kind's back-to-back cost (only their
+/// proportions are used, scaled to the pair measured in place), and the timed pair under
+/// sampling, where a hot site times one call in [`sampling::HOT_PERIOD`] and a site that is
+/// not hot is called at most once per [`sampling::HOT_SPACING_NS`], so that its pairs are
+/// at most about a percent of its callers' time.
+const SECONDARY: Rounds = Rounds {
+    min: 11,
+    max: 41,
+    precision: 0.02,
+};
+/// Rounds between two checks of whether the figures are known well enough.
 const CHECK_EVERY: usize = 10;
-/// A figure is known well enough when its median's standard error is at most this share of
-/// it: the nested correction's goal is 10 %, and the overhead removed from a parent with a
-/// small probed child is about as large as its own work.
-const PRECISION: f64 = 0.01;
 
 pub struct Table {
     pub rows: Vec<Calibration>,
@@ -54,33 +75,34 @@ struct Measured {
     rounds: u16,
 }
 
-/// Rounds of an in-place measurement of `N` figures, the recorded events discarded after each
-/// round so that calibration leaves nothing in the trace: at least [`MIN_ROUNDS`], then until
-/// every figure is known within [`PRECISION`], at most [`MAX_ROUNDS`]. A steady machine is done
-/// after the first check, so every profiled program starts sooner; an unsteady one takes every
-/// round. A round may give no reading of a figure (noise that made it meaningless).
+/// Rounds of an in-place measurement of `N` figures, as `rounds` says, the recorded events
+/// discarded after each round so that calibration leaves nothing in the trace. A steady
+/// machine is done after the first check, so every profiled program starts sooner; an
+/// unsteady one takes every round. A round may give no reading of a figure (noise that made it
+/// meaningless).
 fn measure_until_known<const N: usize>(
+    rounds: Rounds,
     mut one_round: impl FnMut() -> [Option<f64>; N],
 ) -> [Measured; N] {
-    let mut readings: [Vec<f64>; N] = std::array::from_fn(|_| Vec::with_capacity(MAX_ROUNDS));
-    for round in 1..=MAX_ROUNDS {
+    let mut readings: [Vec<f64>; N] = std::array::from_fn(|_| Vec::with_capacity(rounds.max));
+    for round in 1..=rounds.max {
         for (kept, reading) in readings.iter_mut().zip(one_round()) {
             kept.extend(reading);
         }
         with_current_ring(|r| r.discard());
-        let check = round >= MIN_ROUNDS && (round - MIN_ROUNDS).is_multiple_of(CHECK_EVERY);
-        if check && readings.iter().all(|r| known_well_enough(r)) {
+        let check = round >= rounds.min && (round - rounds.min).is_multiple_of(CHECK_EVERY);
+        if check && readings.iter().all(|r| known_within(r, rounds.precision)) {
             break;
         }
     }
     readings.map(median_and_spread)
 }
 
-/// Whether the median of `readings` is known within [`PRECISION`].
-fn known_well_enough(readings: &[f64]) -> bool {
+/// Whether the median of `readings` is known within `precision`.
+fn known_within(readings: &[f64], precision: f64) -> bool {
     let figure = median_and_spread(readings.to_vec());
     figure.rounds > 0
-        && trace::median_standard_error(figure.spread, usize::from(figure.rounds)) <= PRECISION
+        && trace::median_standard_error(figure.spread, usize::from(figure.rounds)) <= precision
 }
 
 /// The median and spread of figures measured in rounds.
@@ -109,7 +131,7 @@ fn median_and_spread(mut figures: Vec<f64>) -> Measured {
 
 /// Ticks per operation of `one_batch`, which performs `BATCH` operations.
 fn median_batch(mut one_batch: impl FnMut()) -> f64 {
-    let [ticks] = measure_until_known(|| {
+    let [ticks] = measure_until_known(SECONDARY, || {
         let t0 = clock::now();
         one_batch();
         [Some(clock::now().saturating_sub(t0) as f64 / BATCH as f64)]
@@ -124,8 +146,8 @@ const ROUND_CALLS: u64 = 2048;
 
 /// What a probe pair adds around `small_body`: probed and plain batches alternate, so that both
 /// see the same machine state, and the median of their differences is taken.
-fn marginal_pair_cost(calls: u64) -> Measured {
-    let [cost] = measure_until_known(|| [Some(marginal_pair_round(calls))]);
+fn marginal_pair_cost(calls: u64, rounds: Rounds) -> Measured {
+    let [cost] = measure_until_known(rounds, || [Some(marginal_pair_round(calls))]);
     cost
 }
 
@@ -177,10 +199,10 @@ fn count_writes_measured() -> u64 {
 /// Each round measures the three figures one after the other, and the reference is kept as
 /// its ratio to the cost within a round: medians taken apart can come from different phases
 /// where the machine's speed flips between two (seen: 9.8 against 4.7 ns).
-fn untimed_call_cost(timed_pair: f64) -> (Measured, Measured) {
+fn untimed_call_cost(timed_pair: f64, rounds: Rounds) -> (Measured, Measured) {
     let every_call = sampling::set_every_call(false);
     let period = f64::from(sampling::HOT_PERIOD);
-    let [untimed, ratio] = measure_until_known(|| {
+    let [untimed, ratio] = measure_until_known(rounds, || {
         sampling::calibrate_recording(u32::MAX);
         let floor = marginal_pair_round(512);
         sampling::calibrate_recording(sampling::HOT_PERIOD);
@@ -208,7 +230,9 @@ fn untimed_call_cost(timed_pair: f64) -> (Measured, Measured) {
     (untimed, reference)
 }
 
-pub fn measure() -> Table {
+/// The calibration table; `every_call`: the program records every call of its probes (no
+/// sampling), so that the timed pair is the figure its correction rests on.
+pub fn measure(every_call: bool) -> Table {
     // Warm the path and the ring's cache lines first.
     for _ in 0..4 {
         median_batch(|| {
@@ -263,11 +287,17 @@ pub fn measure() -> Table {
             .map_or(0.0, |(_, c)| *c)
     };
     let back_to_back_pair = cost_of(EventKind::Enter) + cost_of(EventKind::Exit);
-    let marginal_pair = marginal_pair_cost(ROUND_CALLS);
+    // Each mode spends its rounds on the figure it rests on.
+    let (timed_rounds, untimed_rounds) = if every_call {
+        (DECISIVE, SECONDARY)
+    } else {
+        (SECONDARY, DECISIVE)
+    };
+    let marginal_pair = marginal_pair_cost(ROUND_CALLS, timed_rounds);
     // Guard against a noisy measurement: the two lie within a factor of two of each other on
     // every machine seen so far.
     let scale = (marginal_pair.median / back_to_back_pair).clamp(0.5, 2.0);
-    let (untimed, reference) = untimed_call_cost(back_to_back_pair * scale);
+    let (untimed, reference) = untimed_call_cost(back_to_back_pair * scale, untimed_rounds);
     let rows = back_to_back
         .iter()
         .map(|&(kind, cost)| {
@@ -299,7 +329,7 @@ mod tests {
     /// the figure and how many rounds ran.
     fn measure_one(reading: impl Fn(usize) -> Option<f64>) -> (Measured, usize) {
         let mut ran = 0;
-        let [figure] = measure_until_known(|| {
+        let [figure] = measure_until_known(DECISIVE, || {
             ran += 1;
             [reading(ran)]
         });
@@ -310,8 +340,8 @@ mod tests {
     fn a_steady_figure_stops_at_the_first_check() {
         // Readings within ±0.5 %: standard error far below 1 %.
         let (figure, ran) = measure_one(|i| Some(100.0 + (i % 3) as f64 * 0.5));
-        assert_eq!(ran, MIN_ROUNDS);
-        assert_eq!(figure.rounds, MIN_ROUNDS as u16);
+        assert_eq!(ran, DECISIVE.min);
+        assert_eq!(figure.rounds, DECISIVE.min as u16);
         assert_eq!(figure.median, 100.5);
     }
 
@@ -327,24 +357,43 @@ mod tests {
         assert!((figure.spread - 1.0 / 11.0).abs() < 1e-12, "{figure:?}");
         // Twice as unsteady: the last round, whatever is known by then.
         let (_, ran) = measure_one(|i| Some(if i % 2 == 0 { 100.0 } else { 120.0 }));
-        assert_eq!(ran, MAX_ROUNDS);
+        assert_eq!(ran, DECISIVE.max);
+    }
+
+    #[test]
+    fn a_secondary_figure_settles_for_less_and_stops_sooner() {
+        // The 110/100 figure above within 2 %: (0.926 × 0.0909 ÷ 0.02)² ≈ 17.7 rounds; checks
+        // at 11, 21, …, so 21 run.
+        let mut ran = 0;
+        let [figure] = measure_until_known(SECONDARY, || {
+            ran += 1;
+            [Some(if ran % 2 == 0 { 100.0 } else { 110.0 })]
+        });
+        assert_eq!((ran, figure.rounds), (21, 21));
+        // Twice as unsteady: stopped at its own last round, far sooner than a decisive one.
+        let mut ran = 0;
+        measure_until_known(SECONDARY, || {
+            ran += 1;
+            [Some(if ran % 2 == 0 { 100.0 } else { 120.0 })]
+        });
+        assert_eq!(ran, SECONDARY.max);
     }
 
     #[test]
     fn a_figure_never_read_runs_every_round_and_says_it_measured_nothing() {
         let (figure, ran) = measure_one(|_| None);
-        assert_eq!(ran, MAX_ROUNDS);
+        assert_eq!(ran, DECISIVE.max);
         assert_eq!(figure.rounds, 0);
     }
 
     #[test]
     fn every_figure_must_be_known_before_stopping() {
         let mut ran = 0;
-        let [steady, unsteady] = measure_until_known(|| {
+        let [steady, unsteady] = measure_until_known(DECISIVE, || {
             ran += 1;
             [Some(5.0), Some(if ran % 2 == 0 { 100.0 } else { 150.0 })]
         });
-        assert_eq!(ran, MAX_ROUNDS);
+        assert_eq!(ran, DECISIVE.max);
         assert_eq!((steady.rounds, unsteady.rounds), (101, 101));
     }
 }

@@ -440,7 +440,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     attach_current_thread();
     let every_call = sampling::every_call_requested(full_detail);
     sampling::set_every_call(every_call);
-    let table = calibrate::measure();
+    let table = calibrate::measure(every_call);
     MODE.store(UNINIT, Ordering::Release);
     // Measured across calibration, which lasts longer than the 1 ms that pins the rate to
     // ~2e-5: it spares a millisecond of busy waiting at every start. Only a cut trace (no end
