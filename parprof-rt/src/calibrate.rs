@@ -34,23 +34,24 @@ struct Rounds {
     precision: f64,
 }
 
-/// The figures a correction rests on: the untimed call's cost and its ratio to the in-run
-/// reference (sampling, the default), or the timed pair (every call timed). The nested
-/// correction's goal is 10 %, and the overhead removed from a parent with a small probed child
-/// is about as large as its own work: a percent. An unsteady machine's spreads of tens of
-/// percent take about a hundred rounds for a median known within two or three.
+/// The figures a correction rests on: the timed pair, and under sampling (the default) the
+/// untimed call's cost and its ratio to the in-run reference. The nested correction's goal is
+/// 10 %, and the overhead removed from a parent with a small probed child is about as large as
+/// its own work: a percent. An unsteady machine's spreads of tens of percent take about a
+/// hundred rounds for a median known within two or three. The timed pair is an eighth of what a
+/// hot site removes (one call in 32, costing about four untimed ones), yet with it stopped at
+/// 11–41 rounds the nested-correction benchmark had 8, 9, 8 and 9 runs of 10 within 10 % in
+/// four series, against 10, 10, 10 and 9 before: not conclusive, and not worth the few
+/// milliseconds it saved on an unsteady machine only.
 const DECISIVE: Rounds = Rounds {
     min: 21,
     max: 101,
     precision: 0.01,
 };
-/// Figures that weigh little in what is removed, so that start-up stays short on an unsteady
-/// machine (there every round is about twice as long, and a hundred of them took 12 of the
-/// 25 ms of a profiled program's start-up): each kind's back-to-back cost (only their
-/// proportions are used, scaled to the pair measured in place), and the timed pair under
-/// sampling, where a hot site times one call in [`sampling::HOT_PERIOD`] and a site that is
-/// not hot is called at most once per [`sampling::HOT_SPACING_NS`], so that its pairs are
-/// at most about a percent of its callers' time.
+/// Figures whose precision does not reach what is removed, so that start-up stays short: each
+/// kind's back-to-back cost (only their proportions are used, scaled to the pair measured in
+/// place, which alone sets what a timed pair removes), and the untimed call when every call is
+/// timed (there are no untimed calls).
 const SECONDARY: Rounds = Rounds {
     min: 11,
     max: 41,
@@ -146,8 +147,8 @@ const ROUND_CALLS: u64 = 2048;
 
 /// What a probe pair adds around `small_body`: probed and plain batches alternate, so that both
 /// see the same machine state, and the median of their differences is taken.
-fn marginal_pair_cost(calls: u64, rounds: Rounds) -> Measured {
-    let [cost] = measure_until_known(rounds, || [Some(marginal_pair_round(calls))]);
+fn marginal_pair_cost(calls: u64) -> Measured {
+    let [cost] = measure_until_known(DECISIVE, || [Some(marginal_pair_round(calls))]);
     cost
 }
 
@@ -231,7 +232,7 @@ fn untimed_call_cost(timed_pair: f64, rounds: Rounds) -> (Measured, Measured) {
 }
 
 /// The calibration table; `every_call`: the program records every call of its probes (no
-/// sampling), so that the timed pair is the figure its correction rests on.
+/// sampling), and no untimed call needs the figure's precision.
 pub fn measure(every_call: bool) -> Table {
     // Warm the path and the ring's cache lines first.
     for _ in 0..4 {
@@ -287,16 +288,11 @@ pub fn measure(every_call: bool) -> Table {
             .map_or(0.0, |(_, c)| *c)
     };
     let back_to_back_pair = cost_of(EventKind::Enter) + cost_of(EventKind::Exit);
-    // Each mode spends its rounds on the figure it rests on.
-    let (timed_rounds, untimed_rounds) = if every_call {
-        (DECISIVE, SECONDARY)
-    } else {
-        (SECONDARY, DECISIVE)
-    };
-    let marginal_pair = marginal_pair_cost(ROUND_CALLS, timed_rounds);
+    let marginal_pair = marginal_pair_cost(ROUND_CALLS);
     // Guard against a noisy measurement: the two lie within a factor of two of each other on
     // every machine seen so far.
     let scale = (marginal_pair.median / back_to_back_pair).clamp(0.5, 2.0);
+    let untimed_rounds = if every_call { SECONDARY } else { DECISIVE };
     let (untimed, reference) = untimed_call_cost(back_to_back_pair * scale, untimed_rounds);
     let rows = back_to_back
         .iter()
