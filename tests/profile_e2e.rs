@@ -318,7 +318,7 @@ fn a_hot_recursive_probe_is_sampled_and_every_call_counted() {
     let calls = probe["calls"].as_u64().unwrap();
     assert_eq!(calls, run.printed("calls"), "{probe:#}");
     let untimed = probe["unrecorded_calls"].as_u64().unwrap();
-    // One call in 32 is timed once the site is hot, after its first 1024 calls.
+    // One call in 64 is timed once the site is hot, after its first 1024 calls.
     assert!(untimed * 10 > calls * 9, "{probe:#}");
     assert!(
         probe["active_ns"].as_u64() <= probe["elapsed_ns"].as_u64(),

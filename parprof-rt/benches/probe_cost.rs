@@ -2,7 +2,7 @@
 //!
 //! - ns per enabled probe pair on 1 and 2 threads, next to two bare clock reads (goal:
 //!   ≤ 1.3 × two bare reads + 2 ns): with the default sampling of hot sites (this loop is hot:
-//!   one call in 32 recorded) and with every call recorded (`PARPROF_SAMPLING=off`);
+//!   one call in 64 recorded) and with every call recorded (`PARPROF_SAMPLING=off`);
 //! - beside them, in the same process, a span of `tracy-client` and a scope of `puffin` around
 //!   the same function (goal: parprof's pair at most half of each);
 //! - ns per disabled probe pair (no `PARPROF_OUT`; goal ≤ 1 ns) over an unprobed call;

@@ -34,15 +34,15 @@ struct Rounds {
     precision: f64,
 }
 
-/// The figures a correction rests on: the timed pair, and under sampling (the default) the
-/// untimed call's cost and its ratio to the in-run reference. The nested correction's goal is
-/// 10 %, and the overhead removed from a parent with a small probed child is about as large as
-/// its own work: a percent. An unsteady machine's spreads of tens of percent take about a
-/// hundred rounds for a median known within two or three. The timed pair is an eighth of what a
-/// hot site removes (one call in 32, costing about four untimed ones), yet with it stopped at
-/// 11–41 rounds the nested-correction benchmark had 8, 9, 8 and 9 runs of 10 within 10 % in
-/// four series, against 10, 10, 10 and 9 before: not conclusive, and not worth the few
-/// milliseconds it saved on an unsteady machine only.
+/// The figures a correction rests on: the timed pair, and under sampling (the default) the untimed
+/// call's cost and its ratio to the in-run reference. The nested correction's goal is 10 %, and the
+/// overhead removed from a parent with a small probed child is about as large as its own work: a
+/// percent. An unsteady machine's spreads of tens of percent take about a hundred rounds for a
+/// median known within two or three. The timed pair is a small part of what a hot site removes (one
+/// call in [`sampling::HOT_PERIOD`], costing about four untimed ones), yet with it stopped at 11–41
+/// rounds the nested-correction benchmark had 8, 9, 8 and 9 runs of 10 within 10 % in four series,
+/// against 10, 10, 10 and 9 before: not conclusive, and not worth the few milliseconds it saved on
+/// an unsteady machine only.
 const DECISIVE: Rounds = Rounds {
     min: 21,
     max: 101,

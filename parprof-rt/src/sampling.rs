@@ -23,8 +23,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Calls closer together than this, on average, make a site hot.
 pub const HOT_SPACING_NS: u64 = 2_000;
-/// A hot site records one call in this many.
-pub const HOT_PERIOD: u32 = 32;
+/// A hot site records one call in this many. A recorded call costs several untimed ones (two
+/// events, each after the counts of the untimed calls before it): with one in 32, a probed
+/// 3 M-element quicksort ran 6–10 ms longer than with one in 64 (medians and minimums of 30
+/// alternating runs of about 260 ms), and the nested correction was no better (`cargo bench
+/// --bench nested_correction`, two series each).
+pub const HOT_PERIOD: u32 = 64;
 /// Calls of a site between two checks of its rate.
 const RATE_WINDOW: u32 = 1024;
 /// Site ids at or above this have no sampling state: every call is recorded.

@@ -224,7 +224,7 @@ pub struct ProbeSummary {
     pub line: u32,
     pub calls: u64,
     /// Of `calls`, those the runtime only counted: the site was hot on their thread (calls
-    /// less than 2 µs apart on average) and one call in 32 was recorded. The times below add
+    /// less than 2 µs apart on average) and one call in 64 was recorded. The times below add
     /// them as copies of the recorded ones; the per-call figures are of recorded calls.
     pub unrecorded_calls: u64,
     pub elapsed_ns: u64,
