@@ -20,18 +20,21 @@ use crate::sampling::{self, CALIBRATION_SITE};
 use crate::speed_reference::{self, probed_small_body, small_body};
 use crate::trace::{self, Calibration, EventKind};
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 /// Operations in a batch of back-to-back events.
 const BATCH: u64 = 256;
 
 /// When an in-place measurement stops: after at least `min` rounds, at the first check (every
 /// [`CHECK_EVERY`] rounds) where every figure's median is known within `precision` (its
-/// standard error over the median), at the latest after `max` rounds.
+/// standard error over the median), or where the rounds up to the next check would take the
+/// measurement past `budget`; at the latest after `max` rounds.
 #[derive(Clone, Copy, Debug)]
 struct Rounds {
     min: usize,
     max: usize,
     precision: f64,
+    budget: Duration,
 }
 
 /// The figures a correction rests on: the timed pair, and under sampling (the default) the untimed
@@ -43,10 +46,21 @@ struct Rounds {
 /// rounds the nested-correction benchmark had 8, 9, 8 and 9 runs of 10 within 10 % in four series,
 /// against 10, 10, 10 and 9 before: not conclusive, and not worth the few milliseconds it saved on
 /// an unsteady machine only.
+///
+/// The budget bounds start-up on an unsteady machine, where a precision of 1 % is out of reach
+/// anyway (a spread of 27 % needs about 600 rounds) and every round runs about twice as long: a
+/// hundred rounds of each figure took 20–25 of a profiled program's first milliseconds, 8 % of
+/// a 260 ms program; with it, start-up took at most 12 ms in 60 runs against 26 without. Stopped
+/// by the budget at 21–41 rounds, a figure's standard error is 4–5.5 % instead of 2.5 %; the
+/// report's uncertainty says so (nested-correction benchmark, sampled: 9 and 10 runs of 10
+/// within 10 %, the runs said uncertain among the furthest, against 10 and 10 without the
+/// budget), and the in-run references follow the machine's speed after start-up in any case. A
+/// steady machine is done within it (21 rounds in about 1.5 ms).
 const DECISIVE: Rounds = Rounds {
     min: 21,
     max: 101,
     precision: 0.01,
+    budget: Duration::from_millis(4),
 };
 /// Figures whose precision does not reach what is removed, so that start-up stays short: each
 /// kind's back-to-back cost (only their proportions are used, scaled to the pair measured in
@@ -56,6 +70,7 @@ const SECONDARY: Rounds = Rounds {
     min: 11,
     max: 41,
     precision: 0.02,
+    budget: Duration::from_millis(1),
 };
 /// Rounds between two checks of whether the figures are known well enough.
 const CHECK_EVERY: usize = 10;
@@ -86,13 +101,23 @@ fn measure_until_known<const N: usize>(
     mut one_round: impl FnMut() -> [Option<f64>; N],
 ) -> [Measured; N] {
     let mut readings: [Vec<f64>; N] = std::array::from_fn(|_| Vec::with_capacity(rounds.max));
+    let started = Instant::now();
     for round in 1..=rounds.max {
         for (kept, reading) in readings.iter_mut().zip(one_round()) {
             kept.extend(reading);
         }
         with_current_ring(|r| r.discard());
         let check = round >= rounds.min && (round - rounds.min).is_multiple_of(CHECK_EVERY);
-        if check && readings.iter().all(|r| known_within(r, rounds.precision)) {
+        if !check {
+            continue;
+        }
+        if readings.iter().all(|r| known_within(r, rounds.precision)) {
+            break;
+        }
+        let at_next_check = started
+            .elapsed()
+            .mul_f64((round + CHECK_EVERY) as f64 / round as f64);
+        if at_next_check > rounds.budget {
             break;
         }
     }
@@ -321,11 +346,20 @@ pub fn measure(every_call: bool) -> Table {
 mod tests {
     use super::*;
 
+    /// `rounds` without its time budget: what precision alone decides, whatever the test
+    /// machine's load.
+    const fn without_budget(rounds: Rounds) -> Rounds {
+        Rounds {
+            budget: Duration::MAX,
+            ..rounds
+        }
+    }
+
     /// Runs `measure_until_known` on one figure whose round `i` reads `reading(i)`; returns
     /// the figure and how many rounds ran.
     fn measure_one(reading: impl Fn(usize) -> Option<f64>) -> (Measured, usize) {
         let mut ran = 0;
-        let [figure] = measure_until_known(DECISIVE, || {
+        let [figure] = measure_until_known(without_budget(DECISIVE), || {
             ran += 1;
             [reading(ran)]
         });
@@ -361,18 +395,35 @@ mod tests {
         // The 110/100 figure above within 2 %: (0.926 × 0.0909 ÷ 0.02)² ≈ 17.7 rounds; checks
         // at 11, 21, …, so 21 run.
         let mut ran = 0;
-        let [figure] = measure_until_known(SECONDARY, || {
+        let [figure] = measure_until_known(without_budget(SECONDARY), || {
             ran += 1;
             [Some(if ran % 2 == 0 { 100.0 } else { 110.0 })]
         });
         assert_eq!((ran, figure.rounds), (21, 21));
         // Twice as unsteady: stopped at its own last round, far sooner than a decisive one.
         let mut ran = 0;
-        measure_until_known(SECONDARY, || {
+        measure_until_known(without_budget(SECONDARY), || {
             ran += 1;
             [Some(if ran % 2 == 0 { 100.0 } else { 120.0 })]
         });
         assert_eq!(ran, SECONDARY.max);
+    }
+
+    #[test]
+    fn an_unsteady_figure_stops_when_the_next_rounds_would_pass_the_budget() {
+        let rounds = Rounds {
+            budget: Duration::from_millis(30),
+            ..DECISIVE
+        };
+        let mut ran = 0;
+        let [figure] = measure_until_known(rounds, || {
+            ran += 1;
+            std::thread::sleep(Duration::from_millis(1));
+            [Some(if ran % 2 == 0 { 100.0 } else { 120.0 })]
+        });
+        // 21 rounds take at least 21 ms, and the next ten would end past 30: stopped at the
+        // first check, where precision alone would have run all 101.
+        assert_eq!((ran, figure.rounds), (DECISIVE.min, DECISIVE.min as u16));
     }
 
     #[test]
@@ -385,7 +436,7 @@ mod tests {
     #[test]
     fn every_figure_must_be_known_before_stopping() {
         let mut ran = 0;
-        let [steady, unsteady] = measure_until_known(DECISIVE, || {
+        let [steady, unsteady] = measure_until_known(without_budget(DECISIVE), || {
             ran += 1;
             [Some(5.0), Some(if ran % 2 == 0 { 100.0 } else { 150.0 })]
         });
