@@ -4,6 +4,11 @@
 //! `cargo bench --bench hot_probe`. Prints the slowdown of the program (its wall time from
 //! release to exit), the trace's bytes per call and per recorded event, and the probe's active
 //! and elapsed time. `PARPROF_SAMPLING=off` in the environment records every call.
+//!
+//! The slowdown is the median of each round's own ratio (the profiled run against the direct
+//! run just before it), beside the ratio of the two medians: on a VM whose host changes the
+//! CPU's speed every few seconds, a round's two runs mostly see the same speed, while the two
+//! medians can come from different ones.
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
 use cargo_parprof::collect::CollectOptions;
@@ -14,7 +19,7 @@ mod common;
 use common::{build_example, median, run_profiled};
 use std::time::Instant;
 
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 9;
 
 fn main() -> anyhow::Result<()> {
     let exe = build_example("probed_quicksort", &BuildOptions::default())?;
@@ -54,10 +59,16 @@ fn main() -> anyhow::Result<()> {
         .find(|p| p.name.ends_with("quicksort"))
         .ok_or_else(|| anyhow::anyhow!("no quicksort probe in the analysis"))?;
     let timed = probe.calls - probe.unrecorded_calls;
+    let mut ratios: Vec<f64> = profiled.iter().zip(&direct).map(|(p, d)| p / d).collect();
+    ratios.sort_by(f64::total_cmp);
     let (d, p) = (median(direct), median(profiled));
-    println!("probed_quicksort (3 M integers), {ROUNDS} rounds, medians:");
+    println!("probed_quicksort (3 M integers), {ROUNDS} rounds:");
     println!(
-        "  direct (probes off) {d:.1} ms, under parprof {p:.1} ms: slowdown {:.2}×",
+        "  slowdown {:.2}× (median of the rounds' ratios, {:.2}–{:.2}×); medians: direct (probes \
+         off) {d:.1} ms, under parprof {p:.1} ms, {:.2}×",
+        median(ratios.clone()),
+        ratios[0],
+        ratios[ratios.len() - 1],
         p / d
     );
     println!(
