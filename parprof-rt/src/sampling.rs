@@ -25,9 +25,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub const HOT_SPACING_NS: u64 = 2_000;
 /// A hot site records one call in this many. A recorded call costs several untimed ones (two
 /// events, each after the counts of the untimed calls before it): with one in 32, a probed
-/// 3 M-element quicksort ran 6–10 ms longer than with one in 64 (medians and minimums of 30
-/// alternating runs of about 260 ms), and the nested correction was no better (`cargo bench
-/// --bench nested_correction`, two series each).
+/// 3 M-element quicksort ran 4–20 ms longer than with one in 64 under the runtime (medians 307
+/// and 321 ms against 286 and 311, minimums 259 and 262 against 255 and 256, two series of 30
+/// alternating runs), and the nested correction was no better (`cargo bench --bench
+/// nested_correction`, two series each).
 pub const HOT_PERIOD: u32 = 64;
 /// Calls of a site between two checks of its rate.
 const RATE_WINDOW: u32 = 1024;
