@@ -94,8 +94,8 @@ struct Measured {
 /// Rounds of an in-place measurement of `N` figures, as `rounds` says, the recorded events
 /// discarded after each round so that calibration leaves nothing in the trace. A steady
 /// machine is done after the first check, so every profiled program starts sooner; an
-/// unsteady one takes every round. A round may give no reading of a figure (noise that made it
-/// meaningless).
+/// unsteady one runs until its budget or its last round. A round may give no reading of a
+/// figure (noise that made it meaningless).
 fn measure_until_known<const N: usize>(
     rounds: Rounds,
     mut one_round: impl FnMut() -> [Option<f64>; N],
