@@ -147,7 +147,7 @@ fn exit_recording(id: u32, recorded: bool) {
 
 #[inline(never)]
 fn enter_timed(id: u32) -> Guard {
-    if recorder::record(EventKind::Enter, id, 0, 0) {
+    if recorder::record(EventKind::Enter, id, 0, sampling::entry_flags(id)) {
         Guard::new(id)
     } else {
         sampling::exit(id);

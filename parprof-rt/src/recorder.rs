@@ -199,8 +199,11 @@ pub(crate) fn record_measured(event: Event) {
 #[cold]
 #[inline(never)]
 fn write_unrecorded(ring: &Ring, ts: u64) {
-    sampling::take_pending(|site, count| {
-        push(ring, Event::unrecorded(ts, site, count));
+    sampling::take_pending(|calls| {
+        push(
+            ring,
+            Event::unrecorded(ts, calls.site, calls.count, calls.nested),
+        );
     });
 }
 

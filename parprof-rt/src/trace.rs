@@ -40,6 +40,16 @@ pub const EVENT_SIZE: usize = 16;
 /// profiler's own CPU use from the program's.
 pub const WRITER_THREAD_NAME: &str = "parprof-writer";
 
+/// `Event::flags` of an [`EventKind::Enter`] recorded while its site was not sampled on the
+/// thread: the call stands for itself only, and unrecorded calls are not estimated from it
+/// (a site is sampled while its calls are close together, so the calls recorded while it is
+/// not are the long ones, such as the first activations of a recursion).
+pub const ENTER_NOT_SAMPLED: u8 = 1;
+
+/// `Event::flags` of an [`EventKind::Unrecorded`] event whose calls were nested in an
+/// unrecorded activation of the same site. Traces written before this flag have none.
+pub const UNRECORDED_NESTED: u8 = 1;
+
 /// `ThreadRecord::rayon_index` and `Event::aux` value meaning "no rayon worker".
 pub const NO_WORKER: u16 = u16::MAX;
 
@@ -73,7 +83,9 @@ impl ChunkKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum EventKind {
-    /// A probed section was entered; `id` is its site.
+    /// A probed section was entered; `id` is its site. `flags` is [`ENTER_NOT_SAMPLED`] when
+    /// the site was not sampled on the thread then (every call recorded), 0 when it was,
+    /// when sampling is off for the run, and in traces written before the flag.
     Enter = 1,
     /// A probed section was left (on any path, unwinding included); `id` is its site.
     Exit = 2,
@@ -108,6 +120,8 @@ pub enum EventKind {
     /// thread and sampled, see the runtime's `sampling` module). They ran after the thread's
     /// previous event, inside the call that was innermost then, and cost `aux` × this kind's
     /// calibrated cost; writing the event took the time up to the thread's next event.
+    /// `flags` is [`UNRECORDED_NESTED`] for calls nested in an unrecorded activation of the
+    /// same site (their time is in that activation's estimate), 0 otherwise.
     Unrecorded = 12,
     /// The thread ran a slice checkpoint (method 5: scanning the program's threads, forking a
     /// slice, reaping finished ones) from `ts` for `id` ticks. Removed like probe overhead.
@@ -204,15 +218,27 @@ impl Event {
         }
     }
 
-    /// `count` unrecorded calls of `site` (see [`EventKind::Unrecorded`]).
-    pub const fn unrecorded(ts: u64, site: u32, count: u16) -> Event {
+    /// `count` unrecorded calls of `site`, `nested` in an unrecorded activation of it or not
+    /// (see [`EventKind::Unrecorded`]).
+    pub const fn unrecorded(ts: u64, site: u32, count: u16, nested: bool) -> Event {
         Event {
             ts,
             id: site,
             aux: count,
             kind: EventKind::Unrecorded as u8,
-            flags: 0,
+            flags: if nested { UNRECORDED_NESTED } else { 0 },
         }
+    }
+
+    /// Whether an [`EventKind::Enter`] was recorded while its site was not sampled.
+    pub const fn entered_unsampled(&self) -> bool {
+        self.flags & ENTER_NOT_SAMPLED != 0
+    }
+
+    /// Whether an [`EventKind::Unrecorded`] event counts calls nested in an unrecorded
+    /// activation of its site.
+    pub const fn unrecorded_nested(&self) -> bool {
+        self.flags & UNRECORDED_NESTED != 0
     }
 
     /// A reference of the probes' in-place cost (see [`EventKind::SpeedReference`]).
@@ -879,6 +905,12 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
                 let kind = EventKind::from_u8(e.kind).ok_or("unknown event kind")?;
                 if kind == EventKind::TaskBegin && TaskOrigin::from_u8(e.flags).is_none() {
                     return Err("unknown task origin");
+                }
+                if kind == EventKind::Unrecorded && e.flags & !UNRECORDED_NESTED != 0 {
+                    return Err("unknown flags of unrecorded calls");
+                }
+                if kind == EventKind::Enter && e.flags & !ENTER_NOT_SAMPLED != 0 {
+                    return Err("unknown flags of a probe entry");
                 }
                 events.push(e);
                 previous = e;

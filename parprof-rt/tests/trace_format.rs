@@ -39,7 +39,11 @@ fn arb_event() -> impl Strategy<Value = Event> {
             id,
             aux,
             kind: kind as u8,
-            flags,
+            // A task's origin takes 0–3; entries and unrecorded calls have one flag.
+            flags: match kind {
+                EventKind::Enter | EventKind::Unrecorded => flags % 2,
+                _ => flags,
+            },
         })
 }
 
@@ -177,6 +181,25 @@ fn a_flipped_bit_is_a_checksum_error_at_the_chunk_offset() {
     match err {
         Some(TraceError::Corrupt { offset, .. }) => assert_eq!(offset, second_chunk_at as u64),
         other => panic!("expected a corrupt-chunk error, got {other:?}"),
+    }
+}
+
+#[test]
+fn unknown_flags_of_an_entry_or_unrecorded_calls_are_corruption() {
+    for kind in [EventKind::Enter, EventKind::Unrecorded] {
+        let chunks = [Chunk::Events {
+            tid: 1,
+            events: vec![Event {
+                flags: 2,
+                ..Event::new(1, kind, 1)
+            }],
+        }];
+        let (read, _, err) = read_all(&encode(&chunks, true)).unwrap();
+        assert!(read.is_empty(), "{kind:?}");
+        assert!(
+            matches!(err, Some(TraceError::Corrupt { .. })),
+            "{kind:?}: {err:?}"
+        );
     }
 }
 

@@ -74,6 +74,11 @@ pub(crate) struct ProbeTotals {
     pub unrecorded_calls: u64,
     /// The recorded calls with no call of the same site open around them.
     recorded_outermost: CallTotals,
+    /// Of those, the calls recorded while the site was sampled on their thread: the sample
+    /// that unrecorded outermost calls are estimated from. The calls recorded while it was
+    /// not are the sparse, long ones (a recursion's first activations, the first calls of a
+    /// round after a pause), which would make the estimate too long.
+    sampled_outermost: CallTotals,
 }
 
 /// A frame of the call-path tree. Besides probe calls, a path holds the parallel region its
@@ -190,6 +195,20 @@ impl CallPaths {
         child
     }
 
+    /// The innermost probe frame on `path`, itself or an ancestor, with its site: the probe
+    /// call that code run on `path` runs in.
+    fn innermost_probe(&self, path: u32) -> Option<(u32, u32)> {
+        let mut at = path;
+        while at != ROOT_PATH {
+            let node = &self.nodes[at as usize];
+            if let PathFrame::Probe(site) = PathFrame::of_key(node.site) {
+                return Some((at, site));
+            }
+            at = node.parent?;
+        }
+        None
+    }
+
     /// The outermost calls' nodes: probe calls with no probe call open around them on their
     /// thread.
     fn roots(&self) -> impl Iterator<Item = &CallPathNode> {
@@ -239,6 +258,8 @@ impl CallPaths {
 struct OpenCall {
     site: u32,
     entry: u64,
+    /// Recorded while its site was sampled on the thread (see `ProbeTotals::sampled_outermost`).
+    sampled: bool,
     path: u32,
     /// Overhead (its on-CPU part) inside this call so far, nested calls' included.
     overhead: u64,
@@ -379,6 +400,8 @@ struct Totals<'a> {
     /// (path of the innermost frame, site) → calls of the site that sampling did not record,
     /// with no call of the same site open around them.
     unrecorded_outermost: IdMap<(u32, u32), u64>,
+    /// Path of a call → the recorded outermost calls there taken while their site was sampled.
+    sampled_outermost_on_path: IdMap<u32, CallTotals>,
 }
 
 /// Waits of the runtime for room in its buffers, in ticks.
@@ -427,6 +450,7 @@ impl<'a> ActiveTime<'a> {
                 buffer_stalls: BufferStallTicks::default(),
                 region_begins: IdMap::default(),
                 unrecorded_outermost: IdMap::default(),
+                sampled_outermost_on_path: IdMap::default(),
             },
         }
     }
@@ -517,6 +541,7 @@ impl Totals<'_> {
                 thread.open.push(OpenCall {
                     site: event.id,
                     entry: ts,
+                    sampled: !event.entered_unsampled(),
                     path,
                     overhead: 0,
                     nested_active: 0,
@@ -538,7 +563,7 @@ impl Totals<'_> {
                     thread.end_context(PathFrame::Region(event.id));
                 }
             }
-            EventKind::Unrecorded => self.unrecorded(thread, event.id, u64::from(event.aux)),
+            EventKind::Unrecorded => self.unrecorded(thread, event),
             EventKind::TaskResume
             | EventKind::BufferStall
             | EventKind::SliceCheckpoint
@@ -584,11 +609,12 @@ impl Totals<'_> {
         }
     }
 
-    /// `count` calls of `site` ran unrecorded (sampling) inside the innermost open call: counted,
-    /// their calibrated cost removed from that call. Nested in a recorded call of the same
-    /// site, their time is inside it already; otherwise it is estimated at the end from the
-    /// site's recorded outermost calls.
-    fn unrecorded(&mut self, thread: &mut ThreadState<'_>, site: u32, count: u64) {
+    /// `aux` calls of site `id` ran unrecorded (sampling) inside the innermost open call:
+    /// counted, their calibrated cost removed from that call. Nested in a call of the same
+    /// site, recorded or not, their time is inside that call already (measured, or estimated
+    /// with it); otherwise it is estimated at the end from the site's recorded outermost calls.
+    fn unrecorded(&mut self, thread: &mut ThreadState<'_>, event: &Event) {
+        let (site, count) = (event.id, u64::from(event.aux));
         let probe = self.probes.entry(site).or_default();
         probe.totals.calls += count;
         probe.unrecorded_calls += count;
@@ -604,7 +630,7 @@ impl Totals<'_> {
             innermost.overhead += ticks;
         }
         thread.writing_unrecorded = true;
-        if !thread.open.iter().any(|c| c.site == site) {
+        if !event.unrecorded_nested() && !thread.open.iter().any(|c| c.site == site) {
             *self
                 .unrecorded_outermost
                 .entry((thread.innermost_path(), site))
@@ -615,38 +641,47 @@ impl Totals<'_> {
     /// Adds the unrecorded outermost calls, each like the average recorded call on the same
     /// path (a function costs what its caller asks of it; the site's average where the path
     /// has no recorded call), to the site and to their path, and moves their active time out
-    /// of the self time of the probe call they ran in.
+    /// of the self time of the probe call they ran in (through a rayon task or region frame:
+    /// a `join` in the probed function runs its closures inside it).
     fn extrapolate_unrecorded(&mut self) {
         for ((parent, site), count) in std::mem::take(&mut self.unrecorded_outermost) {
-            let Some(probe) = self.probes.get_mut(&site) else {
-                continue;
-            };
             let path = self.call_paths.child(parent, PathFrame::Probe(site));
-            let on_path = self.call_paths.nodes[path as usize].totals;
-            let basis = if on_path.calls > 0 {
-                on_path
-            } else {
-                probe.recorded_outermost
-            };
-            let estimate = basis.extrapolated(count);
-            // The calls are counted already.
-            probe.totals.add(&CallTotals {
-                calls: 0,
-                ..estimate
-            });
+            let estimate = self.extrapolation_basis(path, site).extrapolated(count);
+            if let Some(probe) = self.probes.get_mut(&site) {
+                // The calls are counted already.
+                probe.totals.add(&CallTotals {
+                    calls: 0,
+                    ..estimate
+                });
+            }
             self.call_paths.nodes[path as usize].totals.add(&estimate);
-            let parent_node = &mut self.call_paths.nodes[parent as usize];
-            if parent != ROOT_PATH
-                && let PathFrame::Probe(parent_site) = PathFrame::of_key(parent_node.site)
-            {
+            if let Some((caller_path, caller_site)) = self.call_paths.innermost_probe(parent) {
                 let moved = estimate.active;
-                parent_node.totals.self_active =
-                    parent_node.totals.self_active.saturating_sub(moved);
-                if let Some(caller) = self.probes.get_mut(&parent_site) {
+                let caller_node = &mut self.call_paths.nodes[caller_path as usize].totals;
+                caller_node.self_active = caller_node.self_active.saturating_sub(moved);
+                if let Some(caller) = self.probes.get_mut(&caller_site) {
                     caller.totals.self_active = caller.totals.self_active.saturating_sub(moved);
                 }
             }
         }
+    }
+
+    /// The recorded outermost calls that unrecorded ones on `path` are estimated from: those
+    /// taken while the site was sampled, on the path, else anywhere; else (a site sampled too
+    /// briefly to record one) every recorded call on the path, else anywhere. None at all (a
+    /// cut trace): the calls are counted, with no time.
+    fn extrapolation_basis(&self, path: u32, site: u32) -> CallTotals {
+        let probe = self.probes.get(&site);
+        [
+            self.sampled_outermost_on_path.get(&path).copied(),
+            probe.map(|p| p.sampled_outermost),
+            Some(self.call_paths.nodes[path as usize].totals),
+            probe.map(|p| p.recorded_outermost),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|basis| basis.calls > 0)
+        .unwrap_or_default()
     }
 
     /// Workers start a region's tasks with no probe call open: their calls were put under the
@@ -756,6 +791,13 @@ impl Totals<'_> {
         });
         if !recursive {
             probe.recorded_outermost.add(&figures);
+            if call.sampled {
+                probe.sampled_outermost.add(&figures);
+                self.sampled_outermost_on_path
+                    .entry(call.path)
+                    .or_default()
+                    .add(&figures);
+            }
         }
         probe.active_per_call.record(active);
         self.call_paths.nodes[call.path as usize]
@@ -1048,7 +1090,7 @@ mod tests {
             Event::new(150, Enter, H),
             Event::new(160, Enter, G),
             Event::new(170, Exit, G),
-            Event::unrecorded(200, G, 3),
+            Event::unrecorded(200, G, 3, false),
             Event::new(204, Exit, H),
         ];
         let r = run_on_cpu(&cal, &events);
@@ -1062,6 +1104,102 @@ mod tests {
         // 10 timed and 30 estimated in G; its self time cannot go below 0.
         assert_eq!((h.elapsed, h.active), (54, 35));
         assert_eq!(h.self_active, 0);
+    }
+
+    /// A sampled recursion entered twice under H: its first activation timed (with one nested
+    /// call), its second not, with 5 calls nested in it, counted apart. The untimed activation
+    /// is estimated once, like the timed one; its nested calls only counted.
+    #[test]
+    fn calls_nested_in_an_unrecorded_activation_are_counted_not_extrapolated() {
+        use EventKind::{Enter, Exit, Unrecorded};
+        let mut cal = calibration(0.0, 0.0);
+        cal.push(Calibration {
+            kind: Unrecorded,
+            cost_ticks: 5.0,
+            spread: 0.0,
+            rounds: 21,
+        });
+        let events = [
+            Event::new(0, Enter, H),
+            Event::new(10, Enter, G),
+            Event::new(20, Enter, G),
+            Event::new(30, Exit, G),
+            Event::new(110, Exit, G),
+            // Written at 296: writing them took the 4 ticks to the next event.
+            Event::unrecorded(296, G, 1, false),
+            Event::unrecorded(296, G, 5, true),
+            Event::new(300, Exit, H),
+        ];
+        let r = run_on_cpu(&cal, &events);
+        let g = &r.probes[&G];
+        assert_eq!((g.totals.calls, g.unrecorded_calls), (2 + 6, 6));
+        // The timed activation (100) and one estimated like it; not 6 more of them.
+        assert_eq!(g.totals.active, 200);
+        let h = &r.probes[&H].totals;
+        // 300 elapsed, less 6 × 5 for the untimed calls and 4 for writing them.
+        assert_eq!((h.elapsed, h.active, h.self_active), (300, 266, 66));
+    }
+
+    /// A site's first call, recorded before it was sampled, is long (a recursion's first
+    /// activation, the first call after a pause); the unrecorded calls are estimated from the
+    /// call recorded while it was sampled alone.
+    #[test]
+    fn unrecorded_calls_are_estimated_from_calls_recorded_while_sampled() {
+        use EventKind::{Enter, Exit, Unrecorded};
+        let mut cal = calibration(0.0, 0.0);
+        cal.push(Calibration {
+            kind: Unrecorded,
+            cost_ticks: 0.0,
+            spread: 0.0,
+            rounds: 21,
+        });
+        let unsampled = |ts| Event {
+            flags: parprof_rt::trace::ENTER_NOT_SAMPLED,
+            ..Event::new(ts, Enter, G)
+        };
+        let events = [
+            Event::new(0, Enter, H),
+            unsampled(0),
+            Event::new(1000, Exit, G),
+            Event::new(1000, Enter, G),
+            Event::new(1010, Exit, G),
+            Event::unrecorded(1010, G, 3, false),
+            Event::new(1010, Exit, H),
+        ];
+        let r = run_on_cpu(&cal, &events);
+        // 1000 + 10 recorded, and 3 × 10: not 3 × 505, the mean of both.
+        assert_eq!(r.probes[&G].totals.active, 1000 + 10 + 3 * 10);
+    }
+
+    /// Untimed calls of G in a rayon task that H's `join` runs inline: their estimated time
+    /// leaves H's self time, through the task and region frames.
+    #[test]
+    fn unrecorded_calls_in_a_task_leave_the_self_time_of_the_probe_around_it() {
+        use EventKind::{Enter, Exit, RegionBegin, RegionEnd, TaskBegin, TaskEnd, Unrecorded};
+        const R: u32 = 10;
+        let mut cal = calibration(0.0, 0.0);
+        cal.push(Calibration {
+            kind: Unrecorded,
+            cost_ticks: 0.0,
+            spread: 0.0,
+            rounds: 21,
+        });
+        let events = [
+            Event::new(0, Enter, H),
+            Event::new(0, RegionBegin, R),
+            Event::new(0, TaskBegin, R),
+            Event::new(10, Enter, G),
+            Event::new(20, Exit, G),
+            // Writing them took the 4 ticks to the next event.
+            Event::unrecorded(96, G, 3, false),
+            Event::new(100, TaskEnd, R),
+            Event::new(100, RegionEnd, R),
+            Event::new(100, Exit, H),
+        ];
+        let r = run_on_cpu(&cal, &events);
+        assert_eq!(r.probes[&G].totals.active, 10 + 3 * 10);
+        let h = &r.probes[&H].totals;
+        assert_eq!((h.active, h.self_active), (96, 96 - 40));
     }
 
     /// A thread's speed references scale the calibrated costs that follow them, and their own
@@ -1090,11 +1228,11 @@ mod tests {
         let events = [
             Event::new(0, Enter, F),
             // 10 calls at the calibrated cost: 100 ticks; writing them took 10.
-            Event::unrecorded(190, G, 10),
+            Event::unrecorded(190, G, 10, false),
             half_speed(200),
             half_speed(300),
             // The factor is 0.5 from here on: the mean of the two references so far.
-            Event::unrecorded(990, G, 10),
+            Event::unrecorded(990, G, 10, false),
             Event::new(1000, Exit, F),
         ];
         let r = run_on_cpu(&cal, &events);
