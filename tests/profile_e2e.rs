@@ -330,3 +330,48 @@ fn a_hot_recursive_probe_is_sampled_and_every_call_counted() {
         "{md}"
     );
 }
+
+/// The active time of `probed_join_quicksort ARGS`'s recursive probe, checked against the
+/// counts the program printed: (active, self, the sort of small slices' active) in ns.
+fn probed_join_run(args: &[&str], env: &[(&str, &str)]) -> (u64, u64, u64) {
+    let mut command = vec!["--example", "probed_join_quicksort", "--"];
+    command.extend_from_slice(args);
+    let run = parprof(&command, env);
+    assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
+    let quicksort = run.probe("probed_join_quicksort::quicksort");
+    let small = run.probe("probed_join_quicksort::insertion_sort");
+    assert_eq!(quicksort["calls"].as_u64().unwrap(), run.printed("calls"));
+    assert_eq!(small["calls"].as_u64().unwrap(), run.printed("small_sorts"));
+    let ns = |probe: &serde_json::Value, key: &str| probe[key].as_u64().unwrap();
+    let active = ns(&quicksort, "active_ns");
+    assert!(active <= ns(&quicksort, "elapsed_ns"), "{quicksort:#}");
+    (
+        active,
+        ns(&quicksort, "self_active_ns"),
+        ns(&small, "active_ns"),
+    )
+}
+
+/// Probes on a recursive `rayon::join` (rayon's demo quicksort) and on the sort of its small
+/// slices, sorted in a loop: a worker's calls nest in the activation it started when idle,
+/// so the recursion is entered anew a few times per round on each worker. Sampled, the
+/// recursion's inclusive time is what timing every call gives (within what the correction of
+/// every-call timing leaves, about a quarter at most), and it is its own time plus that of the
+/// small sorts inside it.
+#[test]
+fn a_sampled_rayon_join_recursion_counts_each_activation_once() {
+    for args in [&["6", "400000"][..], &["40", "20000"][..]] {
+        let (active, self_active, small) = probed_join_run(args, &[]);
+        let (every_call, _, _) = probed_join_run(args, &[("PARPROF_SAMPLING", "off")]);
+        let ratio = active as f64 / every_call as f64;
+        assert!(
+            (0.7..1.3).contains(&ratio),
+            "{args:?}: sampled {active} ns against {every_call} ns with every call timed"
+        );
+        let parts = (self_active + small) as f64 / active as f64;
+        assert!(
+            (0.98..1.02).contains(&parts),
+            "{args:?}: self {self_active} + small sorts {small} against {active} ns"
+        );
+    }
+}
