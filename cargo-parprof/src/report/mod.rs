@@ -81,8 +81,9 @@ fn sampled_probes_note(analysis: &Analysis) -> Option<String> {
         format!(
             "Hot probes were sampled to keep their cost bounded (calls close together on a thread: a sample \
              of them timed, every call counted; `PARPROF_SAMPLING=off` times them all): {}. Their times add the \
-             untimed calls as copies of the timed ones on the same call path (exact for recursion nested in a \
-             timed call), and their per-call figures are of timed calls.",
+             untimed calls as copies of the ones timed as a sample on the same call path (a recursion entered \
+             less often than every 2 µs has every outermost call timed: its inclusive time is exact), and their \
+             per-call figures are of timed calls.",
             sampled.join(", ")
         )
     })
