@@ -345,6 +345,8 @@ fn probed_join_run(args: &[&str], env: &[(&str, &str)]) -> (u64, u64, u64) {
     let ns = |probe: &serde_json::Value, key: &str| probe[key].as_u64().unwrap();
     let active = ns(&quicksort, "active_ns");
     assert!(active <= ns(&quicksort, "elapsed_ns"), "{quicksort:#}");
+    // Its outermost activations are few and far apart: all timed, nothing estimated.
+    assert_eq!(ns(&quicksort, "sampling_uncertainty_ns"), 0, "{quicksort:#}");
     (
         active,
         ns(&quicksort, "self_active_ns"),

@@ -78,7 +78,36 @@ pub(crate) struct ProbeTotals {
     /// that unrecorded outermost calls are estimated from. The calls recorded while it was
     /// not are the sparse, long ones (a recursion's first activations, the first calls of a
     /// round after a pause), which would make the estimate too long.
-    sampled_outermost: CallTotals,
+    sampled_outermost: SampledCalls,
+    /// The variance of the active time estimated for unrecorded calls, in ticks².
+    pub sampling_variance: f64,
+}
+
+/// Recorded calls taken as a sample, and the spread of their active times.
+#[derive(Clone, Copy, Debug, Default)]
+struct SampledCalls {
+    totals: CallTotals,
+    /// Σ active², in ticks².
+    active_squares: f64,
+}
+
+impl SampledCalls {
+    fn add(&mut self, call: &CallTotals) {
+        self.totals.add(call);
+        self.active_squares += (call.active as f64).powi(2);
+    }
+
+    /// The variance of the active time of `count` calls estimated from these: `count² × s² / n`
+    /// (the sample's variance `s²` over its `n` calls); `None` from fewer than two calls.
+    fn estimate_variance(&self, count: u64) -> Option<f64> {
+        let n = self.totals.calls as f64;
+        if self.totals.calls < 2 {
+            return None;
+        }
+        let sum = self.totals.active as f64;
+        let variance = ((self.active_squares - sum * sum / n) / (n - 1.0)).max(0.0);
+        Some((count as f64).powi(2) * variance / n)
+    }
 }
 
 /// A frame of the call-path tree. Besides probe calls, a path holds the parallel region its
@@ -401,7 +430,7 @@ struct Totals<'a> {
     /// with no call of the same site open around them.
     unrecorded_outermost: IdMap<(u32, u32), u64>,
     /// Path of a call → the recorded outermost calls there taken while their site was sampled.
-    sampled_outermost_on_path: IdMap<u32, CallTotals>,
+    sampled_outermost_on_path: IdMap<u32, SampledCalls>,
 }
 
 /// Waits of the runtime for room in its buffers, in ticks.
@@ -646,13 +675,18 @@ impl Totals<'_> {
     fn extrapolate_unrecorded(&mut self) {
         for ((parent, site), count) in std::mem::take(&mut self.unrecorded_outermost) {
             let path = self.call_paths.child(parent, PathFrame::Probe(site));
-            let estimate = self.extrapolation_basis(path, site).extrapolated(count);
+            let (basis, sample) = self.extrapolation_basis(path, site);
+            let estimate = basis.extrapolated(count);
             if let Some(probe) = self.probes.get_mut(&site) {
                 // The calls are counted already.
                 probe.totals.add(&CallTotals {
                     calls: 0,
                     ..estimate
                 });
+                // Not estimated from a sample of two calls or more: as uncertain as it is long.
+                probe.sampling_variance += sample
+                    .and_then(|s| s.estimate_variance(count))
+                    .unwrap_or((estimate.active as f64).powi(2));
             }
             self.call_paths.nodes[path as usize].totals.add(&estimate);
             if let Some((caller_path, caller_site)) = self.call_paths.innermost_probe(parent) {
@@ -666,22 +700,25 @@ impl Totals<'_> {
         }
     }
 
-    /// The recorded outermost calls that unrecorded ones on `path` are estimated from: those
-    /// taken while the site was sampled, on the path, else anywhere; else (a site sampled too
-    /// briefly to record one) every recorded call on the path, else anywhere. None at all (a
-    /// cut trace): the calls are counted, with no time.
-    fn extrapolation_basis(&self, path: u32, site: u32) -> CallTotals {
+    /// The recorded outermost calls that unrecorded ones on `path` are estimated from, and
+    /// whether they are a sample: those taken while the site was sampled, on the path, else
+    /// anywhere; else (a site sampled too briefly to record one) every recorded call on the
+    /// path, else anywhere. None at all (a cut trace): the calls are counted, with no time.
+    fn extrapolation_basis(&self, path: u32, site: u32) -> (CallTotals, Option<SampledCalls>) {
         let probe = self.probes.get(&site);
-        [
+        let sampled = [
             self.sampled_outermost_on_path.get(&path).copied(),
             probe.map(|p| p.sampled_outermost),
+        ];
+        if let Some(sample) = sampled.into_iter().flatten().find(|s| s.totals.calls > 0) {
+            return (sample.totals, Some(sample));
+        }
+        let recorded = [
             Some(self.call_paths.nodes[path as usize].totals),
             probe.map(|p| p.recorded_outermost),
-        ]
-        .into_iter()
-        .flatten()
-        .find(|basis| basis.calls > 0)
-        .unwrap_or_default()
+        ];
+        let basis = recorded.into_iter().flatten().find(|b| b.calls > 0);
+        (basis.unwrap_or_default(), None)
     }
 
     /// Workers start a region's tasks with no probe call open: their calls were put under the
@@ -858,6 +895,18 @@ mod tests {
                 rounds: 21,
             },
         ]
+    }
+
+    /// Entries and exits free, an untimed call `untimed` ticks.
+    fn calibration_with_untimed(untimed: f64) -> Vec<Calibration> {
+        let mut cal = calibration(0.0, 0.0);
+        cal.push(Calibration {
+            kind: EventKind::Unrecorded,
+            cost_ticks: untimed,
+            spread: 0.0,
+            rounds: 21,
+        });
+        cal
     }
 
     fn run(
@@ -1071,14 +1120,8 @@ mod tests {
     /// the call they ran in, and added like the timed calls on the same path.
     #[test]
     fn unrecorded_calls_are_counted_and_extrapolated_from_their_own_path() {
-        use EventKind::{Enter, Exit, Unrecorded};
-        let mut cal = calibration(0.0, 0.0);
-        cal.push(Calibration {
-            kind: Unrecorded,
-            cost_ticks: 5.0,
-            spread: 0.0,
-            rounds: 21,
-        });
+        use EventKind::{Enter, Exit};
+        let cal = calibration_with_untimed(5.0);
         let events = [
             // F calls G once for 100 ticks.
             Event::new(0, Enter, F),
@@ -1111,14 +1154,8 @@ mod tests {
     /// is estimated once, like the timed one; its nested calls only counted.
     #[test]
     fn calls_nested_in_an_unrecorded_activation_are_counted_not_extrapolated() {
-        use EventKind::{Enter, Exit, Unrecorded};
-        let mut cal = calibration(0.0, 0.0);
-        cal.push(Calibration {
-            kind: Unrecorded,
-            cost_ticks: 5.0,
-            spread: 0.0,
-            rounds: 21,
-        });
+        use EventKind::{Enter, Exit};
+        let cal = calibration_with_untimed(5.0);
         let events = [
             Event::new(0, Enter, H),
             Event::new(10, Enter, G),
@@ -1145,14 +1182,8 @@ mod tests {
     /// call recorded while it was sampled alone.
     #[test]
     fn unrecorded_calls_are_estimated_from_calls_recorded_while_sampled() {
-        use EventKind::{Enter, Exit, Unrecorded};
-        let mut cal = calibration(0.0, 0.0);
-        cal.push(Calibration {
-            kind: Unrecorded,
-            cost_ticks: 0.0,
-            spread: 0.0,
-            rounds: 21,
-        });
+        use EventKind::{Enter, Exit};
+        let cal = calibration_with_untimed(0.0);
         let unsampled = |ts| Event {
             flags: parprof_rt::trace::ENTER_NOT_SAMPLED,
             ..Event::new(ts, Enter, G)
@@ -1171,19 +1202,38 @@ mod tests {
         assert_eq!(r.probes[&G].totals.active, 1000 + 10 + 3 * 10);
     }
 
+    /// The estimate's variance: `count² × s² / n` from a sample of two calls or more, its
+    /// square (as uncertain as it is long) from one.
+    #[test]
+    fn the_estimate_of_unrecorded_calls_carries_the_samples_variance() {
+        use EventKind::{Enter, Exit};
+        let events = [
+            Event::new(0, Enter, H),
+            Event::new(0, Enter, G),
+            Event::new(10, Exit, G),
+            Event::new(10, Enter, G),
+            Event::new(40, Exit, G),
+            Event::unrecorded(40, G, 4, false),
+            Event::new(40, Enter, F),
+            Event::new(50, Exit, F),
+            Event::unrecorded(50, F, 3, false),
+            Event::new(50, Exit, H),
+        ];
+        let r = run_on_cpu(&calibration_with_untimed(0.0), &events);
+        // G: 10 and 30 ticks, s² = 200; 4 calls estimated at 80 ticks, variance 16 × 200 / 2.
+        assert_eq!(r.probes[&G].totals.active, 40 + 80);
+        assert_eq!(r.probes[&G].sampling_variance, 1600.0);
+        // F: one call of 10 ticks; 3 estimated at 30, uncertain by as much.
+        assert_eq!(r.probes[&F].sampling_variance, 900.0);
+    }
+
     /// Untimed calls of G in a rayon task that H's `join` runs inline: their estimated time
     /// leaves H's self time, through the task and region frames.
     #[test]
     fn unrecorded_calls_in_a_task_leave_the_self_time_of_the_probe_around_it() {
-        use EventKind::{Enter, Exit, RegionBegin, RegionEnd, TaskBegin, TaskEnd, Unrecorded};
+        use EventKind::{Enter, Exit, RegionBegin, RegionEnd, TaskBegin, TaskEnd};
         const R: u32 = 10;
-        let mut cal = calibration(0.0, 0.0);
-        cal.push(Calibration {
-            kind: Unrecorded,
-            cost_ticks: 0.0,
-            spread: 0.0,
-            rounds: 21,
-        });
+        let cal = calibration_with_untimed(0.0);
         let events = [
             Event::new(0, Enter, H),
             Event::new(0, RegionBegin, R),

@@ -203,6 +203,7 @@ mod tests {
             self_active_ns: 0,
             overhead_ns: 1_000,
             overhead_uncertainty_ns: 0,
+            sampling_uncertainty_ns: 0,
             switched_out_ns: 0,
             switched_out_preempted_ns: 0,
             switched_out_voluntary_ns: 0,

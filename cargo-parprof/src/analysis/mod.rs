@@ -790,6 +790,7 @@ fn probe_summaries(
                 overhead_ns: ns(totals.overhead),
                 // Set once the calibration's spread is weighed for all probes.
                 overhead_uncertainty_ns: 0,
+                sampling_uncertainty_ns: ns((2.0 * totals.sampling_variance.sqrt()).round() as u64),
                 switched_out_ns: ns(totals.switched_out.total()),
                 switched_out_preempted_ns: ns(totals.switched_out.preempted),
                 switched_out_voluntary_ns: ns(totals.switched_out.voluntary),

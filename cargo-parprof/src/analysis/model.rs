@@ -235,6 +235,10 @@ pub struct ProbeSummary {
     pub overhead_ns: u64,
     /// How far `overhead_ns` may be off: it times the clock's `overhead_spread`.
     pub overhead_uncertainty_ns: u64,
+    /// How far `active_ns` may be off for sampling alone: two standard errors of the part
+    /// estimated for unrecorded outermost calls (the sample's spread over its size; as long as
+    /// that part where fewer than two calls were a sample). 0 when nothing was estimated.
+    pub sampling_uncertainty_ns: u64,
     /// Switched-out time removed from the elapsed time, in total and by cause.
     pub switched_out_ns: u64,
     pub switched_out_preempted_ns: u64,

@@ -64,26 +64,39 @@ fn slices_in_counters_note(analysis: &Analysis) -> Option<String> {
 
 /// Which probes the runtime sampled, once for all of them.
 fn sampled_probes_note(analysis: &Analysis) -> Option<String> {
-    let sampled: Vec<String> = analysis
-        .probes
+    sampled_probes_sentence(&analysis.probes)
+}
+
+fn sampled_probes_sentence(probes: &[ProbeSummary]) -> Option<String> {
+    let sampled: Vec<String> = probes
         .iter()
         .filter(|p| p.unrecorded_calls > 0)
         .map(|p| {
-            format!(
-                "{} ({} of {} calls untimed)",
-                p.name,
-                crate::units::human_count(p.unrecorded_calls as f64),
-                crate::units::human_count(p.calls as f64)
-            )
+            let untimed = format!(
+                "{} of {} calls untimed",
+                human_count(p.unrecorded_calls as f64),
+                human_count(p.calls as f64)
+            );
+            if p.sampling_uncertainty_ns == 0 {
+                format!("{} ({untimed})", p.name)
+            } else {
+                format!(
+                    "{} ({untimed}; ±{} of {} active)",
+                    p.name,
+                    human_duration(p.sampling_uncertainty_ns),
+                    human_duration(p.active_ns)
+                )
+            }
         })
         .collect();
     (!sampled.is_empty()).then(|| {
         format!(
             "Hot probes were sampled to keep their cost bounded (calls close together on a thread: a sample \
              of them timed, every call counted; `PARPROF_SAMPLING=off` times them all): {}. Their times add the \
-             untimed calls as copies of the ones timed as a sample on the same call path (a recursion entered \
-             less often than every 2 µs has every outermost call timed: its inclusive time is exact), and their \
-             per-call figures are of timed calls.",
+             untimed calls as copies of the ones timed as a sample on the same call path, uncertain by the \
+             ± given (two standard errors of the sample; a recursion entered less often than every 2 µs has \
+             every outermost call timed: its inclusive time is exact), and their per-call figures are of \
+             timed calls.",
             sampled.join(", ")
         )
     })
@@ -440,6 +453,7 @@ mod tests {
             self_active_ns: 0,
             overhead_ns: 0,
             overhead_uncertainty_ns: 0,
+            sampling_uncertainty_ns: 0,
             switched_out_ns: 0,
             switched_out_preempted_ns: 0,
             switched_out_voluntary_ns: 0,
@@ -448,6 +462,30 @@ mod tests {
             max_active_ns: 0,
             median_method: crate::analysis::MedianMethod::Exact,
         }
+    }
+
+    #[test]
+    fn sampled_probes_are_named_once_with_their_sampling_uncertainty() {
+        let probes = [
+            ProbeSummary {
+                active_ns: 40_000_000,
+                sampling_uncertainty_ns: 1_500_000,
+                ..probe("kernel", 300_000, 295_000, 0)
+            },
+            // A recursion whose outermost calls were all timed: nothing estimated.
+            probe("quicksort", 282_000, 265_000, 0),
+            probe("cold_caller", 3, 0, 19_000),
+        ];
+        let note = sampled_probes_sentence(&probes).expect("a note");
+        assert!(
+            note.contains(
+                "kernel (295k of 300k calls untimed; ±1.50 ms of 40.0 ms active), quicksort (265k of \
+                 282k calls untimed)."
+            ),
+            "{note}"
+        );
+        assert!(!note.contains("cold_caller"), "{note}");
+        assert_eq!(sampled_probes_sentence(&probes[2..]), None);
     }
 
     #[test]
