@@ -346,7 +346,11 @@ fn probed_join_run(args: &[&str], env: &[(&str, &str)]) -> (u64, u64, u64) {
     let active = ns(&quicksort, "active_ns");
     assert!(active <= ns(&quicksort, "elapsed_ns"), "{quicksort:#}");
     // Its outermost activations are few and far apart: all timed, nothing estimated.
-    assert_eq!(ns(&quicksort, "sampling_uncertainty_ns"), 0, "{quicksort:#}");
+    assert_eq!(
+        ns(&quicksort, "sampling_uncertainty_ns"),
+        0,
+        "{quicksort:#}"
+    );
     (
         active,
         ns(&quicksort, "self_active_ns"),
@@ -376,4 +380,21 @@ fn a_sampled_rayon_join_recursion_counts_each_activation_once() {
             "{args:?}: self {self_active} + small sorts {small} against {active} ns"
         );
     }
+}
+
+/// A probe on a small recursion called in a loop, as a benchmark's iterations call it: its
+/// outermost calls are sampled too, and the loop's last calls are untimed with no probe event
+/// after them (their counts are written when the main thread exits). Every call is counted,
+/// and the estimated part of the time says its sampling uncertainty.
+#[test]
+fn a_loop_over_a_probed_recursion_counts_every_call() {
+    let run = parprof(&["--example", "probed_fib_loop", "--", "10", "100001"], &[]);
+    assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
+    let fib = run.probe("probed_fib_loop::fib");
+    let ns = |key: &str| fib[key].as_u64().unwrap();
+    assert_eq!(ns("calls"), run.printed("calls"), "{fib:#}");
+    assert!(ns("unrecorded_calls") * 10 > ns("calls") * 9, "{fib:#}");
+    assert!(ns("active_ns") <= ns("elapsed_ns"), "{fib:#}");
+    let uncertainty = ns("sampling_uncertainty_ns");
+    assert!(uncertainty > 0 && uncertainty < ns("active_ns"), "{fib:#}");
 }

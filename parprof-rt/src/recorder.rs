@@ -258,6 +258,9 @@ fn attach_current_thread() -> bool {
         return true;
     }
     let ring = Arc::new(Ring::new(current_tid()));
+    // Before THREAD_EXIT: the sampling state is then freed after THREAD_EXIT has written its
+    // last counts.
+    sampling::attach_thread();
     let attached = THREAD_EXIT
         .try_with(|exit| {
             *exit.ring.borrow_mut() = Some(ring.clone());

@@ -26,6 +26,7 @@
 
 use crate::attention;
 use std::cell::{Cell, UnsafeCell};
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Calls closer together than this, on average, make a site hot.
@@ -156,7 +157,9 @@ impl SiteTable {
     }
 }
 
-/// Frees the calling thread's [`SiteTable`] when the thread exits.
+/// Frees the calling thread's [`SiteTable`] and pending sites when the thread exits. Its
+/// destructor is registered before the recorder's (see [`attach_thread`]), so that it runs
+/// after it: the recorder writes the thread's last unrecorded counts first.
 struct SitesOwner;
 
 impl Drop for SitesOwner {
@@ -166,7 +169,17 @@ impl Drop for SitesOwner {
             // SAFETY: the table came from `grow`; GONE is never freed or grown.
             unsafe { table.free() };
         }
+        // No count is left to write: the states are gone.
+        drop(with_pending_sites(std::mem::take));
+        attention::clear(attention::PENDING);
     }
+}
+
+/// Registers the calling thread's state for freeing at thread exit. Called when the thread
+/// attaches to the recorder, before the recorder registers its own thread-exit work: thread
+/// destructors run in the reverse order of their registration.
+pub(crate) fn attach_thread() {
+    let _ = SITES_OWNER.try_with(|_| ());
 }
 
 thread_local! {
@@ -174,8 +187,19 @@ thread_local! {
     static SITES_OWNER: SitesOwner = const { SitesOwner };
     /// Sites with unrecorded calls not yet in the trace. That it is not empty is the
     /// [`attention::PENDING`] bit: derivable, but every recorded event checks that byte, and
-    /// a byte without a destructor costs less to reach than the vector.
-    static PENDING: UnsafeCell<Vec<u32>> = const { UnsafeCell::new(Vec::new()) };
+    /// a byte without a destructor costs less to reach than the vector. The vector has no
+    /// destructor either, so that it outlives the thread's other destructors (it is freed by
+    /// [`SitesOwner`]): at the main thread's exit, the recorder's destructor writes its last
+    /// counts, which a vector destroyed first used to lose.
+    static PENDING: UnsafeCell<ManuallyDrop<Vec<u32>>> =
+        const { UnsafeCell::new(ManuallyDrop::new(Vec::new())) };
+}
+
+/// Runs `f` on the calling thread's pending sites; `None` if the thread-local is unreachable.
+fn with_pending_sites<R>(f: impl FnOnce(&mut Vec<u32>) -> R) -> Option<R> {
+    // SAFETY: only this module reaches the vector, on its own thread, and `f` does not reenter
+    // it (the callers' closures touch no thread-local of this module but the site states).
+    PENDING.try_with(|p| f(unsafe { &mut *p.get() })).ok()
 }
 
 /// Runs `f` on the calling thread's state of `site`; `None` during thread teardown.
@@ -274,10 +298,7 @@ pub(crate) fn entry_flags(site: u32) -> u8 {
 #[cold]
 #[inline(never)]
 fn mark_pending(site: u32) {
-    let _ = PENDING.try_with(|p| {
-        // SAFETY: only this module reaches the vector, on its own thread, without reentry.
-        unsafe { &mut *p.get() }.push(site)
-    });
+    with_pending_sites(|p| p.push(site));
     attention::set(attention::PENDING);
 }
 
@@ -330,10 +351,7 @@ pub(crate) fn exit(site: u32) {
 pub(crate) fn record_every_call() {
     HOT_SPACING_TICKS.store(0, Ordering::Relaxed);
     set_every_call(true);
-    let _ = PENDING.try_with(|p| {
-        // SAFETY: as in `mark_pending`.
-        unsafe { &mut *p.get() }.clear()
-    });
+    with_pending_sites(|p| p.clear());
     attention::clear(attention::PENDING);
 }
 
@@ -375,9 +393,7 @@ pub(crate) fn discard_calibration_calls() {
         s.unrecorded = 0;
         s.unrecorded_nested = 0;
     });
-    let _ = PENDING.try_with(|p| {
-        // SAFETY: as in `mark_pending`.
-        let pending = unsafe { &mut *p.get() };
+    with_pending_sites(|pending| {
         pending.retain(|&site| site != CALIBRATION_SITE);
         if pending.is_empty() {
             attention::clear(attention::PENDING);
@@ -406,10 +422,10 @@ pub(crate) struct UnrecordedCalls {
 /// in a recorded activation) then the nested in an unrecorded one, with counts of at most
 /// `u16::MAX` (a larger count comes in several parts), and resets them.
 pub(crate) fn take_pending(mut emit: impl FnMut(UnrecordedCalls)) {
-    let _ = PENDING.try_with(|pending| {
-        // SAFETY: as in `mark_pending`; `emit` does not reach this module's thread-locals.
-        // Drained in place: the vector keeps its allocation for the next period.
-        for site in unsafe { &mut *pending.get() }.drain(..) {
+    // `emit` does not reach this module's thread-locals. Drained in place: the vector keeps
+    // its allocation for the next period.
+    with_pending_sites(|pending| {
+        for site in pending.drain(..) {
             let (all, nested) = with_site(site, |s| {
                 let nested = std::mem::take(&mut s.unrecorded_nested);
                 (std::mem::take(&mut s.unrecorded), nested)
