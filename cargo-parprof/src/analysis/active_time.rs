@@ -74,11 +74,6 @@ pub(crate) struct ProbeTotals {
     pub unrecorded_calls: u64,
     /// The recorded calls with no call of the same site open around them.
     recorded_outermost: CallTotals,
-    /// Of those, the calls recorded while the site was sampled on their thread: the sample
-    /// that unrecorded outermost calls are estimated from. The calls recorded while it was
-    /// not are the sparse, long ones (a recursion's first activations, the first calls of a
-    /// round after a pause), which would make the estimate too long.
-    sampled_outermost: SampledCalls,
     /// The variance of the active time estimated for unrecorded calls, in ticks².
     pub sampling_variance: f64,
 }
@@ -95,6 +90,11 @@ impl SampledCalls {
     fn add(&mut self, call: &CallTotals) {
         self.totals.add(call);
         self.active_squares += (call.active as f64).powi(2);
+    }
+
+    fn merge(&mut self, other: &SampledCalls) {
+        self.totals.add(&other.totals);
+        self.active_squares += other.active_squares;
     }
 
     /// The variance of the active time of `count` calls estimated from these: `count² × s² / n`
@@ -162,6 +162,11 @@ pub(crate) struct CallPathNode {
     /// where it is, so most lookups are answered without hashing.
     last_child: Option<(u32, u32)>,
     pub totals: CallTotals,
+    /// The outermost calls on this path recorded while their site was sampled on their
+    /// thread: the sample that unrecorded outermost calls are estimated from. The calls
+    /// recorded while it was not are the sparse, long ones (a recursion's first activations,
+    /// the first calls of a round after a pause), which would make the estimate too long.
+    sampled_outermost: SampledCalls,
 }
 
 impl CallPathNode {
@@ -172,6 +177,7 @@ impl CallPathNode {
             in_probe,
             last_child: None,
             totals: CallTotals::default(),
+            sampled_outermost: SampledCalls::default(),
         }
     }
 }
@@ -238,6 +244,22 @@ impl CallPaths {
         None
     }
 
+    /// Each probe site's outermost calls recorded while it was sampled, over all its paths.
+    fn sampled_outermost_by_site(&self) -> IdMap<u32, SampledCalls> {
+        let mut by_site = IdMap::<u32, SampledCalls>::default();
+        for node in &self.nodes {
+            if let PathFrame::Probe(site) = PathFrame::of_key(node.site)
+                && node.sampled_outermost.totals.calls > 0
+            {
+                by_site
+                    .entry(site)
+                    .or_default()
+                    .merge(&node.sampled_outermost);
+            }
+        }
+        by_site
+    }
+
     /// The outermost calls' nodes: probe calls with no probe call open around them on their
     /// thread.
     fn roots(&self) -> impl Iterator<Item = &CallPathNode> {
@@ -287,7 +309,7 @@ impl CallPaths {
 struct OpenCall {
     site: u32,
     entry: u64,
-    /// Recorded while its site was sampled on the thread (see `ProbeTotals::sampled_outermost`).
+    /// Recorded while its site was sampled on the thread (see `CallPathNode::sampled_outermost`).
     sampled: bool,
     path: u32,
     /// Overhead (its on-CPU part) inside this call so far, nested calls' included.
@@ -429,8 +451,6 @@ struct Totals<'a> {
     /// (path of the innermost frame, site) → calls of the site that sampling did not record,
     /// with no call of the same site open around them.
     unrecorded_outermost: IdMap<(u32, u32), u64>,
-    /// Path of a call → the recorded outermost calls there taken while their site was sampled.
-    sampled_outermost_on_path: IdMap<u32, SampledCalls>,
 }
 
 /// Waits of the runtime for room in its buffers, in ticks.
@@ -479,7 +499,6 @@ impl<'a> ActiveTime<'a> {
                 buffer_stalls: BufferStallTicks::default(),
                 region_begins: IdMap::default(),
                 unrecorded_outermost: IdMap::default(),
-                sampled_outermost_on_path: IdMap::default(),
             },
         }
     }
@@ -673,9 +692,14 @@ impl Totals<'_> {
     /// of the self time of the probe call they ran in (through a rayon task or region frame:
     /// a `join` in the probed function runs its closures inside it).
     fn extrapolate_unrecorded(&mut self) {
-        for ((parent, site), count) in std::mem::take(&mut self.unrecorded_outermost) {
+        let unrecorded = std::mem::take(&mut self.unrecorded_outermost);
+        if unrecorded.is_empty() {
+            return;
+        }
+        let sampled_by_site = self.call_paths.sampled_outermost_by_site();
+        for ((parent, site), count) in unrecorded {
             let path = self.call_paths.child(parent, PathFrame::Probe(site));
-            let (basis, sample) = self.extrapolation_basis(path, site);
+            let (basis, sample) = self.extrapolation_basis(path, site, sampled_by_site.get(&site));
             let estimate = basis.extrapolated(count);
             if let Some(probe) = self.probes.get_mut(&site) {
                 // The calls are counted already.
@@ -704,11 +728,16 @@ impl Totals<'_> {
     /// whether they are a sample: those taken while the site was sampled, on the path, else
     /// anywhere; else (a site sampled too briefly to record one) every recorded call on the
     /// path, else anywhere. None at all (a cut trace): the calls are counted, with no time.
-    fn extrapolation_basis(&self, path: u32, site: u32) -> (CallTotals, Option<SampledCalls>) {
+    fn extrapolation_basis(
+        &self,
+        path: u32,
+        site: u32,
+        sampled_anywhere: Option<&SampledCalls>,
+    ) -> (CallTotals, Option<SampledCalls>) {
         let probe = self.probes.get(&site);
         let sampled = [
-            self.sampled_outermost_on_path.get(&path).copied(),
-            probe.map(|p| p.sampled_outermost),
+            Some(self.call_paths.nodes[path as usize].sampled_outermost),
+            sampled_anywhere.copied(),
         ];
         if let Some(sample) = sampled.into_iter().flatten().find(|s| s.totals.calls > 0) {
             return (sample.totals, Some(sample));
@@ -829,10 +858,8 @@ impl Totals<'_> {
         if !recursive {
             probe.recorded_outermost.add(&figures);
             if call.sampled {
-                probe.sampled_outermost.add(&figures);
-                self.sampled_outermost_on_path
-                    .entry(call.path)
-                    .or_default()
+                self.call_paths.nodes[call.path as usize]
+                    .sampled_outermost
                     .add(&figures);
             }
         }
