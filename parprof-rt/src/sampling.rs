@@ -286,7 +286,8 @@ pub(crate) fn entry_flags(site: u32) -> u8 {
     if EVERY_CALL.load(Ordering::Relaxed) {
         return 0;
     }
-    // An outermost activation recorded because all of them are stands for itself alone.
+    // An outermost activation recorded because every outermost one is (`record_outermost`)
+    // is not a sample: it stands for itself alone.
     match with_site(site, |s| {
         s.period > 1 && !(s.depth == 1 && s.record_outermost)
     }) {
