@@ -10,6 +10,7 @@
 //!
 //! Prints `joins=<n>`: the `rayon::join` calls it made, counted by the program itself. Each join
 //! runs two tasks, and entering the pool from `main` one more, so the region has 2·joins + 1.
+//! Then `work_ns=<n>`: the sort's own wall time.
 
 use parprof_suite::calls::{self, JOINS};
 
@@ -44,11 +45,14 @@ fn main() {
     let args = parprof_suite::DemoArgs::from_env();
     let cutoff = args.number(1, 16);
     let mut v = parprof_suite::pseudo_random(args.number(0, 1_000_000));
+    let start = std::time::Instant::now();
     if args.region() {
         parprof_rt::parallel_region!("quicksort", { quick_sort(&mut v, cutoff) });
     } else {
         quick_sort(&mut v, cutoff);
     }
+    let sort_ns = start.elapsed().as_nanos();
     assert!(v.windows(2).all(|w| w[0] <= w[1]), "sorted");
     calls::print();
+    println!("work_ns={sort_ns}");
 }

@@ -14,6 +14,7 @@ pub mod clock;
 pub mod codec;
 mod detail;
 mod full_detail;
+pub mod lifecycle_totals;
 mod perf_group;
 // With `off`, probes expand to the stubs below and only calibration uses the real guard.
 #[cfg_attr(feature = "off", allow(dead_code))]

@@ -20,6 +20,7 @@
 //!
 //! Not a public API: the names and signatures change with the edits.
 
+use crate::lifecycle_totals;
 use crate::recorder;
 use crate::region::{self, NOT_A_WORKER, RegionGuard};
 use crate::trace::{EventKind, NO_WORKER, SiteKind, TaskOrigin};
@@ -107,7 +108,7 @@ impl Task {
         let region = tag.region();
         let creator = (tag.creator() >> 16) as u16;
         let previous = region::set_region(region);
-        if recorder::record(EventKind::TaskBegin, region, creator, origin as u8) {
+        if lifecycle_totals::hook(EventKind::TaskBegin, region, creator, origin as u8) {
             Task { region, previous }
         } else {
             region::set_region(previous);
@@ -120,7 +121,7 @@ impl Drop for Task {
     #[inline(always)]
     fn drop(&mut self) {
         if self.region != 0 {
-            recorder::record(EventKind::TaskEnd, self.region, 0, 0);
+            lifecycle_totals::hook(EventKind::TaskEnd, self.region, 0, 0);
             region::set_region(self.previous);
         }
     }
@@ -157,7 +158,7 @@ impl Fork {
     #[inline(always)]
     pub fn resume(&self) {
         if self.0 != Tag::NONE && self.0.creator() != NOT_A_WORKER {
-            recorder::record(EventKind::TaskResume, self.0.region(), 0, 0);
+            lifecycle_totals::hook(EventKind::TaskResume, self.0.region(), 0, 0);
         }
     }
 }
@@ -319,7 +320,7 @@ pub fn search_round(rounds: u32) {
         return;
     }
     let rounds = rounds.min(u32::from(u16::MAX)) as u16;
-    recorder::record(EventKind::SearchRound, region::current_region(), rounds, 0);
+    lifecycle_totals::hook(EventKind::SearchRound, region::current_region(), rounds, 0);
 }
 
 /// A worker sleeping until work arrives: recorded from when it blocks until it wakes.
@@ -331,7 +332,7 @@ impl Sleep {
         if region::recording_off() {
             return Sleep(false);
         }
-        Sleep(recorder::record(
+        Sleep(lifecycle_totals::hook(
             EventKind::SleepBegin,
             region::current_region(),
             0,
@@ -343,7 +344,7 @@ impl Sleep {
 impl Drop for Sleep {
     fn drop(&mut self) {
         if self.0 {
-            recorder::record(EventKind::SleepEnd, region::current_region(), 0, 0);
+            lifecycle_totals::hook(EventKind::SleepEnd, region::current_region(), 0, 0);
         }
     }
 }

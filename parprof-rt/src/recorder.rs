@@ -10,7 +10,8 @@ use crate::attention;
 use crate::calibrate;
 use crate::clock;
 use crate::full_detail;
-use crate::ring::{Push, Ring};
+use crate::lifecycle_totals;
+use crate::ring::{self, Push, Ring};
 use crate::sampling;
 use crate::slice_child;
 use crate::slices;
@@ -39,6 +40,18 @@ static MODE: AtomicU8 = AtomicU8::new(UNINIT);
 #[inline(always)]
 pub fn is_off() -> bool {
     MODE.load(Ordering::Relaxed) == OFF
+}
+
+/// True when recording is on (the runtime started and has not stopped).
+#[inline(always)]
+pub(crate) fn is_on() -> bool {
+    MODE.load(Ordering::Relaxed) == ON
+}
+
+/// Whether the calling thread's ring is less than half full: past that, per-job detail pauses
+/// rather than make the thread wait for the writer.
+pub(crate) fn ring_has_room() -> bool {
+    with_current_ring(|ring| ring.pending() < ring::CAPACITY / 2).unwrap_or(false)
 }
 
 /// True when probes are recording into a trace.
@@ -287,7 +300,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn current_tid() -> u32 {
+pub(crate) fn current_tid() -> u32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() as u32 }
 }
@@ -455,6 +468,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     // After calibration, which must record every call of its pseudo-site.
     sampling::configure(ticks_per_ns, every_call);
     speed_reference::configure(ticks_per_ns, every_call);
+    lifecycle_totals::configure(ticks_per_ns);
     // After calibration too, whose events are not the program's. This thread attached for
     // calibration, before either could give it anything.
     if full_detail {
@@ -662,8 +676,13 @@ fn writer_loop() {
         .get()
         .expect("runtime initialised before the writer starts");
     let mut enc = ChunkEncoder::new();
+    let mut snapshot_at = std::time::Instant::now() + lifecycle_totals::SNAPSHOT_EVERY;
     loop {
         let stopping = rt.stop.load(Ordering::Acquire);
+        if std::time::Instant::now() >= snapshot_at {
+            lifecycle_totals::snapshot_changed(|chunk| enc.chunk(&chunk));
+            snapshot_at += lifecycle_totals::SNAPSHOT_EVERY;
+        }
         drain_once(rt, &mut enc);
         if stopping {
             break;
@@ -671,6 +690,7 @@ fn writer_loop() {
         std::thread::park_timeout(Duration::from_millis(2));
     }
     MODE.store(OFF, Ordering::Release);
+    lifecycle_totals::snapshot_changed(|chunk| enc.chunk(&chunk));
     drain_once(rt, &mut enc);
     enc.chunk(&Chunk::End(End {
         end: clock::sync_point(),

@@ -9,6 +9,7 @@
 //! Tasks, forks, searches and sleeps are recorded by hooks that `cargo parprof` compiles into
 //! the program's own copy of rayon-core; a region needs nothing from the code inside it.
 
+use crate::lifecycle_totals;
 use crate::recorder;
 use crate::trace::{EventKind, NO_WORKER};
 use std::cell::Cell;
@@ -82,7 +83,7 @@ impl RegionGuard {
     /// Begins region `id` on this thread (recording is on).
     pub(crate) fn begin(id: u32) -> RegionGuard {
         let previous = set_region(id);
-        if recorder::record(EventKind::RegionBegin, id, 0, 0) {
+        if lifecycle_totals::hook(EventKind::RegionBegin, id, 0, 0) {
             RegionGuard { id, previous }
         } else {
             set_region(previous);
@@ -114,7 +115,7 @@ impl Drop for RegionGuard {
     #[inline(always)]
     fn drop(&mut self) {
         if self.id != 0 {
-            recorder::record(EventKind::RegionEnd, self.id, 0, 0);
+            lifecycle_totals::hook(EventKind::RegionEnd, self.id, 0, 0);
             set_region(self.previous);
         }
     }

@@ -95,6 +95,12 @@ impl Ring {
         }
     }
 
+    /// Events stored and not yet drained (producer side).
+    #[inline]
+    pub fn pending(&self) -> usize {
+        self.head.load(Ordering::Relaxed) - self.tail.load(Ordering::Acquire)
+    }
+
     /// Counts an event that could not be stored.
     pub fn count_lost(&self) {
         self.lost.fetch_add(1, Ordering::Relaxed);

@@ -31,7 +31,7 @@ use std::io::{self, Read, Write};
 /// First eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
 /// Version of the format written by this crate. Readers accept exactly this version.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
 pub const MAX_CHUNK_LEN: u32 = 64 << 20;
 /// Size of one [`Event`] in memory (the runtime's rings).
@@ -50,6 +50,13 @@ pub const ENTER_NOT_SAMPLED: u8 = 1;
 /// unrecorded activation of the same site. Traces written before this flag have none.
 pub const UNRECORDED_NESTED: u8 = 1;
 
+/// `Event::flags` of an [`EventKind::Detail`]: per-job events stop here.
+pub const DETAIL_PAUSE: u8 = 0;
+/// `Event::flags` of an [`EventKind::Detail`]: per-job events start again; frame events follow.
+pub const DETAIL_RESUME: u8 = 1;
+/// `Event::flags` of an [`EventKind::Detail`]: a task or region open on the thread at a resume.
+pub const DETAIL_FRAME: u8 = 2;
+
 /// `ThreadRecord::rayon_index` and `Event::aux` value meaning "no rayon worker".
 pub const NO_WORKER: u16 = u16::MAX;
 
@@ -63,6 +70,7 @@ pub enum ChunkKind {
     Events = 4,
     Lost = 5,
     End = 6,
+    LifecycleTotals = 7,
 }
 
 impl ChunkKind {
@@ -74,6 +82,7 @@ impl ChunkKind {
             4 => Self::Events,
             5 => Self::Lost,
             6 => Self::End,
+            7 => Self::LifecycleTotals,
             _ => return None,
         })
     }
@@ -132,11 +141,21 @@ pub enum EventKind {
     /// is the measured cost of one untimed call in 1/16 ticks. The calibration row of this
     /// kind holds the same figure measured at start-up, in ticks.
     SpeedReference = 14,
+    /// The rayon-core hooks' per-job events stop or start again on this thread (see the
+    /// runtime's `lifecycle_totals` module): `flags` is [`DETAIL_PAUSE`], [`DETAIL_RESUME`] or
+    /// [`DETAIL_FRAME`]. From a pause to the next resume the thread's lifecycle is counted in
+    /// the program and written as [`LifecycleTotals`] chunks. A resume's `aux` is 0 when the
+    /// stretch that the next event ends was counted in the program up to the resume, 1 when a
+    /// gap starts at the resume (the thread is going to sleep: the search before it was
+    /// counted). A resume is followed by one frame event per task or region open on the
+    /// thread then, outermost first (`id` its region, `aux` 1 for a task, 0 for a region
+    /// body), stamped at the resume.
+    Detail = 15,
 }
 
 impl EventKind {
     /// Every event kind, for calibration tables and exhaustive checks.
-    pub const ALL: [EventKind; 14] = [
+    pub const ALL: [EventKind; 15] = [
         Self::Enter,
         Self::Exit,
         Self::RegionBegin,
@@ -151,6 +170,7 @@ impl EventKind {
         Self::Unrecorded,
         Self::SliceCheckpoint,
         Self::SpeedReference,
+        Self::Detail,
     ];
 
     /// Called for every event decoded: an index, not a search of [`EventKind::ALL`].
@@ -384,6 +404,76 @@ pub struct End {
     pub events_lost: u64,
 }
 
+/// Durations are counted in log-linear buckets: values below 8 ticks have a bucket each,
+/// larger ones share one with the values of the same leading 4 bits, so a bucket's midpoint is
+/// within 1/16 (6 %) of every value in it, whatever the clock.
+pub const DURATION_BUCKETS: usize = 496;
+const BUCKET_SUB_BITS: u32 = 3;
+
+/// The bucket of a duration in ticks, below [`DURATION_BUCKETS`].
+#[inline]
+pub fn duration_bucket(ticks: u64) -> usize {
+    let sub = 1u64 << BUCKET_SUB_BITS;
+    if ticks < sub {
+        return ticks as usize;
+    }
+    let shift = 63 - ticks.leading_zeros() - BUCKET_SUB_BITS;
+    (((shift + 1) << BUCKET_SUB_BITS) as usize) + ((ticks >> shift) - sub) as usize
+}
+
+/// The midpoint of a bucket: the duration that stands for its values.
+pub fn duration_bucket_midpoint(bucket: usize) -> u64 {
+    let sub = 1u64 << BUCKET_SUB_BITS;
+    if (bucket as u64) < sub {
+        return bucket as u64;
+    }
+    let shift = (bucket as u32 >> BUCKET_SUB_BITS) - 1;
+    let leading = (bucket as u64 & (sub - 1)) + sub;
+    (leading << shift) + ((1u64 << shift) >> 1)
+}
+
+/// How many gaps, and their total length in ticks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GapSum {
+    pub count: u64,
+    pub ticks: u64,
+}
+
+/// The lifecycle of one thread in one region while its per-job events were paused (see
+/// [`EventKind::Detail`]), counted in the program: cumulative since the thread started, so the
+/// last chunk of a (thread, region) holds it all. The fields are what the analysis would have
+/// summed from the events (user code, gaps by how they ended, the hooks' searches), so that
+/// both add up.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LifecycleTotals {
+    pub tid: u32,
+    pub region: u32,
+    /// Time in the region's user code (tasks and region bodies) with this region innermost.
+    pub user_code_ticks: u64,
+    /// Tasks begun while the thread ran user code (UC→UC, e.g. a join's first half).
+    pub bypasses: u64,
+    /// Tasks of the region that ended (UC→LQ).
+    pub task_ends: u64,
+    /// Tasks of the region begun, by [`TaskOrigin`] value.
+    pub tasks: [u64; 4],
+    /// Gaps that ended with a local or inline task, with a steal, and with a fork's return (by
+    /// bit length of the gap, as `(bit length, sum)`, ascending).
+    pub local_gaps: GapSum,
+    pub steal_gaps: GapSum,
+    pub resume_gaps: Vec<(u8, GapSum)>,
+    /// Of these gaps: the time idle after a first failed search round of a search that slept,
+    /// the failed rounds, and the searches with a failed round.
+    pub idle_ticks: u64,
+    pub search_rounds: u64,
+    pub idle_episodes: u64,
+    /// Task durations and local-gap lengths, `(bucket, count)` ascending (see
+    /// [`duration_bucket`]), with the exact shortest and longest task.
+    pub task_durations: Vec<(u16, u64)>,
+    pub local_gap_lengths: Vec<(u16, u64)>,
+    pub min_task_ticks: u64,
+    pub max_task_ticks: u64,
+}
+
 /// A decoded chunk.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Chunk {
@@ -400,6 +490,7 @@ pub enum Chunk {
         count: u64,
     },
     End(End),
+    LifecycleTotals(LifecycleTotals),
 }
 
 /// Why a trace could not be read.
@@ -472,6 +563,40 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&s.as_bytes()[..end]);
 }
 
+fn put_totals(o: &mut Vec<u8>, t: &LifecycleTotals) {
+    let put = |o: &mut Vec<u8>, v: u64| put_varint(o, v);
+    o.extend_from_slice(&t.tid.to_le_bytes());
+    o.extend_from_slice(&t.region.to_le_bytes());
+    for v in [t.user_code_ticks, t.bypasses, t.task_ends] {
+        put(o, v);
+    }
+    for v in t.tasks {
+        put(o, v);
+    }
+    for s in [t.local_gaps, t.steal_gaps] {
+        put(o, s.count);
+        put(o, s.ticks);
+    }
+    put(o, t.resume_gaps.len() as u64);
+    for (bits, s) in &t.resume_gaps {
+        o.push(*bits);
+        put(o, s.count);
+        put(o, s.ticks);
+    }
+    for v in [t.idle_ticks, t.search_rounds, t.idle_episodes] {
+        put(o, v);
+    }
+    for buckets in [&t.task_durations, &t.local_gap_lengths] {
+        put(o, buckets.len() as u64);
+        for (bucket, count) in buckets {
+            put(o, u64::from(*bucket));
+            put(o, *count);
+        }
+    }
+    put(o, t.min_task_ticks);
+    put(o, t.max_task_ticks);
+}
+
 fn put_sync(out: &mut Vec<u8>, s: &ClockSync) {
     out.extend_from_slice(&s.ticks.to_le_bytes());
     out.extend_from_slice(&s.monotonic_ns.to_le_bytes());
@@ -528,6 +653,9 @@ impl ChunkEncoder {
                 put_sync(o, &e.end);
                 o.extend_from_slice(&e.events_written.to_le_bytes());
                 o.extend_from_slice(&e.events_lost.to_le_bytes());
+            }),
+            Chunk::LifecycleTotals(t) => self.framed(ChunkKind::LifecycleTotals, |o| {
+                put_totals(o, t);
             }),
         }
     }
@@ -808,6 +936,75 @@ impl<'a> Cursor<'a> {
             uncertainty_ticks: self.u32()?,
         })
     }
+    fn gap_sum(&mut self) -> Result<GapSum, &'static str> {
+        Ok(GapSum {
+            count: self.varint()?,
+            ticks: self.varint()?,
+        })
+    }
+    /// `(bucket, count)` pairs, buckets strictly ascending and below [`DURATION_BUCKETS`].
+    fn buckets(&mut self) -> Result<Vec<(u16, u64)>, &'static str> {
+        let n = self.varint()?;
+        if n > DURATION_BUCKETS as u64 {
+            return Err("more duration buckets than there are");
+        }
+        let mut out: Vec<(u16, u64)> = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let bucket = self.varint()?;
+            if bucket >= DURATION_BUCKETS as u64
+                || out.last().is_some_and(|l| u64::from(l.0) >= bucket)
+            {
+                return Err("duration buckets out of order or out of range");
+            }
+            out.push((bucket as u16, self.varint()?));
+        }
+        Ok(out)
+    }
+    fn totals(&mut self) -> Result<LifecycleTotals, &'static str> {
+        let tid = self.u32()?;
+        let region = self.u32()?;
+        let user_code_ticks = self.varint()?;
+        let bypasses = self.varint()?;
+        let task_ends = self.varint()?;
+        let tasks = [
+            self.varint()?,
+            self.varint()?,
+            self.varint()?,
+            self.varint()?,
+        ];
+        let local_gaps = self.gap_sum()?;
+        let steal_gaps = self.gap_sum()?;
+        let n = self.varint()?;
+        if n > 65 {
+            return Err("more gap lengths than bits in a u64");
+        }
+        let mut resume_gaps: Vec<(u8, GapSum)> = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let bits = self.u8()?;
+            if bits > 64 || resume_gaps.last().is_some_and(|l| l.0 >= bits) {
+                return Err("gap lengths out of order or out of range");
+            }
+            resume_gaps.push((bits, self.gap_sum()?));
+        }
+        Ok(LifecycleTotals {
+            tid,
+            region,
+            user_code_ticks,
+            bypasses,
+            task_ends,
+            tasks,
+            local_gaps,
+            steal_gaps,
+            resume_gaps,
+            idle_ticks: self.varint()?,
+            search_rounds: self.varint()?,
+            idle_episodes: self.varint()?,
+            task_durations: self.buckets()?,
+            local_gap_lengths: self.buckets()?,
+            min_task_ticks: self.varint()?,
+            max_task_ticks: self.varint()?,
+        })
+    }
     fn finish(&self) -> Result<(), &'static str> {
         if self.b.is_empty() {
             Ok(())
@@ -912,6 +1109,9 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
                 if kind == EventKind::Enter && e.flags & !ENTER_NOT_SAMPLED != 0 {
                     return Err("unknown flags of a probe entry");
                 }
+                if kind == EventKind::Detail && e.flags > DETAIL_FRAME {
+                    return Err("unknown flags of a detail event");
+                }
                 events.push(e);
                 previous = e;
             }
@@ -926,6 +1126,7 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
             events_written: c.u64()?,
             events_lost: c.u64()?,
         }),
+        ChunkKind::LifecycleTotals => Chunk::LifecycleTotals(c.totals()?),
     };
     c.finish()?;
     Ok(chunk)

@@ -22,7 +22,7 @@ use super::in_run_speed::{SpeedFollower, SpeedTotals};
 use super::model::Anomalies;
 use super::offcpu::{OffCpu, OffCpuCursor, OffCpuIndex, SwitchedOut};
 use super::spans::{LongestSpans, TickSpan, TickSpanKind};
-use parprof_rt::trace::{Calibration, Event, EventKind};
+use parprof_rt::trace::{Calibration, DETAIL_FRAME, DETAIL_RESUME, Event, EventKind};
 use std::collections::{BTreeSet, HashMap};
 
 /// What calls add up to, in ticks: the same figures per probe site and per call path.
@@ -612,6 +612,7 @@ impl Totals<'_> {
                 }
             }
             EventKind::Unrecorded => self.unrecorded(thread, event),
+            EventKind::Detail => self.on_detail(thread, event),
             EventKind::TaskResume
             | EventKind::BufferStall
             | EventKind::SliceCheckpoint
@@ -784,6 +785,20 @@ impl Totals<'_> {
             depth: 1,
             for_task,
         });
+    }
+
+    /// A worker's per-job events resume (see the runtime's `lifecycle_totals`): the tasks open
+    /// then are the frame events that follow, so the task frames kept from before the pause
+    /// (whose ends were not written) go. Calls made while paused stayed under the frames of
+    /// the pause.
+    fn on_detail(&mut self, thread: &mut ThreadState<'_>, event: &Event) {
+        match event.flags {
+            DETAIL_RESUME => thread
+                .contexts
+                .retain(|c| !c.for_task && !matches!(c.frame, PathFrame::Task(_))),
+            DETAIL_FRAME if event.aux & 1 == 1 => self.begin_task(thread, event.id),
+            _ => {}
+        }
     }
 
     /// A task of `region` starts: under its region (begun here for a worker that is not in

@@ -45,7 +45,7 @@ use super::offcpu::{OffCpu, OffCpuIndex};
 use crate::recording::counters::{
     CounterRecords, CounterSource, ReadCost, Scaling, UnavailableCounter,
 };
-use parprof_rt::trace::{Event, EventKind, SiteRecord};
+use parprof_rt::trace::{DETAIL_FRAME, DETAIL_PAUSE, Event, EventKind, SiteRecord};
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -469,6 +469,13 @@ impl EventConsumer for SpanCollector {
             | EventKind::Unrecorded
             | EventKind::SliceCheckpoint
             | EventKind::SpeedReference => return,
+            // Tasks are attributed within a worker's detail windows: those open at a pause
+            // end there; those open at a resume begin there.
+            EventKind::Detail => match event.flags {
+                DETAIL_PAUSE => return self.end_tasks_at_pause(tid, event.ts),
+                DETAIL_FRAME if event.aux & 1 == 1 => (ItemKind::Tasks, Set::Work),
+                _ => return,
+            },
         };
         let site = event.id;
         let group = self.group(item, site);
@@ -487,10 +494,13 @@ impl EventConsumer for SpanCollector {
             Set::Regions => o.site,
         };
         let closed = match kind {
-            EventKind::Enter | EventKind::TaskBegin | EventKind::RegionBegin => {
+            EventKind::Enter
+            | EventKind::TaskBegin
+            | EventKind::RegionBegin
+            | EventKind::Detail => {
                 stack.push(Open {
                     site,
-                    is_task: kind == EventKind::TaskBegin,
+                    is_task: matches!(kind, EventKind::TaskBegin | EventKind::Detail),
                     group,
                     start: ts,
                 });
@@ -531,6 +541,25 @@ impl EventConsumer for SpanCollector {
 }
 
 impl SpanCollector {
+    /// Ends the tasks open on `tid` at a detail pause (the probe calls in them stay open:
+    /// their exits are written).
+    fn end_tasks_at_pause(&mut self, tid: u32, ts: u64) {
+        let frames = self.threads.entry(tid).or_default();
+        let ts = ts.max(frames.last_ts);
+        let (tasks, calls) = std::mem::take(&mut frames.work)
+            .into_iter()
+            .partition(|o| o.is_task);
+        frames.work = calls;
+        for o in tasks {
+            self.work.push(SpanRecord {
+                start: o.start,
+                end: ts,
+                competitor: tid,
+                group: o.group,
+            });
+        }
+    }
+
     /// `enabled`: whether any counter was collected (spans are only kept for them).
     /// `spill_dir`: where spans that do not fit in memory go, e.g. the trace's folder (the
     /// system's temporary folder may be in memory); the file is deleted when done.

@@ -562,6 +562,7 @@ mod tests {
             elapsed_ns: 1_000_000_000,
             workers: 4,
             tasks,
+            tasks_counted_in_program: 0,
             task_ns: TaskNs {
                 min: 1_000,
                 median: 10_000,

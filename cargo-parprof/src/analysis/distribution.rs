@@ -73,6 +73,29 @@ impl DurationDistribution {
         self.count_in_bucket(value);
     }
 
+    /// Adds durations counted in a coarser histogram (the runtime's, see
+    /// `parprof_rt::trace::duration_bucket`): `count` of them near `midpoint`, all within
+    /// `[min, max]`, the exact extremes of the durations counted there.
+    pub(crate) fn record_counted(&mut self, midpoint: u64, count: u64, min: u64, max: u64) {
+        if count == 0 {
+            return;
+        }
+        if self.buckets.is_empty() {
+            for v in std::mem::take(&mut self.exact) {
+                self.count_in_bucket(v);
+            }
+        }
+        let value = midpoint.clamp(min, max.max(min));
+        self.count += count;
+        self.min = self.min.min(min);
+        self.max = self.max.max(max);
+        let bucket = bucket_of(value) as usize;
+        if bucket >= self.buckets.len() {
+            self.buckets.resize(bucket + 1, 0);
+        }
+        self.buckets[bucket] += count;
+    }
+
     fn count_in_bucket(&mut self, value: u64) {
         let bucket = bucket_of(value) as usize;
         if bucket >= self.buckets.len() {
@@ -158,6 +181,20 @@ mod tests {
         }
         // Buckets are ordered like the values.
         assert!(bucket_of(127) < bucket_of(128) && bucket_of(255) < bucket_of(256));
+    }
+
+    #[test]
+    fn counted_durations_join_the_recorded_ones() {
+        let mut d = DurationDistribution::default();
+        d.record(10);
+        d.record(30);
+        // Three near 20 (between 18 and 22), five near 1000.
+        d.record_counted(20, 3, 18, 22);
+        d.record_counted(1000, 5, 990, 1010);
+        assert_eq!((d.min(), d.max()), (Some(10), Some(1010)));
+        // Ten values in order: 10, three near 20, 30, five near 1000; the lower middle one,
+        // the 5th, is 30.
+        assert_eq!(d.median(), Some((30, MedianMethod::Histogram)));
     }
 
     #[test]

@@ -44,6 +44,7 @@
 //! is taken as GS). The timeline's worker states come from the longest UC intervals and gaps,
 //! a bounded number of them (see [`state_spans`]).
 
+mod program_totals;
 mod state_spans;
 
 use super::EventConsumer;
@@ -53,7 +54,7 @@ use super::id_map::IdMap;
 use super::model::worker_name;
 use super::offcpu::{OffCpu, OffCpuIndex};
 use parprof_rt::trace::{
-    Event, EventKind, NO_WORKER, SiteKind, SiteRecord, TaskOrigin, ThreadRecord,
+    Event, EventKind, LifecycleTotals, NO_WORKER, SiteKind, SiteRecord, TaskOrigin, ThreadRecord,
 };
 use serde::Serialize;
 use state_spans::{KeptStretch, Longest, Split, Stretch};
@@ -156,11 +157,15 @@ impl TaskCounts {
     }
 
     fn count(&mut self, origin: TaskOrigin) {
+        self.add(origin, 1);
+    }
+
+    fn add(&mut self, origin: TaskOrigin, n: u64) {
         match origin {
-            TaskOrigin::Local => self.local += 1,
-            TaskOrigin::Stolen => self.stolen += 1,
-            TaskOrigin::Injected => self.injected += 1,
-            TaskOrigin::Inline => self.inline += 1,
+            TaskOrigin::Local => self.local += n,
+            TaskOrigin::Stolen => self.stolen += n,
+            TaskOrigin::Injected => self.injected += n,
+            TaskOrigin::Inline => self.inline += n,
         }
     }
 }
@@ -226,6 +231,10 @@ pub struct RegionReport {
     /// Tasks of the region, on every thread (a task can run outside the pool when rayon does
     /// not split an iterator at all).
     pub tasks: TaskCounts,
+    /// Of `tasks`, those that ran while their worker's per-job events were paused (a worker
+    /// writes at most 512 every 10 ms): counted in the program, with their state times and
+    /// durations, but not drawn in the timeline.
+    pub tasks_counted_in_program: u64,
     pub task_ns: TaskNs,
     /// Summed over the workers.
     pub state_ns: StateNs,
@@ -358,6 +367,9 @@ struct Frame {
     region: u32,
     begin: u64,
     task: bool,
+    /// Open when a detail window began: its begin is not in the trace, and its duration is
+    /// counted by the program.
+    partial: bool,
 }
 
 #[derive(Debug, Default)]
@@ -378,6 +390,11 @@ struct ThreadState {
     keep_min: u64,
     /// Regions entered on this thread and not yet left: (region, begin).
     open_regions: Vec<(u32, u64)>,
+    /// Between a detail pause and the next resume: the program counts this thread's
+    /// lifecycle (see `program_totals`); only region runs are in the trace.
+    paused: bool,
+    /// Just resumed: the stretch the next event ends was counted by the program.
+    fresh: bool,
 }
 
 /// What closes the current interval of a thread.
@@ -536,6 +553,8 @@ struct RegionAcc {
     durations: DurationDistribution,
     /// Gaps that ended with a local pop: their median is the LQ part of a search.
     local_gaps: DurationDistribution,
+    /// Tasks counted by the program while their worker's detail was paused.
+    counted_in_program: u64,
 }
 
 /// Streams a trace's events and rebuilds the lifecycle of every parallel region.
@@ -564,6 +583,8 @@ pub struct LifecycleBuilder {
     usable_cpus: Option<f64>,
     /// The runtime's trace-writer threads: the profiler's own CPU use.
     profiler_threads: Vec<u32>,
+    /// The program's own counts, by (thread, region): the last snapshot of each.
+    program_totals: HashMap<(u32, u32), LifecycleTotals>,
 }
 
 impl EventConsumer for LifecycleBuilder {
@@ -597,6 +618,7 @@ impl LifecycleBuilder {
             implicit: HashSet::new(),
             usable_cpus: None,
             profiler_threads: Vec::new(),
+            program_totals: HashMap::new(),
         }
     }
 
@@ -634,6 +656,10 @@ impl LifecycleBuilder {
                 self.on_search(tid, kind, event.ts);
                 return;
             }
+            EventKind::Detail => {
+                self.on_detail(tid, event);
+                return;
+            }
             EventKind::TaskBegin => match TaskOrigin::from_u8(event.flags) {
                 Some(origin) => Close::Begin(origin),
                 None => return,
@@ -642,6 +668,10 @@ impl LifecycleBuilder {
             EventKind::TaskResume => Close::Resume,
             EventKind::RegionBegin | EventKind::RegionEnd => Close::Region,
         };
+        if self.threads.get(&tid).is_some_and(|t| t.paused) {
+            self.on_paused_region(tid, event, kind);
+            return;
+        }
         let ts = self.close_interval(tid, event, kind, close);
         self.open_interval(tid, ts, kind, event.id, close);
     }
@@ -663,6 +693,11 @@ impl LifecycleBuilder {
         }
         // A timestamp that goes backwards on a thread is taken as simultaneous.
         let ts = event.ts.max(t.since);
+        // The stretch that a resume's first event ends was counted by the program.
+        let first = first || std::mem::take(&mut t.fresh);
+        if first {
+            t.since = ts;
+        }
         if kind == EventKind::RegionBegin
             && let Some(outer) = t.frames.last().map(|f| f.region)
             && !chain(parents, outer).any(|r| r == region)
@@ -719,6 +754,7 @@ impl LifecycleBuilder {
                     region,
                     begin: ts,
                     task: true,
+                    partial: false,
                 });
                 let acc = t.acc(region);
                 acc.tasks.count(origin);
@@ -728,11 +764,13 @@ impl LifecycleBuilder {
             }
             Close::TaskEnd => {
                 if let Some(frame) = t.pop(true, region) {
-                    self.regions
-                        .entry(frame.region)
-                        .or_default()
-                        .durations
-                        .record(ts - frame.begin);
+                    if !frame.partial {
+                        self.regions
+                            .entry(frame.region)
+                            .or_default()
+                            .durations
+                            .record(ts - frame.begin);
+                    }
                     t.for_chain(parents, frame.region, |a| a.transitions.uc_lq += 1);
                 }
                 t.in_uc = false;
@@ -745,6 +783,7 @@ impl LifecycleBuilder {
                     region,
                     begin: ts,
                     task: false,
+                    partial: false,
                 });
                 t.acc(region).ran_region_code = true;
                 t.in_uc = true;
@@ -784,7 +823,7 @@ impl LifecycleBuilder {
         self.first_ts = self.first_ts.min(ts);
         self.last_ts = self.last_ts.max(ts);
         let t = self.threads.entry(tid).or_default();
-        if t.in_uc {
+        if t.in_uc || t.paused {
             return;
         }
         let search = &mut t.search;
@@ -805,6 +844,7 @@ impl LifecycleBuilder {
         ns_per_tick: f64,
         thresholds: &Thresholds,
     ) -> Lifecycle {
+        self.merge_program_totals();
         if self.first_ts > self.last_ts {
             return Lifecycle {
                 regions: Vec::new(),
@@ -944,7 +984,8 @@ impl LifecycleBuilder {
                     region: 0,
                     search,
                 });
-                if !t.in_uc {
+                // A paused thread's last stretch is the program's to count.
+                if !t.in_uc && !t.paused {
                     let after_task = t.gap_after_task;
                     gaps.push(Gap {
                         start: t.since,
@@ -1008,6 +1049,7 @@ impl LifecycleBuilder {
             elapsed_ns: ns(runs.iter().map(|(a, b)| b - a).sum()),
             workers: per_worker.len(),
             tasks: racc.tasks,
+            tasks_counted_in_program: racc.counted_in_program,
             task_ns: TaskNs {
                 min: ns(d.min().unwrap_or(0)),
                 median: ns(d.median().map_or(0, |(m, _)| m)),

@@ -38,8 +38,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lifecycle::{Lifecycle, LifecycleBuilder, LifecycleTimeline};
 use offcpu::OffCpuIndex;
 use parprof_rt::trace::{
-    Chunk, Completeness, End, Event, Header, SiteRecord, ThreadRecord, TickConverter, TraceError,
-    TraceReader,
+    Chunk, Completeness, End, Event, Header, LifecycleTotals, SiteRecord, ThreadRecord,
+    TickConverter, TraceError, TraceReader,
 };
 use spans::{LongestSpans, TickSpan, TickSpanKind};
 use std::borrow::Cow;
@@ -130,6 +130,8 @@ struct TraceContents {
     sites: HashMap<u32, SiteRecord>,
     threads: HashMap<u32, ThreadRecord>,
     lost_by_thread: HashMap<u32, u64>,
+    /// The last snapshot of each (thread, region)'s lifecycle counted in the program.
+    lifecycle_totals: HashMap<(u32, u32), LifecycleTotals>,
     events: u64,
     completeness: TraceCompleteness,
 }
@@ -140,6 +142,7 @@ impl TraceContents {
             sites: HashMap::new(),
             threads: HashMap::new(),
             lost_by_thread: HashMap::new(),
+            lifecycle_totals: HashMap::new(),
             events: 0,
             completeness: TraceCompleteness::Absent,
         }
@@ -429,6 +432,9 @@ fn stream_trace(
     for thread in contents.threads.values() {
         lifecycle.on_thread(thread);
     }
+    for totals in contents.lifecycle_totals.values() {
+        lifecycle.on_totals(totals.clone());
+    }
     Streamed {
         active: active.finish(),
         activity,
@@ -582,6 +588,19 @@ fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds)
                 .to_owned(),
         );
     }
+    let counted: u64 = regions.iter().map(|r| r.tasks_counted_in_program).sum();
+    if counted > 0 {
+        let tasks: u64 = regions.iter().map(|r| r.tasks.total()).sum();
+        notes.push(format!(
+            "Rayon's per-job detail was sampled: {counted} of {tasks} tasks ran while their worker's \
+             per-job events were paused (a worker writes at most {} of them every {} ms, so that \
+             profiling costs follow run time, not the job rate). The program counted those tasks, \
+             their state times and durations itself, exactly; the timeline, the profile's markers \
+             and the active flamegraph's task frames show the detail windows only.",
+            parprof_rt::lifecycle_totals::WINDOW_EVENTS,
+            parprof_rt::lifecycle_totals::WINDOW_NS / 1_000_000,
+        ));
+    }
     notes.extend(
         regions
             .iter()
@@ -729,6 +748,11 @@ fn read_events(
             }
             Ok(Some(Chunk::Lost { tid, count })) => {
                 *contents.lost_by_thread.entry(tid).or_default() += count
+            }
+            Ok(Some(Chunk::LifecycleTotals(totals))) => {
+                contents
+                    .lifecycle_totals
+                    .insert((totals.tid, totals.region), totals);
             }
             Ok(Some(Chunk::Header(_) | Chunk::End(_))) => {}
             Ok(None) => break None,

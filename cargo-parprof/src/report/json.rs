@@ -68,6 +68,9 @@ struct Region<'a> {
     tasks_stolen: u64,
     tasks_injected: u64,
     tasks_inline: u64,
+    /// Of `tasks`, those counted in the program while their worker's per-job events were
+    /// paused: in every figure, not in the timeline.
+    tasks_counted_in_program: u64,
     task_ns: &'a TaskNs,
     state_ns: &'a StateNs,
     transitions: &'a Transitions,
@@ -95,6 +98,7 @@ impl<'a> Region<'a> {
             tasks_stolen: r.tasks.stolen,
             tasks_injected: r.tasks.injected,
             tasks_inline: r.tasks.inline,
+            tasks_counted_in_program: r.tasks_counted_in_program,
             task_ns: &r.task_ns,
             state_ns: &r.state_ns,
             transitions: &r.transitions,

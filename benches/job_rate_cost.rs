@@ -1,0 +1,248 @@
+//! What profiling costs a program that makes millions of rayon jobs
+//! (`cargo bench --bench job_rate_cost`): the profiler's cost must follow run time and
+//! threads, not the job rate.
+//!
+//! Two unannotated workloads, each run plain and under `cargo parprof`, alternately, over
+//! [`ROUNDS`] rounds (the profiling build is made beforehand, so the command's time is a
+//! freshness check of cargo, the run, the collection, the analysis and the reports):
+//! - `demo_quicksort 12000000 1`: a `rayon::join` quicksort recursing to single elements
+//!   (about 16 M jobs);
+//! - `one_item_tasks 4000000`: a `par_iter` of 4 M one-item tasks (8 M jobs).
+//!
+//! Printed per workload (medians, with the range): the program's own work time under the
+//! profiler ÷ plain (`work_ns=` it prints itself; goal ≤ 1.25 on 2 cores), the whole command
+//! ÷ the plain program's wall time (goal ≤ 2.5), the run folder's size (goal ≤ 25 MB), the
+//! time `cargo parprof report` takes to analyse the saved run and write every view, the
+//! program's waits for the trace writer, and the region's task count in report.json against
+//! the one the program counted (must be exact).
+
+mod common;
+
+use cargo_parprof::target::BuildOptions;
+use common::{build_example, build_example_unhooked, median};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const ROUNDS: usize = 3;
+
+struct Workload {
+    example: &'static str,
+    args: &'static [&'static str],
+    /// The tasks the region must have, from what the program printed.
+    expected_tasks: fn(&str) -> u64,
+    /// A diagnosis every profiled run must report.
+    diagnosis: &'static str,
+}
+
+fn printed(stdout: &str, key: &str) -> u64 {
+    stdout
+        .lines()
+        .flat_map(str::split_whitespace)
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+        .unwrap_or_else(|| panic!("the program printed no {key}= in:\n{stdout}"))
+}
+
+const WORKLOADS: [Workload; 2] = [
+    Workload {
+        example: "demo_quicksort",
+        args: &["12000000", "1"],
+        expected_tasks: |out| 2 * printed(out, "joins") + 1,
+        diagnosis: "too_fine_granularity",
+    },
+    Workload {
+        example: "one_item_tasks",
+        args: &["4000000"],
+        expected_tasks: |out| 2 * (printed(out, "leaves") - 1) + 1,
+        diagnosis: "too_fine_granularity",
+    },
+];
+
+/// One profiled run's figures.
+struct Profiled {
+    work_s: f64,
+    wall_s: f64,
+    folder_mb: f64,
+    report_s: f64,
+    tasks: u64,
+    expected_tasks: u64,
+    stalls: u64,
+    diagnosed: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "cargo-parprof",
+            "--bin",
+            "cargo-parprof",
+        ])
+        .current_dir(root)
+        .status()?;
+    anyhow::ensure!(status.success(), "cannot build cargo-parprof");
+    let profiler = root.join("target/release/cargo-parprof");
+    let opts = BuildOptions::default();
+    let scratch = tempfile::tempdir()?;
+    for w in &WORKLOADS {
+        let plain_exe = build_example_unhooked(w.example, &opts)?;
+        // The profiling build, made now so that no round pays for it.
+        build_example(w.example, &opts)?;
+        let mut plain_work = Vec::new();
+        let mut plain_wall = Vec::new();
+        let mut runs = Vec::new();
+        for round in 0..ROUNDS {
+            let (work, wall) = run_plain(&plain_exe, w.args)?;
+            plain_work.push(work);
+            plain_wall.push(wall);
+            runs.push(run_profiled(
+                &profiler,
+                w,
+                &scratch.path().join(format!("{round}")),
+            )?);
+        }
+        print_figures(w, &plain_work, &plain_wall, &runs);
+    }
+    Ok(())
+}
+
+fn run_plain(exe: &Path, args: &[&str]) -> anyhow::Result<(f64, f64)> {
+    let started = Instant::now();
+    let out = Command::new(exe).args(args).output()?;
+    let wall = started.elapsed().as_secs_f64();
+    anyhow::ensure!(out.status.success(), "{} failed", exe.display());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    Ok((printed(&stdout, "work_ns") as f64 / 1e9, wall))
+}
+
+fn run_profiled(profiler: &Path, w: &Workload, dir: &Path) -> anyhow::Result<Profiled> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let started = Instant::now();
+    let out = Command::new(profiler)
+        .args(["parprof", "--example", w.example, "-o"])
+        .arg(dir)
+        .arg("--")
+        .args(w.args)
+        .current_dir(root)
+        .output()?;
+    let wall_s = started.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    anyhow::ensure!(out.status.success(), "cargo parprof failed: {stderr}");
+    let folder_mb = folder_bytes(dir)? as f64 / 1e6;
+    let again = dir.with_extension("report");
+    let started = Instant::now();
+    let status = Command::new(profiler)
+        .args(["parprof", "report"])
+        .arg(dir)
+        .arg("-o")
+        .arg(&again)
+        .current_dir(root)
+        .output()?;
+    let report_s = started.elapsed().as_secs_f64();
+    anyhow::ensure!(status.status.success(), "cargo parprof report failed");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report.json"))?)?;
+    let regions = report["regions"].as_array().cloned().unwrap_or_default();
+    let tasks = regions
+        .iter()
+        .map(|r| r["tasks"].as_u64().unwrap_or(0))
+        .sum();
+    let diagnosed = regions.iter().any(|r| {
+        r["diagnoses"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|d| d["code"] == w.diagnosis))
+    });
+    Ok(Profiled {
+        work_s: printed(&stdout, "work_ns") as f64 / 1e9,
+        wall_s,
+        folder_mb,
+        report_s,
+        tasks,
+        expected_tasks: (w.expected_tasks)(&stdout),
+        stalls: report["buffer_stalls"]["count"].as_u64().unwrap_or(0),
+        diagnosed,
+    })
+}
+
+fn folder_bytes(dir: &Path) -> anyhow::Result<u64> {
+    let mut total = 0;
+    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let meta = entry.metadata()?;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                total += meta.len();
+            }
+        }
+    }
+    Ok(total)
+}
+
+fn range(v: &[f64]) -> String {
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(0.0, f64::max);
+    format!("{:.2} ({min:.2}–{max:.2})", median(v.to_vec()))
+}
+
+fn print_figures(w: &Workload, plain_work: &[f64], plain_wall: &[f64], runs: &[Profiled]) {
+    let work_ratio: Vec<f64> = (runs.iter().zip(plain_work))
+        .map(|(r, p)| r.work_s / p)
+        .collect();
+    let wall_ratio: Vec<f64> = (runs.iter().zip(plain_wall))
+        .map(|(r, p)| r.wall_s / p)
+        .collect();
+    let pick = |f: fn(&Profiled) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
+    println!("{} {}:", w.example, w.args.join(" "));
+    println!(
+        "  plain: work {} s, wall {} s",
+        range(plain_work),
+        range(plain_wall)
+    );
+    println!(
+        "  under cargo parprof: work {} s, command {} s",
+        range(&pick(|r| r.work_s)),
+        range(&pick(|r| r.wall_s))
+    );
+    println!(
+        "  work ÷ plain work      {} (goal ≤ 1.25)",
+        range(&work_ratio)
+    );
+    println!(
+        "  command ÷ plain wall   {} (goal ≤ 2.5)",
+        range(&wall_ratio)
+    );
+    println!(
+        "  run folder             {} MB (goal ≤ 25)",
+        range(&pick(|r| r.folder_mb))
+    );
+    println!(
+        "  report of the saved run {} s",
+        range(&pick(|r| r.report_s))
+    );
+    for r in runs {
+        println!(
+            "  tasks {} against the program's {} ({}); writer waits {}; {} {}",
+            r.tasks,
+            r.expected_tasks,
+            if r.tasks == r.expected_tasks {
+                "exact"
+            } else {
+                "DIFFERENT"
+            },
+            r.stalls,
+            w.diagnosis,
+            if r.diagnosed {
+                "diagnosed"
+            } else {
+                "NOT diagnosed"
+            }
+        );
+    }
+}

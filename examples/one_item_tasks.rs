@@ -1,0 +1,42 @@
+//! Millions of one-item tasks: `par_iter().with_max_len(1)` over N items (default 4,000,000),
+//! each task a few nanoseconds of work, the way a `par_iter` over small items is often written
+//! before it is tuned. `cargo parprof --example one_item_tasks` reports
+//! `too_fine_granularity`; it is also the worst case of a profiler whose cost follows the job
+//! rate (`benches/job_rate_cost.rs`).
+//!
+//! The global pool has 2 workers (`one_item_tasks [N] [WORKERS]`). Prints `leaves=<n>`: the
+//! one-item pieces the iterator ran, counted by the program (`fold` makes one accumulator per
+//! piece); the iterator splits by `join` down to them, so the region has 2·(leaves − 1) + 1
+//! tasks. Then `work_ns=<n>`: the loop's own wall time.
+
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+static LEAVES: AtomicU64 = AtomicU64::new(0);
+
+fn main() {
+    let args = parprof_suite::DemoArgs::from_env();
+    let items = args.number(0, 4_000_000) as u32;
+    let workers = args.number(1, 2);
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build_global()
+        .expect("the global pool is built once");
+    let start = Instant::now();
+    let sum = (0..items)
+        .into_par_iter()
+        .with_max_len(1)
+        .fold(
+            || {
+                LEAVES.fetch_add(1, Ordering::Relaxed);
+                0u64
+            },
+            |acc, x| acc.wrapping_add(u64::from(x).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 7),
+        )
+        .reduce(|| 0, u64::wrapping_add);
+    let work_ns = start.elapsed().as_nanos();
+    println!("sum={sum}");
+    println!("leaves={}", LEAVES.load(Ordering::Relaxed));
+    println!("work_ns={work_ns}");
+}
