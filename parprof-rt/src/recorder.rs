@@ -500,8 +500,11 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
         .name(trace::WRITER_THREAD_NAME.into())
         .spawn(writer_loop)?;
     let _ = rt.writer.set(writer.thread().clone());
-    // SAFETY: registering a plain extern "C" fn with no captured state.
-    unsafe { libc::atexit(flush_at_exit) };
+    // SAFETY: registering plain extern "C" fns with no captured state.
+    unsafe {
+        libc::atexit(flush_at_exit);
+        libc::pthread_atfork(None, None, Some(stop_in_forked_child));
+    }
     crash_flush::install();
     #[cfg(panic = "abort")]
     {
@@ -614,6 +617,18 @@ mod crash_flush {
 
 extern "C" fn flush_at_exit() {
     shutdown();
+}
+
+/// Set around the fork of a slice, whose child measures on (see `slice_child`).
+pub(crate) static FORKING_SLICE: AtomicBool = AtomicBool::new(false);
+
+/// A child of `fork()` (not a slice) has no writer thread, and its copy of the trace file is
+/// the parent's: recording stops in it, so its probes cost one branch and its exit does not
+/// wait for a writer that does not exist.
+extern "C" fn stop_in_forked_child() {
+    if !FORKING_SLICE.load(Ordering::Relaxed) {
+        MODE.store(OFF, Ordering::Release);
+    }
 }
 
 /// Stops recording, writes everything buffered and the end chunk. Idempotent; waits at most

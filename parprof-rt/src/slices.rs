@@ -437,9 +437,14 @@ fn fork_slice(s: &Slices, p: &mut Parent, busy_cpus: &[u32]) {
     let site_limit = recorder::next_site_id().min(MAX_SITES as u32);
     slice_slot::reset(s.slots.get(slot), site_limit);
     let start_ts = clock::now();
+    recorder::FORKING_SLICE.store(true, Ordering::Relaxed);
     // SAFETY: the child only runs this thread's code, which touches no lock another thread
     // may have held at the fork (see `slice_child`).
-    match unsafe { libc::fork() } {
+    let forked = unsafe { libc::fork() };
+    if forked != 0 {
+        recorder::FORKING_SLICE.store(false, Ordering::Relaxed);
+    }
+    match forked {
         -1 => p.checkpoints.fork_failed += 1,
         0 => slice_child::start(slice_child::Setup {
             slot: s.slots.get(slot),
