@@ -636,6 +636,29 @@ fn trace_of_another_process_is_used_when_the_childs_is_absent() {
     );
 }
 
+#[test]
+fn a_trace_named_after_the_run_but_written_by_another_process_is_not_analysed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut all = chunks();
+    all.push(end());
+    // Another run's trace (written by process 100) put where process 777's belongs.
+    write_trace(dir.path(), "trace-777.ppt", &encode(&all));
+    let opts = AnalysisOptions {
+        child_pid: Some(777),
+        ..AnalysisOptions::default()
+    };
+    let analysis = analyse(dir.path(), &kernel(), &opts).expect("analysis");
+    assert!(analysis.probes.is_empty(), "{:?}", analysis.probes);
+    assert!(
+        analysis
+            .notes
+            .iter()
+            .any(|n| n.contains("written by process 100") && n.contains("another run")),
+        "{:?}",
+        analysis.notes
+    );
+}
+
 /// A region of 10 µs on the main thread whose tasks, 100 of 20 ns each, run on the worker
 /// 80 ns apart, each taken from its own deque: far too fine.
 fn region_chunks() -> Vec<Chunk> {

@@ -1145,12 +1145,15 @@ pub struct TickConverter {
 impl TickConverter {
     pub fn new(header: &Header, end: Option<&ClockSync>) -> Self {
         let start = header.start;
-        let ns_per_tick = match end {
-            Some(e) if e.ticks > start.ticks && e.monotonic_ns > start.monotonic_ns => {
-                (e.monotonic_ns - start.monotonic_ns) as f64 / (e.ticks - start.ticks) as f64
-            }
-            _ => 1.0 / header.ticks_per_ns,
-        };
+        let startup = 1.0 / header.ticks_per_ns;
+        let whole_run = end
+            .filter(|e| e.ticks > start.ticks && e.monotonic_ns > start.monotonic_ns)
+            .map(|e| (e.monotonic_ns - start.monotonic_ns) as f64 / (e.ticks - start.ticks) as f64);
+        // The rate drifts by parts per million over a run: an end point that implies a rate 1 %
+        // off the start-up one is damaged, and would stretch every time of the run.
+        let ns_per_tick = whole_run
+            .filter(|r| (r / startup - 1.0).abs() < 0.01)
+            .unwrap_or(startup);
         TickConverter {
             base_ticks: start.ticks,
             base_ns: start.monotonic_ns,

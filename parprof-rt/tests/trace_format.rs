@@ -39,9 +39,11 @@ fn arb_event() -> impl Strategy<Value = Event> {
             id,
             aux,
             kind: kind as u8,
-            // A task's origin takes 0–3; entries and unrecorded calls have one flag.
+            // A task's origin takes 0–3; entries and unrecorded calls have one flag; a detail
+            // event pauses, resumes or tells a frame.
             flags: match kind {
                 EventKind::Enter | EventKind::Unrecorded => flags % 2,
+                EventKind::Detail => flags % 3,
                 _ => flags,
             },
         })
@@ -85,7 +87,73 @@ fn arb_chunk() -> impl Strategy<Value = Chunk> {
                 Chunk::Events { tid, events }
             }),
         (any::<u32>(), any::<u64>()).prop_map(|(tid, count)| Chunk::Lost { tid, count }),
+        arb_totals().prop_map(Chunk::LifecycleTotals),
     ]
+}
+
+fn arb_totals() -> impl Strategy<Value = LifecycleTotals> {
+    let sum = || (any::<u64>(), any::<u64>()).prop_map(|(count, ticks)| GapSum { count, ticks });
+    let buckets = || {
+        proptest::collection::btree_map(0..DURATION_BUCKETS as u16, any::<u64>(), 0..20)
+            .prop_map(|m| m.into_iter().collect::<Vec<_>>())
+    };
+    (
+        (any::<u32>(), any::<u32>(), any::<[u64; 7]>()),
+        (sum(), sum()),
+        proptest::collection::btree_map(0u8..=64, sum(), 0..8),
+        (buckets(), buckets(), any::<[u64; 3]>()),
+    )
+        .prop_map(
+            |((tid, region, v), (local, steal), resume, (durations, gaps, idle))| LifecycleTotals {
+                tid,
+                region,
+                user_code_ticks: v[0],
+                bypasses: v[1],
+                task_ends: v[2],
+                tasks: [v[3], v[4], v[5], v[6]],
+                local_gaps: local,
+                steal_gaps: steal,
+                resume_gaps: resume.into_iter().collect(),
+                idle_ticks: idle[0],
+                search_rounds: idle[1],
+                idle_episodes: idle[2],
+                task_durations: durations,
+                local_gap_lengths: gaps,
+                min_task_ticks: v[0] / 3,
+                max_task_ticks: v[0] / 2,
+            },
+        )
+}
+
+#[test]
+fn an_end_point_far_off_the_start_up_rate_is_not_used() {
+    let h = header();
+    let near = ClockSync {
+        ticks: h.start.ticks + 2_500_000,
+        monotonic_ns: h.start.monotonic_ns + 1_000_010,
+        uncertainty_ticks: 0,
+    };
+    let whole_run = TickConverter::new(&h, Some(&near)).ns_per_tick();
+    assert!((whole_run - 1_000_010.0 / 2_500_000.0).abs() < 1e-12);
+    let absurd = ClockSync {
+        monotonic_ns: u64::MAX,
+        ..near
+    };
+    assert_eq!(TickConverter::new(&h, Some(&absurd)).ns_per_tick(), 0.4);
+}
+
+#[test]
+fn every_duration_bucket_holds_values_near_its_midpoint() {
+    for v in (0..50_000u64).chain([u64::MAX, u64::MAX / 3, 1 << 40, (1 << 40) - 1]) {
+        let bucket = duration_bucket(v);
+        assert!(bucket < DURATION_BUCKETS, "{v}");
+        let mid = duration_bucket_midpoint(bucket);
+        assert!(
+            mid.abs_diff(v) as f64 <= v as f64 / 16.0,
+            "value {v} midpoint {mid}"
+        );
+    }
+    assert!(duration_bucket(7) < duration_bucket(8) && duration_bucket(15) < duration_bucket(16));
 }
 
 fn encode(chunks: &[Chunk], end: bool) -> Vec<u8> {

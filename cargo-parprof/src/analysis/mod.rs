@@ -268,7 +268,7 @@ impl TraceSource {
     ) -> Result<TraceSource, AnalysisError> {
         let path = locate_trace(trace, child_pid, notes)?;
         let opened = match &path {
-            Some(path) => open_trace(path, notes)?,
+            Some(path) => open_trace(path, notes)?.filter(|t| of_the_run(t, child_pid, notes)),
             None => {
                 notes.push(format!(
                     "The program recorded no probes (no trace in {}): only kernel figures and the CPU flamegraph are available.",
@@ -658,6 +658,24 @@ fn open_trace(path: &Path, notes: &mut Vec<String>) -> Result<Option<OpenTrace>,
         file_len,
         end,
     }))
+}
+
+/// Whether a trace named after the run's process was written by it: one written by another
+/// process (copied or renamed there) would give another run's figures as this one's.
+fn of_the_run(trace: &OpenTrace, child_pid: Option<u32>, notes: &mut Vec<String>) -> bool {
+    let written_by = trace.reader.header().pid;
+    let named = trace_file::trace_file_pid(&trace.path);
+    match (child_pid, named) {
+        (Some(pid), Some(named)) if named == pid && written_by != pid => {
+            notes.push(format!(
+                "{} was written by process {written_by}, not by the run's program (process {pid}): \
+                 it belongs to another run and was not analysed.",
+                trace.path.display()
+            ));
+            false
+        }
+        _ => true,
+    }
 }
 
 /// The collector promises time order; sort a copy if it was broken rather than mis-pair.

@@ -19,6 +19,15 @@ fn is_trace_file(name: &str) -> bool {
     name.starts_with("trace") && name.ends_with(".ppt")
 }
 
+/// The process a trace file is named after (`trace-<pid>.ppt`).
+pub(crate) fn trace_file_pid(path: &Path) -> Option<u32> {
+    let name = path.file_name()?.to_str()?;
+    name.strip_prefix("trace-")?
+        .strip_suffix(".ppt")?
+        .parse()
+        .ok()
+}
+
 /// Picks the trace of the process `pid` (`trace-<pid>.ppt`) in `dir`. Without it: the only
 /// trace present, or the largest of several (processes the program started write their own),
 /// or none.

@@ -197,6 +197,10 @@ fn add_spread(bins: &mut [f64], origin: u64, period: u64, a: u64, b: u64, amount
         return;
     }
     let per_ns = amount / (b - a) as f64;
+    // Only the part within the bins counts: the loop is bounded by them, however far a
+    // corrupt time lies.
+    let bins_end = origin.saturating_add((bins.len() as u64).saturating_mul(period));
+    let (a, b) = (a.max(origin), b.min(bins_end));
     let mut t = a;
     while t < b {
         let index = ((t - origin) / period) as usize;
@@ -206,6 +210,22 @@ fn add_spread(bins: &mut [f64], origin: u64, period: u64, a: u64, b: u64, amount
             *bin += (upto - t) as f64 * per_ns;
         }
         t = upto;
+    }
+}
+
+#[cfg(test)]
+mod spread_tests {
+    use super::add_spread;
+
+    #[test]
+    fn a_spread_is_cut_to_the_bins_however_far_its_end() {
+        let mut bins = vec![0.0; 4];
+        // 1 per ns from 5 to u64::MAX: only [10, 50) is in the bins (origin 10, period 10).
+        add_spread(&mut bins, 10, 10, 5, u64::MAX, (u64::MAX - 5) as f64);
+        assert!(bins.iter().all(|&b| (b - 10.0).abs() < 1e-6), "{bins:?}");
+        let mut bins = vec![0.0; 2];
+        add_spread(&mut bins, 10, 10, 12, 18, 6.0);
+        assert_eq!(bins, vec![6.0, 0.0]);
     }
 }
 
