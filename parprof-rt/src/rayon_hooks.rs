@@ -256,11 +256,14 @@ const MACHINERY: &[&str] = &[
     "either",
 ];
 
-/// The call site named by the type of the operation a thread runs in a pool: the first path in
-/// it outside rayon and the standard library, without its closure suffixes (the function whose
-/// closure the operation runs), e.g. `rayon_core::join::join_context<quicksort::quick_sort<i32>
-/// ::{{closure}}, …>::{{closure}}` → `quicksort::quick_sort`. An operation made only of rayon's
-/// own types (`par_sort` of integers) is named by the first rayon path below rayon-core.
+/// The call site named by the type of the operation a thread runs in a pool: the first closure
+/// in it outside rayon and the standard library, named by the function it is written in (the
+/// function whose closure the operation runs), e.g. `rayon_core::join::join_context<quicksort::
+/// quick_sort<i32>::{{closure}}, …>::{{closure}}` → `quicksort::quick_sort`. A closure names
+/// the code that started the operation; a plain type (the element type of a parallel
+/// iterator, `nbody::Body`) does not. Without a closure of the program's, the first rayon path
+/// below rayon-core names it (`par_sort` → `rayon::slice::mergesort::par_mergesort`), and
+/// failing that the program's first type.
 pub(crate) fn call_site_name(operation: &str) -> String {
     let paths = operation
         .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':' || c == '{' || c == '}'))
@@ -268,22 +271,28 @@ pub(crate) fn call_site_name(operation: &str) -> String {
         .filter(|p| p.contains("::") && !p.starts_with("::"))
         .map(|p| {
             let mut p = p.trim_end_matches(':');
+            let mut closure = false;
             while let Some(stripped) = p.strip_suffix("::{{closure}}") {
                 p = stripped;
+                closure = true;
             }
-            p
+            (p, closure)
         });
+    let mut program_type = None;
     let mut rayon_path = None;
-    for path in paths {
+    for (path, closure) in paths {
         let krate = path.split("::").next().unwrap_or(path);
         if !MACHINERY.contains(&krate) {
-            return path.to_owned();
+            if closure {
+                return path.to_owned();
+            }
+            program_type.get_or_insert(path);
         }
         if rayon_path.is_none() && krate == "rayon" && !path.starts_with("rayon::iter::plumbing") {
             rayon_path = Some(path);
         }
     }
-    rayon_path.unwrap_or("rayon").to_owned()
+    rayon_path.or(program_type).unwrap_or("rayon").to_owned()
 }
 
 /// Pools by the address of their registry, numbered in the order their first worker started.
@@ -395,5 +404,26 @@ mod tests {
             "rayon::slice::mergesort::par_mergesort"
         );
         assert_eq!(call_site_name("()"), "rayon");
+        // Two loops over one element type in two functions: named by their functions.
+        let loop_in = |function: &str| {
+            format!(
+                "rayon_core::join::join_context<rayon::iter::plumbing::bridge_producer_consumer::helper<rayon::slice::IterMutProducer<nbody::Body>, rayon::iter::for_each::ForEachConsumer<{function}::{{{{closure}}}}>>::{{{{closure}}}}>::{{{{closure}}}}"
+            )
+        };
+        assert_eq!(
+            call_site_name(&loop_in("nbody::Simulation::tick_par")),
+            "nbody::Simulation::tick_par"
+        );
+        assert_eq!(
+            call_site_name(&loop_in("nbody::Simulation::tick_par_reduce")),
+            "nbody::Simulation::tick_par_reduce"
+        );
+        // No closure of the program's: rayon's entry names the site, not the element type.
+        assert_eq!(
+            call_site_name(
+                "rayon_core::join::join_context<rayon::slice::mergesort::par_mergesort<app::Row, app::by_key>::{{closure}}>::{{closure}}"
+            ),
+            "rayon::slice::mergesort::par_mergesort"
+        );
     }
 }
