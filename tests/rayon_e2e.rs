@@ -62,6 +62,29 @@ fn again_if_missed(
     profile(example)
 }
 
+/// Tasks that take turns at one lock: the waiting worker is blocked in user code, which the
+/// region's UC share must not count as work, and the diagnosis names the function that locked.
+#[test]
+fn tasks_that_share_a_lock_are_blocking_in_tasks() {
+    let (run, region) = again_if_missed("lock_in_tasks", "blocking_in_tasks", |example| {
+        let run = profile(example, &[]);
+        let region = only_region(&run);
+        (run, region)
+    });
+    assert_eq!(run.printed("items"), 4_000);
+    let d = diagnosis(&region, "blocking_in_tasks");
+    common::assert_beyond_threshold(&d);
+    let summary = d["evidence"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("lock_in_tasks::add_to_histogram") && summary.contains("lock"),
+        "{d:#}"
+    );
+    // The blocked time is UC time in which the worker did not run.
+    let blocked = region["blocked_ns"]["UC"].as_u64().unwrap();
+    let uc = region["state_ns"]["UC"].as_u64().unwrap();
+    assert!(blocked > 0 && blocked <= uc, "{region:#}");
+}
+
 #[test]
 fn tiny_tasks_are_too_fine_granularity() {
     let run = profile("rayon_too_fine", &[]);

@@ -223,6 +223,10 @@ pub struct ThresholdArgs {
     /// tasks) above which the region is oversubscribed
     #[arg(long, value_name = "SHARE", value_parser = non_negative, default_value_t = Thresholds::default().preempted)]
     pub preempted_threshold: f64,
+    /// Share of a region's worker time its tasks spent blocked (a lock, a channel, I/O, a
+    /// sleep) above which the region is `blocking_in_tasks`
+    #[arg(long, value_name = "SHARE", value_parser = non_negative, default_value_t = Thresholds::default().blocked)]
+    pub blocked_threshold: f64,
     /// Regions that ran for less than this in all are not diagnosed, e.g. `500us`
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "1ms")]
     pub min_region_elapsed: u64,
@@ -268,6 +272,7 @@ impl ThresholdArgs {
                 self.preempted_threshold,
                 base.preempted,
             ),
+            blocked: pick("blocked_threshold", self.blocked_threshold, base.blocked),
             min_elapsed_ns: if given("min_region_elapsed") {
                 self.min_region_elapsed
             } else {

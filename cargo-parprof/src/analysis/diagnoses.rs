@@ -51,6 +51,11 @@ pub struct Thresholds {
     /// which a region is `oversubscription`. Default 0.10: on a machine with a CPU per worker
     /// a worker waits for a CPU only in short moments.
     pub preempted: f64,
+    /// UC time blocked (switched out voluntarily: a lock, a channel, I/O, a sleep), as a share
+    /// of worker time, above which a region is `blocking_in_tasks`. Default 0.10, as for
+    /// preemption: time a worker holds a task it cannot run.
+    #[serde(default = "default_blocked")]
+    pub blocked: f64,
     /// Regions that ran for less than this in all (ns) are not diagnosed: a worker that
     /// starts a few hundred microseconds late is most of such a region, and there is
     /// nothing to win. Default 1 ms.
@@ -66,9 +71,14 @@ impl Default for Thresholds {
             stolen_per_local: 1.0,
             search_wait_per_worker_per_s: 5_000.0,
             preempted: 0.10,
+            blocked: default_blocked(),
             min_elapsed_ns: 1_000_000,
         }
     }
+}
+
+fn default_blocked() -> f64 {
+    0.10
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -79,6 +89,7 @@ pub enum Code {
     InsufficientParallelSlack,
     LoadImbalance,
     Oversubscription,
+    BlockingInTasks,
 }
 
 impl Code {
@@ -90,6 +101,7 @@ impl Code {
             Code::InsufficientParallelSlack => "insufficient_parallel_slack",
             Code::LoadImbalance => "load_imbalance",
             Code::Oversubscription => "oversubscription",
+            Code::BlockingInTasks => "blocking_in_tasks",
         }
     }
 }
@@ -246,7 +258,49 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
     if let Some(d) = oversubscription(r, t, &f, usable_cpus) {
         out.push(d);
     }
+    if let Some(d) = blocking(r, t, &f) {
+        out.push(d);
+    }
     out
+}
+
+/// Tasks that block while the region runs: the workers hold tasks they cannot run, and no
+/// idle worker can take over their work.
+fn blocking(r: &RegionReport, t: &Thresholds, f: &Figures) -> Option<Diagnosis> {
+    let blocked_ns = r.blocked_ns.uc as f64;
+    let share = blocked_ns / f.worker_ns;
+    if share <= t.blocked {
+        return None;
+    }
+    let summary = format!(
+        "Tasks were blocked — waiting for a lock, a channel, I/O or a sleep — for {:.0}% of worker time \
+         ({:.1} ms in user code while the region ran; threshold {:.0}%): a blocked task keeps its worker, \
+         and the time does not show as idle.",
+        share * 100.0,
+        blocked_ns / 1e6,
+        t.blocked * 100.0
+    );
+    Some(Diagnosis {
+        code: Code::BlockingInTasks,
+        evidence: Evidence {
+            metric: "blocked_share",
+            value: share,
+            overhead: "blocked_share",
+            overhead_share: share,
+            overhead_threshold: t.blocked,
+            summary,
+        },
+        threshold: t.blocked,
+        impact: f.impact(blocked_ns),
+        advice:
+            "Keep waits out of the tasks. A lock shared by the tasks serializes them: give each \
+                 task its own accumulator and combine at the end (`fold` then `reduce`, or \
+                 `collect`), shard the data, or use atomics. Blocking I/O and channel receives \
+                 belong before or after the parallel loop, or on threads of their own; a `sleep` \
+                 in a task holds a worker idle. The off-CPU flamegraph (`offcpu.svg`, frames \
+                 under `[blocked]`) shows where the tasks waited."
+                .to_owned(),
+    })
 }
 
 /// Workers asleep while the region runs, yet rarely searching again: they ran out of work,
@@ -578,6 +632,7 @@ mod tests {
             active_overhead_ns: lq_gs_ns,
             inactive_overhead_ns: w_ns,
             preempted_ns: StateNs::default(),
+            blocked_ns: StateNs::default(),
             profiler_cpu_ns: 0,
             wait_source: WaitSource::Switches,
             gs_gs_source: SearchRounds::Counted,

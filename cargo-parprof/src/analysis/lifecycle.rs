@@ -212,6 +212,8 @@ pub struct WorkerLifecycle {
     pub transitions: Transitions,
     /// See [`RegionReport::preempted_ns`].
     pub preempted_ns: StateNs,
+    /// See [`RegionReport::blocked_ns`].
+    pub blocked_ns: StateNs,
 }
 
 /// The lifecycle of one parallel region (all its runs), with its diagnoses.
@@ -248,6 +250,11 @@ pub struct RegionReport {
     /// workers: the rest of `state_ns` is running (or, in W, asleep). Without rayon-core hooks,
     /// idle workers that yield on a busy machine show here under GS rather than in W.
     pub preempted_ns: StateNs,
+    /// The part of each state's time during which the worker was switched out because it
+    /// blocked (a lock, a channel, I/O, a sleep; in W: asleep waiting for work), summed over
+    /// the workers. UC's part is the blocked time in the region's runs beyond W's; LQ and GS
+    /// are 0 (rayon's search does not block).
+    pub blocked_ns: StateNs,
     /// CPU time the profiler's trace writer ran while the region ran: on a machine with no
     /// spare CPU it preempts workers, which `oversubscription` does not blame on the program.
     pub profiler_cpu_ns: u64,
@@ -355,6 +362,8 @@ struct Acc {
     /// Parts of `lq`, `gs` and `w` switched out while runnable (see
     /// [`RegionReport::preempted_ns`]); the UC part is derived at finish.
     preempted: StateNs,
+    /// UC time switched out blocked, derived at finish (see [`RegionReport::blocked_ns`]).
+    blocked_uc: u64,
     transitions: Transitions,
     tasks: TaskCounts,
     /// Ran a task of the region or its body: the thread's pool works for the region.
@@ -963,6 +972,12 @@ impl LifecycleBuilder {
                     .sum()
             });
             acc.preempted.uc = uc_preempted(acc, preempted_in_runs);
+            let blocked_in_runs: u64 = cx.windows.get(region).map_or(0, |wins| {
+                wins.iter()
+                    .map(|&(a, b)| cx.offcpu.within(tid, a, b).voluntary)
+                    .sum()
+            });
+            acc.blocked_uc = uc_blocked(acc, blocked_in_runs);
         }
     }
 
@@ -1029,10 +1044,12 @@ impl LifecycleBuilder {
         let per_worker = self.worker_lifecycles(region, cx);
         let mut state_ns = StateNs::default();
         let mut preempted_ns = StateNs::default();
+        let mut blocked_ns = StateNs::default();
         let mut transitions = Transitions::default();
         for w in &per_worker {
             state_ns.add(&w.state_ns);
             preempted_ns.add(&w.preempted_ns);
+            blocked_ns.add(&w.blocked_ns);
             transitions.add(&w.transitions);
         }
         let d = &racc.durations;
@@ -1060,6 +1077,7 @@ impl LifecycleBuilder {
             active_overhead_ns: state_ns.lq + state_ns.gs,
             inactive_overhead_ns: state_ns.w,
             preempted_ns,
+            blocked_ns,
             profiler_cpu_ns: ns(self.profiler_cpu_ticks(runs, cx.offcpu)),
             wait_source: if self.hooked {
                 WaitSource::Hooks
@@ -1138,6 +1156,12 @@ impl LifecycleBuilder {
                         gs: ns(acc.preempted.gs),
                         w: ns(acc.preempted.w),
                     },
+                    blocked_ns: StateNs {
+                        uc: ns(acc.blocked_uc),
+                        lq: 0,
+                        gs: 0,
+                        w: ns(acc.w.saturating_sub(acc.preempted.w)),
+                    },
                 }
             })
             .collect()
@@ -1162,6 +1186,15 @@ impl Finishing<'_> {
     fn ns(&self, ticks: u64) -> u64 {
         (ticks as f64 * self.ns_per_tick).round() as u64
     }
+}
+
+/// The UC part of a worker's blocked time in a region: what the switch records show blocked
+/// inside the region's runs beyond W's time (asleep waiting for work), at most its UC time not
+/// preempted.
+fn uc_blocked(acc: &Acc, blocked_in_runs: u64) -> u64 {
+    blocked_in_runs
+        .saturating_sub(acc.w)
+        .min(acc.uc.saturating_sub(acc.preempted.uc))
 }
 
 /// The UC part of a worker's preempted time in a region: what the switch records show inside

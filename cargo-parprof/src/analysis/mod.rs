@@ -9,6 +9,7 @@
 mod active_time;
 pub mod attributed_counters;
 pub mod attribution;
+mod blocked_where;
 mod clock;
 mod cpu_stacks;
 pub mod diagnoses;
@@ -194,6 +195,10 @@ pub fn analyse_with_counters(
     let threads = cx.threads(&streamed.activity, &streamed.contents);
     let folded = cpu_stacks::fold(kernel, &threads, span.origin_ns);
     let offcpu_stacks = cpu_stacks::fold_switch_outs(kernel, &switches, &threads);
+    let mut regions = streamed.lifecycle.regions;
+    if let Some(stacks) = &offcpu_stacks {
+        blocked_where::name_where_tasks_blocked(&mut regions, stacks);
+    }
     let lost_events = source.lost_events(&streamed.contents);
     let views = cx.probe_views(
         streamed.active,
@@ -206,10 +211,7 @@ pub fn analyse_with_counters(
         folded.unsymbolised,
         lost_events,
     ));
-    notes.extend(lifecycle_notes(
-        &streamed.lifecycle.regions,
-        &opts.thresholds,
-    ));
+    notes.extend(lifecycle_notes(&regions, &opts.thresholds));
     let counters_analysis =
         cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites, &mut notes);
     let utilization = cx.utilization(&mut notes);
@@ -233,7 +235,7 @@ pub fn analyse_with_counters(
         cpu_samples: folded.samples,
         offcpu_stacks,
         timeline: views.timeline,
-        regions: streamed.lifecycle.regions,
+        regions,
         counters: counters_analysis,
         utilization,
         slices: None,
