@@ -27,7 +27,7 @@ use crate::trace::{
 };
 use std::cell::UnsafeCell;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Length of a detail window.
@@ -37,13 +37,22 @@ pub const WINDOW_EVENTS: u32 = 512;
 /// How often the writer snapshots the counters that changed.
 pub const SNAPSHOT_EVERY: Duration = Duration::from_millis(100);
 
+/// `PARPROF_RAYON_DETAIL=all` writes every job's events (no windows): a cost that follows the
+/// job rate, for comparing the two on one program.
+pub const DETAIL_ENV: &str = "PARPROF_RAYON_DETAIL";
+
 /// [`WINDOW_NS`] in clock ticks, set at start-up.
 static WINDOW_TICKS: AtomicU64 = AtomicU64::new(WINDOW_NS);
+/// [`WINDOW_EVENTS`], or no limit with [`DETAIL_ENV`]`=all`.
+static EVENTS_PER_WINDOW: AtomicU32 = AtomicU32::new(WINDOW_EVENTS);
 
-/// Sets the window length in ticks of the event clock.
+/// Sets the window length in ticks of the event clock, and the events per window.
 pub(crate) fn configure(ticks_per_ns: f64) {
     let ticks = (WINDOW_NS as f64 * ticks_per_ns).max(1.0) as u64;
     WINDOW_TICKS.store(ticks, Ordering::Relaxed);
+    if std::env::var_os(DETAIL_ENV).is_some_and(|v| v == "all") {
+        EVENTS_PER_WINDOW.store(u32::MAX, Ordering::Relaxed);
+    }
 }
 
 /// A counter that only its thread adds to: a load and a store, no locked instruction; the
@@ -290,7 +299,9 @@ impl Tracker {
             self.apply(ts, kind, region, flags, !self.detail);
             if self.detail {
                 self.window_events += 1;
-                if self.window_events >= WINDOW_EVENTS || !recorder::ring_has_room() {
+                if self.window_events >= EVENTS_PER_WINDOW.load(Ordering::Relaxed)
+                    || !recorder::ring_has_room()
+                {
                     self.pause(ts);
                 }
             }
