@@ -8,6 +8,7 @@ pub mod collect;
 pub mod counters;
 pub mod cpu_quota;
 pub mod diff;
+pub mod hook_marker;
 pub mod kernel;
 pub mod launch;
 pub mod perf;
