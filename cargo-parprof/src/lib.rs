@@ -13,6 +13,7 @@ pub mod kernel;
 pub mod launch;
 pub mod perf;
 pub mod rayon_hooks;
+pub mod record;
 pub mod recording;
 pub mod report;
 pub mod run_history;

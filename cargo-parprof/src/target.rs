@@ -244,9 +244,16 @@ pub fn build_for_profiling(
     opts: &BuildOptions,
     build_dir: &std::path::Path,
 ) -> Result<(PathBuf, RayonHooks)> {
-    let hooked = match rayon_hooks::prepare(&target.manifest_path, build_dir) {
+    let hooked = rayon_hooks::prepare(&target.manifest_path, build_dir);
+    say_why_first_build_is_long(build_dir, hooked.as_ref().ok());
+    let hooked = match hooked {
         Ok(hooked) => hooked,
-        Err(status) => return Ok((build(target, opts, build_dir, None)?, status)),
+        Err(status) => {
+            if let RayonHooks::Unavailable { reason } = &status {
+                eprintln!("parprof: building without rayon-core hooks: {reason}");
+            }
+            return Ok((build(target, opts, build_dir, None)?, status));
+        }
     };
     match build(target, opts, build_dir, Some(&hooked)) {
         Ok(exe) => Ok((
@@ -265,6 +272,26 @@ pub fn build_for_profiling(
             Ok((exe, RayonHooks::Unavailable { reason }))
         }
     }
+}
+
+/// The first profiling build of a workspace compiles every dependency again: say so, and why,
+/// before cargo's progress starts.
+fn say_why_first_build_is_long(build_dir: &Path, hooks: Option<&HookedBuild>) {
+    // Cargo marks every target folder it has built into.
+    if build_dir.join("CACHEDIR.TAG").exists() {
+        return;
+    }
+    let rayon = hooks.map_or_else(String::new, |h| {
+        format!(", rayon-core {} with parprof's hooks", h.version)
+    });
+    eprintln!(
+        "parprof: first profiling build of this workspace: the program and all its dependencies \
+         are compiled into {} with frame pointers, line tables and aligned functions{rayon}. \
+         These flags differ from `cargo build --release`'s, so its artifacts cannot be reused, \
+         and a folder of its own keeps them valid: this build takes about as long as a clean \
+         `cargo build --release`; later ones rebuild only what changed.",
+        build_dir.display()
+    );
 }
 
 /// Builds the target for profiling, with `hooks` when given, and returns its executable.

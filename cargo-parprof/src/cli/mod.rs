@@ -1,17 +1,23 @@
 //! The `cargo parprof` command line: parse, then build → run and collect → analyse → report.
+//! `build` and `record` split that in two, for a program recorded where it was not built.
+
+mod build;
+mod record;
+
+pub use build::{BuildCommand, build};
+pub use record::{RecordArgs, record};
 
 use crate::analysis::diagnoses::Thresholds;
-use crate::analysis::{ExitStatus, TargetInfo};
 use crate::bench_harness::{self, BenchEntry, BenchIndex, Harness};
 use crate::collect::{CallGraph, CollectOptions};
 use crate::counters::{CounterOptions, CounterSet};
 use crate::diff;
-use crate::launch;
 use crate::perf::Follow;
-use crate::recording::{self, DetailRequest, RayonHooks, RecordedOptions, Recording, RunMeta};
+use crate::record::session::{self, Program, Settings};
+use crate::recording::{DetailRequest, RecordedOptions};
 use crate::run_history;
 use crate::run_report::{self, ReportRequest};
-use crate::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
+use crate::target::TargetKind;
 use anyhow::{Context, Result};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser};
@@ -33,6 +39,30 @@ pub enum CargoCli {
 #[derive(Args, Debug, Clone)]
 #[command(version, about)]
 pub struct ParprofArgs {
+    #[command(flatten)]
+    pub build: BuildArgs,
+    /// Output folder (default: a new folder under target/parprof/)
+    #[arg(short, long, value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Run folders kept under `target/parprof/` (the newest; 0 keeps all). Folders given
+    /// with `-o` are never removed
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub keep: usize,
+    /// Seconds each benchmark of a criterion bench runs in its profile mode
+    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 2.0)]
+    pub bench_time: f64,
+    /// Arguments for the profiled program
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<OsString>,
+    // Last, so that their help headings do not take in the arguments above.
+    #[command(flatten)]
+    pub recording: RecordingArgs,
+}
+
+/// Which target to build for profiling, and how: what `cargo parprof` and `cargo parprof
+/// build` share.
+#[derive(Args, Debug, Clone, Default)]
+pub struct BuildArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Package containing the target
@@ -62,9 +92,11 @@ pub struct ParprofArgs {
         help_heading = "Compilation Options"
     )]
     pub profile: Option<String>,
-    /// Output folder (default: a new folder under target/parprof/)
-    #[arg(short, long, value_name = "DIR")]
-    pub output: Option<PathBuf>,
+}
+
+/// How a run is recorded and analysed: what `cargo parprof` and `cargo parprof record` share.
+#[derive(Args, Debug, Clone)]
+pub struct RecordingArgs {
     /// cpu-clock sampling frequency, in Hz
     #[arg(long, value_name = "HZ", default_value_t = 999)]
     pub frequency: u64,
@@ -89,10 +121,6 @@ pub struct ParprofArgs {
     /// One root for all threads in the cpu flamegraph (default: one root per thread)
     #[arg(long)]
     pub merge_threads: bool,
-    /// Run folders kept under `target/parprof/` (the newest; 0 keeps all). Folders given
-    /// with `-o` are never removed
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub keep: usize,
     /// No off-CPU flamegraph: its samples cost about 3 µs per context switch (+30% for a
     /// program that switches 100,000 times a second)
     #[arg(long)]
@@ -103,13 +131,6 @@ pub struct ParprofArgs {
     /// only (cheaper; `cargo bench --bench unwind_overhead` measures both)
     #[arg(long, value_enum, value_name = "HOW", default_value_t = CallGraph::Dwarf)]
     pub call_graph: CallGraph,
-    /// Seconds each benchmark of a criterion bench runs in its profile mode
-    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 2.0)]
-    pub bench_time: f64,
-    /// Arguments for the profiled program
-    #[arg(last = true, value_name = "ARGS")]
-    pub args: Vec<OsString>,
-    // Last, so that their help headings do not take in the arguments above.
     #[command(flatten)]
     pub thresholds: ThresholdArgs,
     #[command(flatten)]
@@ -339,7 +360,7 @@ fn positive_seconds(text: &str) -> Result<f64, String> {
     }
 }
 
-impl ParprofArgs {
+impl RecordingArgs {
     /// The kernel collection and counters asked for.
     pub fn collect_options(&self) -> CollectOptions {
         let counters = self
@@ -367,28 +388,17 @@ impl ParprofArgs {
         }
     }
 
-    fn target_request(&self) -> TargetRequest {
-        let t = &self.target;
-        let kind_and_name = [
-            (TargetKind::Bin, &t.bin),
-            (TargetKind::Example, &t.example),
-            (TargetKind::Bench, &t.bench),
-            (TargetKind::Test, &t.test),
-        ]
-        .into_iter()
-        .find_map(|(kind, name)| name.clone().map(|n| (kind, n)));
-        TargetRequest {
-            kind_and_name,
-            package: self.package.clone(),
-        }
-    }
-
-    fn build_options(&self) -> BuildOptions {
-        BuildOptions {
-            profile: self.profile.clone(),
-            features: self.features.clone(),
-            all_features: self.all_features,
-            no_default_features: self.no_default_features,
+    /// How each run is recorded, and the options it is analysed with.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            collect: self.collect_options(),
+            env: self.slices.env(),
+            options: RecordedOptions {
+                thresholds: self.thresholds.thresholds(),
+                utilization_period_ns: self.period,
+                merge_threads: self.merge_threads,
+            },
+            detail: self.slices.request(),
         }
     }
 }
@@ -412,6 +422,10 @@ pub enum Invocation {
     Diff(DiffArgs),
     /// Analyse saved runs again.
     Report(ReportArgs),
+    /// Build the profiling executable only.
+    Build(BuildCommand),
+    /// Record an executable as it is, without building anything.
+    Record(Box<RecordArgs>),
 }
 
 /// `cargo parprof report RUN`: analyse a saved run again (other thresholds, new reports),
@@ -487,13 +501,24 @@ pub struct DiffArgs {
     pub fail_above: Option<f64>,
 }
 
-/// Parses `cargo parprof diff ...` or `cargo parprof ...`.
+/// Parses `cargo parprof [build|record|report|diff] ...`, or the same run as `cargo-parprof ...`.
 pub fn parse_invocation<I, T>(args: I) -> Result<Invocation, clap::Error>
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let mut args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    // `cargo-parprof record …` run directly (where no cargo is) reads as `cargo parprof record …`.
+    if !args.is_empty() && args.get(1).is_none_or(|a| a != "parprof") {
+        args.insert(1, "parprof".into());
+    }
+    if args.get(2).is_some_and(|a| a == "build") {
+        return BuildCommand::try_parse_from(args.into_iter().skip(2)).map(Invocation::Build);
+    }
+    if args.get(2).is_some_and(|a| a == "record") {
+        return RecordArgs::try_parse_from(args.into_iter().skip(2))
+            .map(|a| Invocation::Record(Box::new(a)));
+    }
     if args.get(2).is_some_and(|a| a == "diff") {
         return DiffArgs::try_parse_from(args.into_iter().skip(2)).map(Invocation::Diff);
     }
@@ -578,55 +603,39 @@ pub struct RunSummary {
 
 /// Profiles a target end to end.
 pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
-    let mut metadata_cmd = cargo_metadata::MetadataCommand::new();
-    metadata_cmd.no_deps();
-    if let Some(path) = &args.manifest_path {
-        metadata_cmd.manifest_path(path);
-    }
-    let metadata = metadata_cmd
-        .exec()
-        .context("`cargo metadata` failed: is this a cargo project?")?;
-    let target = target::resolve(&metadata, &args.target_request())?;
-    let target_dir = metadata.target_directory.clone().into_std_path_buf();
+    let built = build::build_target(&args.build)?;
+    let target = &built.target;
+    let parprof_dir = built.target_dir.join("parprof");
     let output_dir = match &args.output {
         Some(dir) => dir.clone(),
-        None => run_history::new_run_dir(&target_dir.join("parprof"), &target.name),
+        None => run_history::new_run_dir(&parprof_dir, &target.name),
     };
-    eprintln!(
-        "parprof: building {} `{}` for profiling",
-        target.kind, target.name
-    );
-    let (exe, rayon_hooks) = target::build_for_profiling(
-        &target,
-        &args.build_options(),
-        &target_dir.join("parprof").join("build"),
-    )?;
-    let built = BuiltTarget {
-        args,
-        target: &target,
-        exe: &exe,
-        rayon_hooks: &rayon_hooks,
+    let kind = target.kind.to_string();
+    // `cargo run` keeps the caller's directory; `cargo bench`/`cargo test` run in the package root.
+    let working_dir = matches!(target.kind, TargetKind::Bench | TargetKind::Test)
+        .then_some(target.package_root.as_path());
+    let program = Program {
+        exe: &built.exe,
+        name: &target.name,
+        kind: &kind,
+        harness: target.harness,
+        rayon_hooks: &built.rayon_hooks,
+        working_dir,
     };
+    let settings = args.recording.settings();
     let target_exit_code = if target.harness == Harness::Criterion {
-        profile_benchmarks(&built, &output_dir)?
+        profile_benchmarks(args, &program, &settings, &output_dir)?
     } else {
         let mut program_args = args.args.clone();
         if target.kind == TargetKind::Bench {
             // What `cargo bench` passes: criterion and divan run their measurements only then.
             program_args.push("--bench".into());
         }
-        profile_repeated(&built, &program_args, &output_dir)?
+        let runs = args.recording.repeat;
+        profile_repeated(&program, &settings, runs, &program_args, &output_dir)?
     };
     if args.output.is_none() {
-        match run_history::prune(&target_dir.join("parprof"), args.keep) {
-            Ok(removed) if !removed.is_empty() => eprintln!(
-                "parprof: removed {} older run folder(s) of target/parprof (--keep {})",
-                removed.len(),
-                args.keep
-            ),
-            Ok(_) => {}
-            Err(e) => eprintln!("parprof: warning: could not remove older run folders: {e}"),
-        }
+        prune_runs(&parprof_dir, args.keep);
     }
     Ok(RunSummary {
         output_dir,
@@ -634,21 +643,28 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
     })
 }
 
-/// A target built for profiling, with the options of the run.
-struct BuiltTarget<'a> {
-    args: &'a ParprofArgs,
-    target: &'a ResolvedTarget,
-    exe: &'a Path,
-    rayon_hooks: &'a RayonHooks,
+/// Removes the oldest default run folders beyond `keep`, saying so.
+fn prune_runs(parprof_dir: &Path, keep: usize) {
+    match run_history::prune(parprof_dir, keep) {
+        Ok(removed) if !removed.is_empty() => eprintln!(
+            "parprof: removed {} older run folder(s) of target/parprof (--keep {keep})",
+            removed.len(),
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("parprof: warning: could not remove older run folders: {e}"),
+    }
 }
 
 /// Profiles each benchmark of a criterion bench into a folder of its own (`--repeat` times),
 /// then writes the bench's index and its combined `report.md`; returns the largest exit code.
-fn profile_benchmarks(built: &BuiltTarget<'_>, output_dir: &Path) -> Result<i32> {
-    let BuiltTarget {
-        args, target, exe, ..
-    } = *built;
-    let ids = bench_harness::list_criterion(exe, &args.args, &target.package_root)?;
+fn profile_benchmarks(
+    args: &ParprofArgs,
+    program: &Program<'_>,
+    settings: &Settings,
+    output_dir: &Path,
+) -> Result<i32> {
+    let package_root = program.working_dir.unwrap_or(Path::new("."));
+    let ids = bench_harness::list_criterion(program.exe, &args.args, package_root)?;
     eprintln!(
         "parprof: criterion bench with {} benchmark(s), each profiled for {} s: {}",
         ids.len(),
@@ -662,11 +678,18 @@ fn profile_benchmarks(built: &BuiltTarget<'_>, output_dir: &Path) -> Result<i32>
         let dir = bench_harness::folder_name(&id, &taken);
         eprintln!("parprof: benchmark `{id}`");
         let program_args = bench_harness::criterion_args(&id, args.bench_time);
-        let code = profile_repeated(built, &program_args, &output_dir.join(&dir))?;
+        let runs = args.recording.repeat;
+        let code = profile_repeated(
+            program,
+            settings,
+            runs,
+            &program_args,
+            &output_dir.join(&dir),
+        )?;
         exit_code = exit_code.max(code);
         entries.push(BenchEntry { name: id, dir });
     }
-    let index = BenchIndex::new(&target.name, entries);
+    let index = BenchIndex::new(program.name, entries);
     let report = run_report::write_bench_summary(&index, output_dir)?;
     println!(
         "parprof: {} benchmarks profiled; report written to {}",
@@ -676,14 +699,16 @@ fn profile_benchmarks(built: &BuiltTarget<'_>, output_dir: &Path) -> Result<i32>
     Ok(exit_code)
 }
 
-/// Profiles the target `--repeat` times into `output_dir` (`run-i` sub-folders when more than
+/// Profiles the program `runs` times into `output_dir` (`run-i` sub-folders when more than
 /// once, then prints the spread); returns the last run's exit code.
 fn profile_repeated(
-    built: &BuiltTarget<'_>,
+    program: &Program<'_>,
+    settings: &Settings,
+    runs: usize,
     program_args: &[OsString],
     output_dir: &Path,
 ) -> Result<i32> {
-    let runs = built.args.repeat.max(1);
+    let runs = runs.max(1);
     let mut exit_code = 0;
     for i in 1..=runs {
         let dir = if runs == 1 {
@@ -692,7 +717,7 @@ fn profile_repeated(
             eprintln!("parprof: run {i} of {runs}");
             output_dir.join(format!("run-{i}"))
         };
-        exit_code = profile_once(built, program_args, &dir)?;
+        exit_code = profile_once(program, settings, program_args, &dir)?;
     }
     if runs > 1 {
         let side = diff::load_side(output_dir)?;
@@ -702,75 +727,15 @@ fn profile_repeated(
     Ok(exit_code)
 }
 
-/// What the analysis cannot know of a run: the target, how it was built, how it ended, and
-/// the options it is analysed with.
-fn run_meta(
-    built: &BuiltTarget<'_>,
-    program_args: &[OsString],
-    outcome: &launch::RunOutcome,
-) -> RunMeta {
-    let BuiltTarget { args, target, .. } = *built;
-    RunMeta {
-        target: TargetInfo {
-            name: target.name.clone(),
-            kind: target.kind.to_string(),
-            args: program_args
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
-        },
-        harness: target.harness,
-        rayon_hooks: built.rayon_hooks.clone(),
-        child_pid: outcome.child_pid,
-        exit: ExitStatus {
-            code: outcome.exit.code,
-            signal: outcome.exit.signal,
-        },
-        interrupted: outcome.interrupted,
-        options: RecordedOptions {
-            thresholds: args.thresholds.thresholds(),
-            utilization_period_ns: args.period,
-            merge_threads: args.merge_threads,
-        },
-        detail: args.slices.request(),
-        ..RunMeta::default()
-    }
-}
-
-/// Runs the built target once under the profiler, analyses the run and writes its reports
-/// into `output_dir`; returns the target's exit code.
+/// Records the program once into `output_dir`, analyses the run and writes its reports there;
+/// returns the program's exit code.
 fn profile_once(
-    built: &BuiltTarget<'_>,
+    program: &Program<'_>,
+    settings: &Settings,
     program_args: &[OsString],
     output_dir: &Path,
 ) -> Result<i32> {
-    let BuiltTarget {
-        args, target, exe, ..
-    } = *built;
-    std::fs::create_dir_all(output_dir)
-        .with_context(|| format!("cannot create the output folder {}", output_dir.display()))?;
-
-    // `cargo run` keeps the caller's directory; `cargo bench`/`cargo test` run in the package root.
-    let working_dir = matches!(target.kind, TargetKind::Bench | TargetKind::Test)
-        .then_some(target.package_root.as_path());
-    let collect_opts = args.collect_options();
-    let mut env = vec![(
-        OsString::from("PARPROF_OUT"),
-        output_dir.as_os_str().to_owned(),
-    )];
-    env.extend(args.slices.env());
-    eprintln!("parprof: running {}", exe.display());
-    let outcome = launch::run_and_collect(exe, program_args, &env, working_dir, &collect_opts)?;
-    eprintln!("parprof: the target {}", outcome.exit);
-    let exit_code = outcome.exit.shell_code();
-    let recording = Recording {
-        run: run_meta(built, program_args, &outcome),
-        kernel: outcome.kernel,
-        counters: outcome.counters,
-    };
-    // Saved first: should the analysis fail, `cargo parprof report` can try again.
-    recording::save(output_dir, &recording)?;
-
+    let (recording, exit_code) = session::record_once(program, settings, program_args, output_dir)?;
     eprintln!("parprof: analysing");
     let options = &recording.run.options;
     let analysis = run_report::analyse(&recording, output_dir, options)?;
@@ -812,15 +777,15 @@ mod counter_flag_tests {
         ])
         .unwrap();
         assert_eq!(
-            args.counters.map(|c| c.names()),
+            args.recording.counters.map(|c| c.names()),
             Some(vec!["page-faults", "task-clock"])
         );
-        assert_eq!(args.period, 2_000_000);
+        assert_eq!(args.recording.period, 2_000_000);
         let default = parse(["cargo", "parprof"]).unwrap();
-        assert!(default.counters.is_none());
-        assert_eq!(default.period, 1_000_000);
+        assert!(default.recording.counters.is_none());
+        assert_eq!(default.recording.period, 1_000_000);
         assert_eq!(
-            default.counter_interval,
+            default.recording.counter_interval,
             CounterOptions::default().read_interval_ns
         );
         assert!(
@@ -930,5 +895,71 @@ mod report_flag_tests {
         let help = err.to_string();
         assert!(help.contains("--preempted-threshold"), "{help}");
         assert!(!help.contains("[default:"), "{help}");
+    }
+}
+
+#[cfg(test)]
+mod build_and_record_tests {
+    use super::*;
+
+    #[test]
+    fn build_takes_the_target_selection_of_the_main_command() {
+        let args = [
+            "cargo",
+            "parprof",
+            "build",
+            "--example",
+            "quickstart",
+            "-p",
+            "suite",
+            "--features",
+            "a,b",
+            "--profile",
+            "bench",
+            "--manifest-path",
+            "x/Cargo.toml",
+        ];
+        let Ok(Invocation::Build(cmd)) = parse_invocation(args) else {
+            panic!("not a build invocation");
+        };
+        assert_eq!(cmd.build.target.example.as_deref(), Some("quickstart"));
+        assert_eq!(cmd.build.package.as_deref(), Some("suite"));
+        assert_eq!(cmd.build.features, ["a,b"]);
+        assert_eq!(cmd.build.profile.as_deref(), Some("bench"));
+        assert!(parse_invocation(["cargo", "parprof", "build", "--repeat", "2"]).is_err());
+    }
+
+    #[test]
+    fn record_is_reached_with_and_without_cargo() {
+        for args in [
+            &["cargo-parprof", "parprof", "record"][..],
+            &["cargo-parprof", "record"][..],
+        ] {
+            let mut args = args.to_vec();
+            args.extend([
+                "-o",
+                "run",
+                "--repeat",
+                "3",
+                "--no-offcpu",
+                "--",
+                "./b",
+                "--x",
+            ]);
+            let Ok(Invocation::Record(rec)) = parse_invocation(&args) else {
+                panic!("not a record invocation: {args:?}");
+            };
+            assert_eq!(rec.output, Some(PathBuf::from("run")));
+            assert_eq!(rec.command, ["./b", "--x"]);
+            assert_eq!(rec.recording.repeat, 3);
+            assert!(!rec.recording.settings().collect.switch_stacks);
+        }
+        let err = parse_invocation(["cargo-parprof", "record", "-o", "run"]).unwrap_err();
+        assert!(err.to_string().contains("EXE"), "{err}");
+        // The main command, run directly, is the main command.
+        assert!(matches!(
+            parse_invocation(["cargo-parprof", "--example", "x"]),
+            Ok(Invocation::Run(_))
+        ));
     }
 }
