@@ -5,7 +5,7 @@
 use crate::hook_marker;
 use crate::recording::RayonHooks;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// An executable that can be recorded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,7 +82,12 @@ fn locate(exe: &Path) -> Result<PathBuf, ExecutableError> {
     if exe.as_os_str().is_empty() {
         return Err(ExecutableError::NotFound(exe.to_path_buf()));
     }
-    if exe.components().count() > 1 || exe.is_absolute() {
+    let mut components = exe.components();
+    let bare = matches!(
+        (components.next(), components.next()),
+        (Some(Component::Normal(_)), None)
+    );
+    if !bare {
         return Ok(exe.to_path_buf());
     }
     let paths = std::env::var_os("PATH").unwrap_or_default();
@@ -208,6 +213,10 @@ mod tests {
         assert_eq!(
             inspect(dir.path()).unwrap_err(),
             ExecutableError::Folder(dir.path().to_path_buf())
+        );
+        assert_eq!(
+            inspect(Path::new(".")).unwrap_err(),
+            ExecutableError::Folder(PathBuf::from("."))
         );
         let missing = dir.path().join("missing");
         assert_eq!(
