@@ -277,8 +277,7 @@ pub fn build_for_profiling(
 /// The first profiling build of a workspace compiles every dependency again: say so, and why,
 /// before cargo's progress starts.
 fn say_why_first_build_is_long(build_dir: &Path, hooks: Option<&HookedBuild>) {
-    // Cargo marks every target folder it has built into.
-    if build_dir.join("CACHEDIR.TAG").exists() {
+    if has_built_before(build_dir) {
         return;
     }
     let rayon = hooks.map_or_else(String::new, |h| {
@@ -292,6 +291,16 @@ fn say_why_first_build_is_long(build_dir: &Path, hooks: Option<&HookedBuild>) {
          `cargo build --release`; later ones rebuild only what changed.",
         build_dir.display()
     );
+}
+
+/// Whether cargo has built into `build_dir` before: anything there besides the hooked
+/// rayon-core copy, which is made before the build.
+fn has_built_before(build_dir: &Path) -> bool {
+    std::fs::read_dir(build_dir).is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|e| e.file_name() != "rayon-hooked")
+    })
 }
 
 /// Builds the target for profiling, with `hooks` when given, and returns its executable.
@@ -419,6 +428,17 @@ fn append_profiling_flags(cmd: &mut Command) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_build_folder_with_only_the_hooked_copy_has_not_been_built_into() {
+        let dir = tempfile::tempdir().unwrap();
+        let build_dir = dir.path().join("build");
+        assert!(!has_built_before(&build_dir));
+        std::fs::create_dir_all(build_dir.join("rayon-hooked")).unwrap();
+        assert!(!has_built_before(&build_dir));
+        std::fs::create_dir_all(build_dir.join("release")).unwrap();
+        assert!(has_built_before(&build_dir));
+    }
 
     #[test]
     fn suggests_close_names_only() {
