@@ -1,7 +1,7 @@
 //! `cargo parprof build`: the profiling executable of a cargo target, and nothing run. Its
 //! path is the last line of stdout, for scripts that copy it where the cores are.
 
-use super::BuildArgs;
+use super::options::BuildArgs;
 use crate::recording::RayonHooks;
 use crate::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
 use anyhow::{Context, Result};

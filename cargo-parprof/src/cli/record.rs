@@ -2,7 +2,8 @@
 //! write its reports, on a machine with no cargo and no rustc: nothing here builds, resolves a
 //! cargo target or reads cargo's metadata.
 
-use super::{RecordingArgs, RunSummary, profile_repeated};
+use super::options::RecordingArgs;
+use super::profile::{RunSummary, profile_repeated};
 use crate::bench_harness::Harness;
 use crate::record::executable::{self, Executable};
 use crate::record::session::Program;
