@@ -26,9 +26,9 @@ fn mode(flags: &[&str]) -> anyhow::Result<(CollectOptions, Vec<(OsString, OsStri
     let collect = CollectOptions {
         // The program's time is measured: symbolising comes after it exited.
         symbolize: false,
-        ..args.collect_options()
+        ..args.recording.collect_options()
     };
-    Ok((collect, args.slices.env()))
+    Ok((collect, args.recording.slices.env()))
 }
 
 fn main() -> anyhow::Result<()> {

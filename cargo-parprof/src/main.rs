@@ -1,4 +1,5 @@
-//! `cargo parprof`: a thin binary over the `cargo_parprof` library.
+//! `cargo parprof` (and `cargo-parprof record` where no cargo is): a thin binary over the
+//! `cargo_parprof` library.
 
 fn main() {
     use cargo_parprof::cli::{self, Invocation};
@@ -10,6 +11,8 @@ fn main() {
         Invocation::Run(args) => cli::run(&args).map(|summary| summary.target_exit_code),
         Invocation::Diff(args) => cli::diff(&args),
         Invocation::Report(args) => cli::report(&args).map(|()| 0),
+        Invocation::Build(args) => cli::build(&args).map(|()| 0),
+        Invocation::Record(args) => cli::record(&args).map(|summary| summary.target_exit_code),
     };
     match code {
         Ok(code) => std::process::exit(code),

@@ -244,9 +244,16 @@ pub fn build_for_profiling(
     opts: &BuildOptions,
     build_dir: &std::path::Path,
 ) -> Result<(PathBuf, RayonHooks)> {
-    let hooked = match rayon_hooks::prepare(&target.manifest_path, build_dir) {
+    let hooked = rayon_hooks::prepare(&target.manifest_path, build_dir);
+    say_why_first_build_is_long(build_dir, hooked.as_ref().ok());
+    let hooked = match hooked {
         Ok(hooked) => hooked,
-        Err(status) => return Ok((build(target, opts, build_dir, None)?, status)),
+        Err(status) => {
+            if let RayonHooks::Unavailable { reason } = &status {
+                eprintln!("parprof: building without rayon-core hooks: {reason}");
+            }
+            return Ok((build(target, opts, build_dir, None)?, status));
+        }
     };
     match build(target, opts, build_dir, Some(&hooked)) {
         Ok(exe) => Ok((
@@ -265,6 +272,35 @@ pub fn build_for_profiling(
             Ok((exe, RayonHooks::Unavailable { reason }))
         }
     }
+}
+
+/// The first profiling build of a workspace compiles every dependency again: say so, and why,
+/// before cargo's progress starts.
+fn say_why_first_build_is_long(build_dir: &Path, hooks: Option<&HookedBuild>) {
+    if has_built_before(build_dir) {
+        return;
+    }
+    let rayon = hooks.map_or_else(String::new, |h| {
+        format!(", rayon-core {} with parprof's hooks", h.version)
+    });
+    eprintln!(
+        "parprof: first profiling build of this workspace: the program and all its dependencies \
+         are compiled into {} with frame pointers, line tables and aligned functions{rayon}. \
+         These flags differ from `cargo build --release`'s, so its artifacts cannot be reused, \
+         and a folder of its own keeps them valid: this build takes about as long as a clean \
+         `cargo build --release`; later ones rebuild only what changed.",
+        build_dir.display()
+    );
+}
+
+/// Whether cargo has built into `build_dir` before: anything there besides the hooked
+/// rayon-core copy, which is made before the build.
+fn has_built_before(build_dir: &Path) -> bool {
+    std::fs::read_dir(build_dir).is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|e| e.file_name() != "rayon-hooked")
+    })
 }
 
 /// Builds the target for profiling, with `hooks` when given, and returns its executable.
@@ -392,6 +428,17 @@ fn append_profiling_flags(cmd: &mut Command) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_build_folder_with_only_the_hooked_copy_has_not_been_built_into() {
+        let dir = tempfile::tempdir().unwrap();
+        let build_dir = dir.path().join("build");
+        assert!(!has_built_before(&build_dir));
+        std::fs::create_dir_all(build_dir.join("rayon-hooked")).unwrap();
+        assert!(!has_built_before(&build_dir));
+        std::fs::create_dir_all(build_dir.join("release")).unwrap();
+        assert!(has_built_before(&build_dir));
+    }
 
     #[test]
     fn suggests_close_names_only() {

@@ -17,9 +17,14 @@
 //!
 //! Nothing of rayon is in this repository, and the user's code and `Cargo.toml` are unchanged;
 //! cargo rewrites `Cargo.lock` for a patched build, so the lock file is restored afterwards.
-//! Each anchor must occur exactly once in the copy; a version whose sources differ (or that is
-//! not in [`SUPPORTED`]) is built unhooked and the report says so.
+//! Each anchor must occur exactly once in the copy, whitespace aside ([`anchor`]: a vendored or
+//! patched copy that kept the code takes the hooks); a version whose code differs at a hook
+//! point (or that is not in [`SUPPORTED`]) is built unhooked, and the build and the report say
+//! which version, where, and what the user can do.
 
+mod anchor;
+
+use crate::hook_marker;
 use crate::recording::RayonHooks;
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{Metadata, Package};
@@ -148,7 +153,8 @@ const HOOK_POINTS: &[HookPoint] = &[
     HookPoint {
         file: "src/registry.rs",
         anchor: "    let index = worker_thread.index;\n",
-        replacement: "    let index = worker_thread.index;\n    ::parprof_rt::rayon_hooks::worker_started(index, registry as *const Registry as usize);\n",
+        // The mark of the hooked build, kept in the executable for `record`.
+        replacement: "    let index = worker_thread.index;\n    ::parprof_rt::rayon_hooks::worker_started(index, registry as *const Registry as usize);\n    ::core::hint::black_box(crate::PARPROF_BUILD_MARK);\n",
     },
     // A scope's owner waited for its spawned jobs.
     HookPoint {
@@ -286,12 +292,10 @@ fn hooked_copy(rayon_core: &Package, runtime: &str, copy: &Path) -> Result<()> {
     let minor = format!("{}.{}", version.major, version.minor);
     if !SUPPORTED.contains(&minor.as_str()) {
         bail!(
-            "rayon-core {version} is not a supported version (supported: {})",
-            SUPPORTED
-                .iter()
-                .map(|v| format!("{v}.x"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "rayon-core {version} is not a supported version (supported: {}). To record the \
+             worker lifecycle, profile with one of those where your rayon allows it \
+             (`cargo update -p rayon-core --precise <version>`)",
+            supported_versions()
         );
     }
     let source = rayon_core
@@ -299,38 +303,14 @@ fn hooked_copy(rayon_core: &Package, runtime: &str, copy: &Path) -> Result<()> {
         .parent()
         .context("rayon-core's manifest has no folder")?
         .as_std_path();
-    let mut edited: Vec<(PathBuf, String)> = Vec::new();
+    let mut edited: Vec<(PathBuf, Option<String>)> = Vec::new();
     for file in walk(source)? {
         let relative = file.strip_prefix(source)?.to_path_buf();
-        let mut text = match std::fs::read_to_string(&file) {
-            Ok(text) => text,
-            // A binary or unreadable file is copied as it is, below.
-            Err(_) => {
-                edited.push((relative, String::new()));
-                continue;
-            }
+        // A binary or unreadable file is copied as it is, below.
+        let text = match std::fs::read_to_string(&file) {
+            Ok(text) => Some(edit(&relative, text, rayon_core, runtime)?),
+            Err(_) => None,
         };
-        let name = relative.to_string_lossy().replace('\\', "/");
-        for point in HOOK_POINTS.iter().filter(|p| p.file == name) {
-            let found = text.matches(point.anchor).count();
-            if found != 1 {
-                bail!(
-                    "rayon-core {version}: hook point `{}` found {found} times in {} (expected once)",
-                    point.anchor.trim(),
-                    point.file
-                );
-            }
-            text = text.replacen(point.anchor, &point.replacement(), 1);
-        }
-        if name == "src/lib.rs" {
-            // Built as a path dependency, its warnings would be shown as if they were the user's.
-            text.insert_str(0, "#![allow(warnings)]\n");
-        }
-        if name == "Cargo.toml" {
-            text.push_str(&format!(
-                "\n# Added by cargo parprof: the hooks' runtime.\n[dependencies.parprof-rt]\n{runtime}\n"
-            ));
-        }
         edited.push((relative, text));
     }
     for (relative, text) in edited {
@@ -338,14 +318,82 @@ fn hooked_copy(rayon_core: &Package, runtime: &str, copy: &Path) -> Result<()> {
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        if text.is_empty() {
-            std::fs::copy(source.join(&relative), &target)?;
-        } else if std::fs::read_to_string(&target).ok().as_deref() != Some(text.as_str()) {
-            std::fs::write(&target, text)
-                .with_context(|| format!("cannot write {}", target.display()))?;
+        match text {
+            None => {
+                std::fs::copy(source.join(&relative), &target)?;
+            }
+            Some(text) if std::fs::read_to_string(&target).ok().as_deref() != Some(&text) => {
+                std::fs::write(&target, text)
+                    .with_context(|| format!("cannot write {}", target.display()))?;
+            }
+            Some(_) => {}
         }
     }
     Ok(())
+}
+
+/// The copy's text of the file `relative` of rayon-core: its hook points, and what the build
+/// needs around them.
+fn edit(relative: &Path, mut text: String, rayon_core: &Package, runtime: &str) -> Result<String> {
+    let name = relative.to_string_lossy().replace('\\', "/");
+    for point in HOOK_POINTS.iter().filter(|p| p.file == name) {
+        let found = anchor::find_all(&text, point.anchor);
+        let [range] = found.as_slice() else {
+            bail!(differs_from_release(rayon_core, point, found.len()));
+        };
+        text = anchor::replace(&text, range.clone(), point.anchor, &point.replacement());
+    }
+    if name == "src/lib.rs" {
+        // Built as a path dependency, its warnings would be shown as if they were the user's.
+        text.insert_str(0, "#![allow(warnings)]\n");
+        text.push_str(&format!(
+            "\n#[doc(hidden)]\npub static PARPROF_BUILD_MARK: &str = \"{}\";\n",
+            hook_marker::mark(&rayon_core.version.to_string())
+        ));
+    }
+    if name == "Cargo.toml" {
+        text.push_str(&format!(
+            "\n# Added by cargo parprof: the hooks' runtime.\n[dependencies.parprof-rt]\n{runtime}\n"
+        ));
+    }
+    Ok(text)
+}
+
+/// Why a rayon-core whose code differs at a hook point is built without hooks, and what the
+/// user can do about it.
+fn differs_from_release(rayon_core: &Package, point: &HookPoint, found: usize) -> String {
+    let version = &rayon_core.version;
+    let dir = rayon_core
+        .manifest_path
+        .parent()
+        .map_or_else(String::new, |p| p.to_string());
+    let origin = match &rayon_core.source {
+        Some(source) if !source.is_crates_io() => format!(", from {source}"),
+        Some(_) => String::new(),
+        None => ", a path dependency".to_owned(),
+    };
+    format!(
+        "rayon-core {version} (sources at {dir}{origin}) differs from the released sources \
+         that parprof hooks: the code `{}` occurs {found} times in {} (expected once, \
+         whitespace aside). To record the worker lifecycle, profile with a released rayon-core \
+         {} (for the profiling build, leave out the `[patch]`, git or vendored source of \
+         rayon-core), or report this version to parprof",
+        point
+            .anchor
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+        point.file,
+        supported_versions()
+    )
+}
+
+fn supported_versions() -> String {
+    SUPPORTED
+        .iter()
+        .map(|v| format!("{v}.x"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Every file under `dir`, except a lock file (the copy resolves with the program's).
@@ -443,6 +491,87 @@ mod tests {
             .filter(|name| name.starts_with("windows"))
             .collect();
         assert!(windows.is_empty(), "{windows:?}");
+    }
+
+    /// A copy of this workspace's rayon-core sources, each text file changed by `change`, as
+    /// a package whose manifest is the copy's.
+    fn changed_rayon_core(dir: &Path, change: impl Fn(&str, String) -> String) -> Package {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+        let metadata = host_metadata(&manifest).unwrap();
+        let mut rayon_core = package(&metadata, "rayon-core").unwrap().clone();
+        let source = rayon_core
+            .manifest_path
+            .parent()
+            .unwrap()
+            .as_std_path()
+            .to_owned();
+        for file in walk(&source).unwrap() {
+            let relative = file.strip_prefix(&source).unwrap();
+            let target = dir.join(relative);
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            match std::fs::read_to_string(&file) {
+                Ok(text) => {
+                    let name = relative.to_string_lossy().into_owned();
+                    std::fs::write(&target, change(&name, text)).unwrap();
+                }
+                Err(_) => drop(std::fs::copy(&file, &target).unwrap()),
+            }
+        }
+        rayon_core.manifest_path =
+            cargo_metadata::camino::Utf8PathBuf::from_path_buf(dir.join("Cargo.toml")).unwrap();
+        rayon_core.source = None;
+        rayon_core
+    }
+
+    /// A vendored copy with CRLF line ends and tabs for indentation takes every hook.
+    #[test]
+    fn a_copy_that_differs_only_in_whitespace_takes_every_hook() {
+        let (sources, hooked) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let rayon_core = changed_rayon_core(sources.path(), |name, text| {
+            if name.ends_with(".rs") {
+                text.replace("    ", "\t").replace('\n', "\r\n")
+            } else {
+                text
+            }
+        });
+        hooked_copy(&rayon_core, "path = \"x\"", hooked.path()).unwrap();
+        let job = std::fs::read_to_string(hooked.path().join("src/job.rs")).unwrap();
+        assert!(job.contains("Task::begin(self.parprof_tag)"), "{job}");
+        let lib = std::fs::read_to_string(hooked.path().join("src/lib.rs")).unwrap();
+        let mark = hook_marker::mark(&rayon_core.version.to_string());
+        assert!(lib.contains(&mark), "{lib}");
+    }
+
+    /// A patched copy whose code changed at a hook point is refused with the version, where its
+    /// sources are, what differs, and what to do.
+    #[test]
+    fn a_copy_whose_code_differs_names_the_version_and_the_way_out() {
+        let (sources, hooked) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let rayon_core = changed_rayon_core(sources.path(), |name, text| {
+            if name == "src/job.rs" {
+                text.replace(
+                    "execute_fn: unsafe fn(*const ()),",
+                    "run: unsafe fn(*const ()),",
+                )
+            } else {
+                text
+            }
+        });
+        let err = hooked_copy(&rayon_core, "path = \"x\"", hooked.path())
+            .unwrap_err()
+            .to_string();
+        let version = rayon_core.version.to_string();
+        for expected in [
+            format!(
+                "rayon-core {version} (sources at {}",
+                sources.path().display()
+            ),
+            "a path dependency".to_owned(),
+            "occurs 0 times in src/job.rs".to_owned(),
+            "profile with a released rayon-core 1.12.x, 1.13.x".to_owned(),
+        ] {
+            assert!(err.contains(&expected), "`{expected}` not in: {err}");
+        }
     }
 
     #[test]

@@ -1,0 +1,117 @@
+//! `cargo parprof build`: the profiling executable of a cargo target, and nothing run. Its
+//! path is the last line of stdout, for scripts that copy it where the cores are.
+
+use super::options::BuildArgs;
+use crate::recording::RayonHooks;
+use crate::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
+use anyhow::{Context, Result};
+use clap::Parser;
+use std::path::PathBuf;
+
+/// `cargo parprof build`: build the profiling executable of a target (rayon-core hooks, frame
+/// pointers, symbols kept) and print its path as the last line; run nothing.
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "cargo parprof build",
+    version,
+    after_help = "Record the executable on any Linux machine, no toolchain needed: \
+                  `cargo-parprof record -o DIR -- EXE [ARGS]`, then `cargo parprof report DIR` \
+                  anywhere."
+)]
+pub struct BuildCommand {
+    #[command(flatten)]
+    pub build: BuildArgs,
+}
+
+/// A target built for profiling.
+pub struct Built {
+    pub target: ResolvedTarget,
+    pub exe: PathBuf,
+    pub rayon_hooks: RayonHooks,
+    /// The workspace's target folder (the profiling build is under `parprof/build` in it).
+    pub target_dir: PathBuf,
+}
+
+impl BuildArgs {
+    fn target_request(&self) -> TargetRequest {
+        let t = &self.target;
+        let kind_and_name = [
+            (TargetKind::Bin, &t.bin),
+            (TargetKind::Example, &t.example),
+            (TargetKind::Bench, &t.bench),
+            (TargetKind::Test, &t.test),
+        ]
+        .into_iter()
+        .find_map(|(kind, name)| name.clone().map(|n| (kind, n)));
+        TargetRequest {
+            kind_and_name,
+            package: self.package.clone(),
+        }
+    }
+
+    fn build_options(&self) -> BuildOptions {
+        BuildOptions {
+            profile: self.profile.clone(),
+            features: self.features.clone(),
+            all_features: self.all_features,
+            no_default_features: self.no_default_features,
+        }
+    }
+}
+
+/// Resolves the target asked for and builds it for profiling.
+pub fn build_target(args: &BuildArgs) -> Result<Built> {
+    let mut metadata_cmd = cargo_metadata::MetadataCommand::new();
+    metadata_cmd.no_deps();
+    if let Some(path) = &args.manifest_path {
+        metadata_cmd.manifest_path(path);
+    }
+    let metadata = metadata_cmd
+        .exec()
+        .context("`cargo metadata` failed: is this a cargo project?")?;
+    let target = target::resolve(&metadata, &args.target_request())?;
+    let target_dir = metadata.target_directory.clone().into_std_path_buf();
+    eprintln!(
+        "parprof: building {} `{}` for profiling",
+        target.kind, target.name
+    );
+    let (exe, rayon_hooks) = target::build_for_profiling(
+        &target,
+        &args.build_options(),
+        &target_dir.join("parprof").join("build"),
+    )?;
+    Ok(Built {
+        target,
+        exe,
+        rayon_hooks,
+        target_dir,
+    })
+}
+
+/// Builds the executable, says what a recording of it will hold, and prints its path last.
+pub fn build(command: &BuildCommand) -> Result<()> {
+    let built = build_target(&command.build)?;
+    match &built.rayon_hooks {
+        RayonHooks::Hooked { version } => eprintln!(
+            "parprof: built with hooks in rayon-core {version}: a recording holds the workers' \
+             lifecycle"
+        ),
+        RayonHooks::NoRayon => eprintln!("parprof: built; the program does not use rayon"),
+        RayonHooks::Unavailable { reason } => eprintln!(
+            "parprof: warning: built without rayon-core hooks, so a recording will have no \
+             worker lifecycle: {reason}"
+        ),
+    }
+    let bench_flag = if built.target.kind == TargetKind::Bench {
+        " --bench"
+    } else {
+        ""
+    };
+    eprintln!(
+        "parprof: record it (here or on a copy elsewhere) with `cargo-parprof record -o DIR -- \
+         {}{bench_flag}`",
+        built.exe.display()
+    );
+    println!("{}", built.exe.display());
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! Profiling a program that is ready to run: record each run into its folder, analyse it and
+//! write its reports there; what the main command (after its build) and `record` share.
+
+use crate::diff;
+use crate::record::session::{self, Program, Settings};
+use crate::run_report;
+use anyhow::Result;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Where a run's results went.
+#[derive(Debug)]
+pub struct RunSummary {
+    pub output_dir: PathBuf,
+    /// The profiled program's exit code, or 128 + signal.
+    pub target_exit_code: i32,
+}
+
+/// Profiles the program `runs` times into `output_dir` (`run-i` sub-folders when more than
+/// once, then prints the spread); returns the last run's exit code.
+pub(super) fn profile_repeated(
+    program: &Program<'_>,
+    settings: &Settings,
+    runs: usize,
+    program_args: &[OsString],
+    output_dir: &Path,
+) -> Result<i32> {
+    let runs = runs.max(1);
+    let mut exit_code = 0;
+    for i in 1..=runs {
+        let dir = if runs == 1 {
+            output_dir.to_path_buf()
+        } else {
+            eprintln!("parprof: run {i} of {runs}");
+            output_dir.join(format!("run-{i}"))
+        };
+        exit_code = profile_once(program, settings, program_args, &dir)?;
+    }
+    if runs > 1 {
+        let side = diff::load_side(output_dir)?;
+        println!("{}", diff::views::spread(&side));
+        println!("parprof: {runs} runs written to {}", output_dir.display());
+    }
+    Ok(exit_code)
+}
+
+/// Records the program once into `output_dir`, analyses the run and writes its reports there;
+/// returns the program's exit code.
+fn profile_once(
+    program: &Program<'_>,
+    settings: &Settings,
+    program_args: &[OsString],
+    output_dir: &Path,
+) -> Result<i32> {
+    let (recording, exit_code) = session::record_once(program, settings, program_args, output_dir)?;
+    eprintln!("parprof: analysing");
+    let options = &recording.run.options;
+    let analysis = run_report::analyse(&recording, output_dir, options)?;
+    run_report::write(&analysis, output_dir, options)?;
+    Ok(exit_code)
+}

@@ -1,0 +1,103 @@
+//! One run of a program under the profiler, saved as a run folder: the program's trace (the
+//! runtime writes it there) and the kernel's records with what only the command line knew.
+//! Nothing here builds, nor analyses: `cargo parprof` and `cargo-parprof record` both call it.
+
+use crate::analysis::{ExitStatus, TargetInfo};
+use crate::bench_harness::Harness;
+use crate::collect::CollectOptions;
+use crate::launch::{self, RunOutcome};
+use crate::recording::{self, DetailRequest, RayonHooks, RecordedOptions, Recording, RunMeta};
+use anyhow::{Context, Result};
+use std::ffi::OsString;
+use std::path::Path;
+
+/// The program to run, and what is known of it before it runs.
+#[derive(Clone, Debug)]
+pub struct Program<'a> {
+    pub exe: &'a Path,
+    /// The run's name (the cargo target's, or the executable's file name).
+    pub name: &'a str,
+    /// `bin`, `example`, `bench`, `test`, or `executable` for one recorded as it is.
+    pub kind: &'a str,
+    pub harness: Harness,
+    pub rayon_hooks: &'a RayonHooks,
+    /// Where it runs (default: the current directory).
+    pub working_dir: Option<&'a Path>,
+}
+
+/// How the run is recorded and the options it is analysed with.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub collect: CollectOptions,
+    /// Variables for the program on top of the profiler's environment (detailed counters).
+    pub env: Vec<(OsString, OsString)>,
+    pub options: RecordedOptions,
+    pub detail: DetailRequest,
+}
+
+/// Runs `program` with `args` once under the profiler and saves the run into `output_dir`;
+/// returns what was saved and the program's exit code (128 + signal when killed).
+pub fn record_once(
+    program: &Program<'_>,
+    settings: &Settings,
+    args: &[OsString],
+    output_dir: &Path,
+) -> Result<(Recording, i32)> {
+    std::fs::create_dir_all(output_dir)
+        .with_context(|| format!("cannot create the output folder {}", output_dir.display()))?;
+    let mut env = vec![(
+        OsString::from("PARPROF_OUT"),
+        output_dir.as_os_str().to_owned(),
+    )];
+    env.extend(settings.env.iter().cloned());
+    eprintln!("parprof: running {}", program.exe.display());
+    let outcome = launch::run_and_collect(
+        program.exe,
+        args,
+        &env,
+        program.working_dir,
+        &settings.collect,
+    )?;
+    eprintln!("parprof: the target {}", outcome.exit);
+    let exit_code = outcome.exit.shell_code();
+    let run = run_meta(program, settings, args, &outcome);
+    let recording = Recording {
+        run,
+        kernel: outcome.kernel,
+        counters: outcome.counters,
+    };
+    // Saved first: should the analysis fail, `cargo parprof report` can try again.
+    recording::save(output_dir, &recording)?;
+    Ok((recording, exit_code))
+}
+
+/// What the analysis cannot know of a run: the program, how it was built, how it ended, and
+/// the options it is analysed with.
+fn run_meta(
+    program: &Program<'_>,
+    settings: &Settings,
+    args: &[OsString],
+    outcome: &RunOutcome,
+) -> RunMeta {
+    RunMeta {
+        target: TargetInfo {
+            name: program.name.to_owned(),
+            kind: program.kind.to_owned(),
+            args: args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+        },
+        harness: program.harness,
+        rayon_hooks: program.rayon_hooks.clone(),
+        child_pid: outcome.child_pid,
+        exit: ExitStatus {
+            code: outcome.exit.code,
+            signal: outcome.exit.signal,
+        },
+        interrupted: outcome.interrupted,
+        options: settings.options.clone(),
+        detail: settings.detail,
+        ..RunMeta::default()
+    }
+}
