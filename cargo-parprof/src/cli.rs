@@ -89,6 +89,8 @@ pub struct ParprofArgs {
     /// One root for all threads in the cpu flamegraph (default: one root per thread)
     #[arg(long)]
     pub merge_threads: bool,
+    #[command(flatten)]
+    pub frames: FrameArgs,
     /// Run folders kept under `target/parprof/` (the newest; 0 keeps all). Folders given
     /// with `-o` are never removed
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -436,6 +438,8 @@ pub struct ReportArgs {
     /// One root for all threads in the cpu flamegraph (default: as the run was reported)
     #[arg(long)]
     pub merge_threads: bool,
+    #[command(flatten)]
+    pub frames: FrameArgs,
     /// Analyse run records that were cut (disk full, an interrupted copy) up to their last
     /// complete part, instead of refusing them
     #[arg(long)]
@@ -467,6 +471,28 @@ impl ReportArgs {
             }),
             utilization_period_ns: self.period.unwrap_or(recorded.utilization_period_ns),
             merge_threads: self.merge_threads || recorded.merge_threads,
+        }
+    }
+}
+
+/// How the cpu and off-CPU flamegraphs (and their `.folded` text) show frames.
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct FrameArgs {
+    /// Every frame in the cpu and off-CPU flamegraphs (default: rayon's and std's frames
+    /// between two frames of the program folded into one, `[rayon: 14 frames]`)
+    #[arg(long)]
+    pub all_frames: bool,
+    /// Frames named as their symbols are, generic arguments included (default: the path
+    /// alone, `demo::step::{closure}`)
+    #[arg(long)]
+    pub full_names: bool,
+}
+
+impl FrameArgs {
+    pub fn view(&self) -> crate::report::FrameView {
+        crate::report::FrameView {
+            all_frames: self.all_frames,
+            full_names: self.full_names,
         }
     }
 }
@@ -563,6 +589,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
             run: args.run.clone(),
             output: args.output.clone(),
             partial: args.partial,
+            frames: args.frames.view(),
         },
         |recorded| args.options(recorded),
     )
@@ -774,7 +801,7 @@ fn profile_once(
     eprintln!("parprof: analysing");
     let options = &recording.run.options;
     let analysis = run_report::analyse(&recording, output_dir, options)?;
-    run_report::write(&analysis, output_dir, options)?;
+    run_report::write(&analysis, output_dir, options, args.frames.view())?;
     Ok(exit_code)
 }
 
