@@ -8,11 +8,29 @@
 
 /// `rayon_demo::nbody::next_velocity_par::{closure}` for any of its symbol spellings.
 pub fn display_name(full: &str) -> String {
+    let full = impl_block_as_type(full);
     let without_trait = match full.strip_prefix('<') {
         Some(rest) => qualified_self(rest),
-        None => full.to_owned(),
+        None => full,
     };
     normalise_closures(&without_generics(&without_trait))
+}
+
+/// `core::iter::range::<impl Iterator for core::ops::range::Range<A>>::next` →
+/// `core::ops::range::Range<A>::next`: an impl block's path segment stands for its type,
+/// which carries its own full path.
+fn impl_block_as_type(full: &str) -> String {
+    let Some(at) = full.find("<impl ") else {
+        return full.to_owned();
+    };
+    let inside_start = at + "<impl ".len();
+    let Some(close) = matching_close(&full[inside_start..]) else {
+        return full.to_owned();
+    };
+    let inside = &full[inside_start..inside_start + close];
+    let self_type = top_level_split_after(inside, " for ").unwrap_or(inside);
+    let tail = &full[inside_start + close + 1..];
+    format!("{self_type}{}", impl_block_as_type(tail))
 }
 
 /// `A<T> as Trait>::f` (the text after a leading `<`) → `A<T>::f`: the implementing type's
@@ -58,6 +76,11 @@ fn top_level_split<'a>(text: &'a str, separator: &str) -> Option<&'a str> {
         previous = c;
     }
     None
+}
+
+/// The part of `text` after the first `separator` outside angle brackets.
+fn top_level_split_after<'a>(text: &'a str, separator: &str) -> Option<&'a str> {
+    top_level_split(text, separator).map(|before| &text[before.len() + separator.len()..])
 }
 
 /// Every `<…>` removed, with the `::` of a turbofish (`f::<T>`).
@@ -128,6 +151,12 @@ mod tests {
                 "core::ptr::drop_in_place_[i]",
             ),
             ("<&T as core::fmt::Debug>::fmt", "&T::fmt"),
+            (
+                "core::iter::range::<impl core::iter::traits::iterator::Iterator for core::ops::range::Range<A>>::next_[i]",
+                "core::ops::range::Range::next_[i]",
+            ),
+            ("core::num::<impl u64>::wrapping_mul", "u64::wrapping_mul"),
+            ("<u64>::wrapping_mul_[i]", "u64::wrapping_mul_[i]"),
             ("[libc.so.6]", "[libc.so.6]"),
             ("main", "main"),
         ];

@@ -4,6 +4,7 @@ pub mod firefox_profile;
 pub mod flamegraph;
 mod frame_names;
 pub mod html;
+mod inline_markdown;
 pub mod json;
 pub mod markdown;
 pub mod plot;

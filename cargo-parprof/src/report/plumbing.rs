@@ -13,6 +13,11 @@ const RAYON_CRATES: [&str; 5] = [
     "crossbeam_utils",
 ];
 const STD_CRATES: [&str; 3] = ["std", "core", "alloc"];
+/// Methods of primitive types (`u64::wrapping_mul`, `<usize as PartialOrd>::lt`) are std's.
+const PRIMITIVES: [&str; 17] = [
+    "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32",
+    "f64", "bool", "char", "str",
+];
 
 /// Which plumbing a frame is, if any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +31,12 @@ pub fn plumbing_of(frame: &str) -> Option<Plumbing> {
     let krate = crate_of(&display);
     if RAYON_CRATES.contains(&krate) {
         Some(Plumbing::Rayon)
-    } else if STD_CRATES.contains(&krate) {
+    } else if STD_CRATES.contains(&krate)
+        || PRIMITIVES.contains(&krate)
+        || krate.starts_with(['&', '*', '('])
+        // `[T]::sort`, not a label such as `[blocked]`.
+        || (krate.starts_with('[') && krate.len() < display.len())
+    {
         Some(Plumbing::Std)
     } else {
         None
@@ -116,5 +126,9 @@ mod tests {
         ]);
         assert_eq!(fold_plumbing(&blocked), blocked);
         assert!(fold_plumbing(&[]).is_empty());
+        let std_method = "<usize as core::cmp::PartialOrd>::lt_[i]";
+        assert_eq!(plumbing_of(std_method), Some(Plumbing::Std));
+        assert_eq!(plumbing_of("<[T]>::sort"), Some(Plumbing::Std));
+        assert_eq!(plumbing_of("[blocked]"), None);
     }
 }
