@@ -88,18 +88,19 @@ pub fn stacks_folded(stacks: &[SampledStack], options: &ReportOptions) -> Folded
     )
 }
 
-/// A stack's frames as drawn: plumbing folded unless `all_frames`, display names unless
-/// `full_names`.
+/// A stack's frames as drawn: display names unless `full_names`, plumbing folded unless
+/// `all_frames`. Recursion is folded again on display names: two instances of one generic
+/// function, distinct symbols, are one function once their generic arguments are gone.
 fn shown_frames(frames: &[String], view: FrameView) -> Vec<String> {
-    let frames = if view.all_frames {
+    let named = if view.full_names {
         frames.to_vec()
     } else {
-        fold_plumbing(frames)
+        fold_recursion(frames.iter().map(|f| display_name(f)).collect())
     };
-    if view.full_names {
-        frames
+    if view.all_frames {
+        named
     } else {
-        frames.iter().map(|f| display_name(f)).collect()
+        fold_plumbing(&named)
     }
 }
 
@@ -277,6 +278,40 @@ mod tests {
         let mut out = Vec::new();
         write_folded(&folded, &mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "a 3\nmain;f<[u8, 4]> 7\n");
+    }
+
+    #[test]
+    fn frames_are_shown_short_with_plumbing_folded_unless_asked() {
+        let frames: Vec<String> = [
+            "demo::run",
+            "rayon::iter::plumbing::bridge_producer_consumer::helper<A>",
+            "rayon_core::join::join_context<B>",
+            "rayon::iter::plumbing::bridge_producer_consumer::helper<C>",
+            "demo::run::{{closure}}",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let shown = |all_frames, full_names| {
+            shown_frames(
+                &frames,
+                FrameView {
+                    all_frames,
+                    full_names,
+                },
+            )
+            .join(";")
+        };
+        // The two instances of `helper` are one function: its recursion folds, and one
+        // plumbing frame is left, not worth a `[rayon: …]` frame.
+        assert_eq!(
+            shown(false, false),
+            "demo::run;rayon::iter::plumbing::bridge_producer_consumer::helper;demo::run::{closure}"
+        );
+        assert_eq!(shown(true, true), frames.join(";"));
+        assert_eq!(
+            shown(false, true),
+            "demo::run;[rayon: 3 frames];demo::run::{{closure}}"
+        );
     }
 
     #[test]
