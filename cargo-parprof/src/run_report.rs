@@ -122,12 +122,18 @@ fn describe_run(analysis: &mut Analysis, run: &RunMeta) {
 }
 
 /// Writes every report of `analysis` into `out_dir` and prints the summary.
-pub fn write(analysis: &Analysis, out_dir: &Path, options: &RecordedOptions) -> Result<()> {
+pub fn write(
+    analysis: &Analysis,
+    out_dir: &Path,
+    options: &RecordedOptions,
+    frames: report::FrameView,
+) -> Result<()> {
     report::write_all(
         analysis,
         out_dir,
         &report::ReportOptions {
             merge_threads: options.merge_threads,
+            frames,
         },
     )?;
     println!("{}", report::terminal::summary(analysis));
@@ -144,6 +150,8 @@ pub struct ReportRequest {
     pub output: Option<PathBuf>,
     /// Analyse cut records up to their last complete part instead of refusing them.
     pub partial: bool,
+    /// How the flamegraphs name and fold frames.
+    pub frames: report::FrameView,
 }
 
 /// `cargo parprof report`: analyses every run under `request.run` again, each with the
@@ -164,7 +172,7 @@ pub fn report_saved(
         let options = options(&recording.run.options);
         let mut analysis = analyse(&recording, &run_dir, &options)?;
         analysis.notes.extend(cut_note);
-        write(&analysis, &out_dir, &options)?;
+        write(&analysis, &out_dir, &options, request.frames)?;
     }
     if let Some(index) = &layout.bench {
         let report = write_bench_summary(index, out_root)?;

@@ -3,7 +3,7 @@
 //! The profiled process has usually exited by the time we symbolise, so `/proc/<pid>/maps` is
 //! gone: the address space is rebuilt from the kernel's `PERF_RECORD_MMAP2`, `FORK` and
 //! exec-`COMM` records, and each address is turned into a file offset that blazesym resolves
-//! against the ELF file (symbols, DWARF line tables, inlined frames, demangled names). File
+//! against the ELF file (symbols, DWARF inlined frames, demangled names). File
 //! offsets rather than virtual addresses make the PIE load bias and shared-library placement
 //! irrelevant.
 
@@ -12,7 +12,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use blazesym::symbolize::source::{Elf, Source};
-use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
 use crate::kernel::{CpuSample, Frame};
 
@@ -217,23 +217,8 @@ pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -
     for (path, mut offsets) in offsets_by_file {
         offsets.sort_unstable();
         offsets.dedup();
-        let src = Source::Elf(Elf::new(path));
-        // A file that vanished or is not ELF leaves its frames as `[libname]`.
-        let Ok(syms) = symbolizer.symbolize(&src, Input::FileOffset(&offsets)) else {
-            continue;
-        };
-        for (off, sym) in offsets.iter().zip(syms) {
-            if let Symbolized::Sym(sym) = sym {
-                let mut frames = vec![Frame {
-                    function: qualified_name(&sym.name, sym.code_info.as_deref()),
-                    inlined: false,
-                }];
-                frames.extend(sym.inlined.iter().map(|f| Frame {
-                    function: qualified_name(&f.name, f.code_info.as_ref()),
-                    inlined: true,
-                }));
-                resolved.insert((path, *off), frames);
-            }
+        for (off, frames) in file_frames(&symbolizer, path, &offsets) {
+            resolved.insert((path, off), frames);
         }
     }
 
@@ -256,58 +241,45 @@ pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -
         .collect()
 }
 
-/// DWARF names a function by its bare name (`hot_kernel`, `now`); its module path is read
-/// from the file the code is in, as cargo lays sources out: `<crate>[-version]/src/a/b.rs` is
-/// `crate::a::b`, `examples/quickstart.rs` is `quickstart` (`lib.rs`, `main.rs`, `mod.rs` add
-/// nothing). A name that already has a path (`<T as Trait>::f`) is kept.
-fn qualified_name(name: &str, code: Option<&CodeInfo<'_>>) -> String {
-    let module = code.and_then(|code| {
-        let dir = code.dir.as_deref().unwrap_or(Path::new(""));
-        module_path(&dir.join::<&OsStr>(code.file.as_ref()))
-    });
-    // The path is in the part before generic arguments; `<T as Trait>::f` has one.
-    let head = name.split('<').next().unwrap_or(name);
-    match module {
-        Some(module) if !head.is_empty() && !head.contains("::") => format!("{module}::{name}"),
-        _ => name.to_owned(),
-    }
-}
-
-/// `…/rayon-core-1.12.1/src/join/mod.rs` → `rayon_core::join`; `None` for a file outside a
-/// cargo source layout.
-fn module_path(file: &Path) -> Option<String> {
-    let parts: Vec<&str> = file.iter().filter_map(OsStr::to_str).collect();
-    let stem = |part: &str| part.strip_suffix(".rs").map(str::to_owned);
-    let (crate_name, modules) = match parts.iter().rposition(|p| *p == "src") {
-        Some(src) if src > 0 => (crate_of_dir(parts[src - 1]), &parts[src + 1..]),
-        _ => {
-            let at = parts
-                .iter()
-                .rposition(|p| matches!(*p, "examples" | "benches" | "tests"))?;
-            (stem(parts.get(at + 1)?)?, &parts[at + 2..])
-        }
+/// The frames at each of `offsets` of one file (those it has a symbol for), outermost first.
+///
+/// Names come from the symbols, never from where the source file lies: the function that
+/// holds the address is named by its entry in the symbol table (the demangled linkage name,
+/// `rayon_demo::nbody::next_velocity_par::{{closure}}`); the functions inlined into it by
+/// the DWARF linkage names of their abstract origins (the profiling build keeps them), else
+/// by DWARF's bare name (`{closure#0}<u32>`), the best the file holds. A file that vanished
+/// or is not ELF gives nothing: its frames stay `[libname]`.
+fn file_frames(symbolizer: &Symbolizer, path: &Path, offsets: &[u64]) -> Vec<(u64, Vec<Frame>)> {
+    let symbol_table = {
+        let mut elf = Elf::new(path);
+        elf.debug_syms = false;
+        symbolizer
+            .symbolize(&Source::Elf(elf), Input::FileOffset(offsets))
+            .unwrap_or_default()
     };
-    let mut path = vec![crate_name];
-    for part in modules {
-        let module = stem(part).unwrap_or_else(|| (*part).to_owned());
-        if !matches!(module.as_str(), "lib" | "main" | "mod") {
-            path.push(module);
-        }
+    let Ok(with_dwarf) =
+        symbolizer.symbolize(&Source::Elf(Elf::new(path)), Input::FileOffset(offsets))
+    else {
+        return Vec::new();
+    };
+    let table_name = |i: usize| match symbol_table.get(i) {
+        Some(Symbolized::Sym(sym)) => Some(sym.name.to_string()),
+        _ => None,
+    };
+    let mut frames = Vec::with_capacity(offsets.len());
+    for (i, (off, sym)) in offsets.iter().zip(with_dwarf).enumerate() {
+        let Symbolized::Sym(sym) = sym else { continue };
+        let outer = Frame {
+            function: table_name(i).unwrap_or_else(|| sym.name.to_string()),
+            inlined: false,
+        };
+        let inlined = sym.inlined.iter().map(|f| Frame {
+            function: f.name.to_string(),
+            inlined: true,
+        });
+        frames.push((*off, std::iter::once(outer).chain(inlined).collect()));
     }
-    Some(path.join("::"))
-}
-
-/// A crate's directory name without the version cargo appends (`rayon-core-1.12.1`), with
-/// the `-` of a package name written `_` as in paths.
-fn crate_of_dir(dir: &str) -> String {
-    let mut name = dir;
-    while let Some((head, tail)) = name.rsplit_once('-') {
-        if !tail.starts_with(|c: char| c.is_ascii_digit()) {
-            break;
-        }
-        name = head;
-    }
-    name.replace('-', "_")
+    frames
 }
 
 fn unknown_frame(function: String) -> Frame {
@@ -385,27 +357,5 @@ mod tests {
         let stacks = symbolize_samples(&[sample], &[1], &side);
         let names: Vec<&str> = stacks[0].iter().map(|f| f.function.as_str()).collect();
         assert_eq!(names, ["[unknown]", "[libfoo.so]", "[vdso]"]);
-    }
-
-    #[test]
-    fn module_paths_follow_the_cargo_source_layout() {
-        let path = |p: &str| module_path(Path::new(p));
-        assert_eq!(
-            path("/home/u/.cargo/registry/src/index/rayon-core-1.12.1/src/join/mod.rs").as_deref(),
-            Some("rayon_core::join")
-        );
-        assert_eq!(
-            path("/rustc/abc/library/core/src/slice/sort/mod.rs").as_deref(),
-            Some("core::slice::sort")
-        );
-        assert_eq!(
-            path("/w/parprof-rt/src/lib.rs").as_deref(),
-            Some("parprof_rt")
-        );
-        assert_eq!(
-            path("/w/examples/quickstart.rs").as_deref(),
-            Some("quickstart")
-        );
-        assert_eq!(path("/usr/include/stdio.h"), None);
     }
 }

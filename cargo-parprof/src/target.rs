@@ -373,13 +373,16 @@ pub fn build(
     })
 }
 
-/// Line tables (for symbols and inlined frames) and symbols kept, on top of the user's profile;
-/// an explicit `CARGO_PROFILE_<P>_DEBUG` of the user wins.
+/// Symbols and `limited` debug information kept, on top of the user's profile; an explicit
+/// `CARGO_PROFILE_<P>_DEBUG` of the user wins. `limited`, not `line-tables-only`: line tables
+/// alone name an inlined function by its bare name (`{closure#0}<u32>`, `step<T>`) with no
+/// module path, so a frame could only be placed by its source file's folder; `limited` adds
+/// each function's linkage name, whose demangled path is the crate's own.
 fn profiling_config(profile: &str) -> Vec<(String, &'static str)> {
     let env_name = profile.to_uppercase().replace('-', "_");
     let mut config = vec![(format!("profile.{profile}.strip"), "\"none\"")];
     if std::env::var_os(format!("CARGO_PROFILE_{env_name}_DEBUG")).is_none() {
-        config.push((format!("profile.{profile}.debug"), "\"line-tables-only\""));
+        config.push((format!("profile.{profile}.debug"), "\"limited\""));
     }
     config
 }

@@ -25,7 +25,7 @@ mod threads;
 mod trace_file;
 pub mod utilization;
 
-pub use cpu_stacks::INLINED_SUFFIX;
+pub use cpu_stacks::{INLINED_SUFFIX, fold_recursion};
 pub use model::*;
 pub use trace_file::{TracePick, pick_trace};
 

@@ -21,7 +21,7 @@ use crate::target::TargetKind;
 use anyhow::{Context, Result};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser};
-use options::{non_negative, parse_duration_ns, positive_seconds};
+use options::{FrameArgs, non_negative, parse_duration_ns, positive_seconds};
 use profile::profile_repeated;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -104,6 +104,8 @@ pub struct ReportArgs {
     /// One root for all threads in the cpu flamegraph (default: as the run was reported)
     #[arg(long)]
     pub merge_threads: bool,
+    #[command(flatten)]
+    pub frames: FrameArgs,
     /// Analyse run records that were cut (disk full, an interrupted copy) up to their last
     /// complete part, instead of refusing them
     #[arg(long)]
@@ -242,6 +244,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
             run: args.run.clone(),
             output: args.output.clone(),
             partial: args.partial,
+            frames: args.frames.view(),
         },
         |recorded| args.options(recorded),
     )
@@ -278,7 +281,14 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
             program_args.push("--bench".into());
         }
         let runs = args.recording.repeat;
-        profile_repeated(&program, &settings, runs, &program_args, &output_dir)?
+        profile_repeated(
+            &program,
+            &settings,
+            args.recording.frames.view(),
+            runs,
+            &program_args,
+            &output_dir,
+        )?
     };
     if args.output.is_none() {
         prune_runs(&parprof_dir, args.keep);
@@ -328,6 +338,7 @@ fn profile_benchmarks(
         let code = profile_repeated(
             program,
             settings,
+            args.recording.frames.view(),
             runs,
             &program_args,
             &output_dir.join(&dir),

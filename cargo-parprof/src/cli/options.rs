@@ -51,6 +51,28 @@ pub struct BuildArgs {
     pub profile: Option<String>,
 }
 
+/// How the cpu and off-CPU flamegraphs (and their `.folded` text) show frames.
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct FrameArgs {
+    /// Every frame in the cpu and off-CPU flamegraphs (default: rayon's and std's frames
+    /// between two frames of the program folded into one, `[rayon: 14 frames]`)
+    #[arg(long)]
+    pub all_frames: bool,
+    /// Frames named as their symbols are, generic arguments included (default: the path
+    /// alone, `demo::step::{closure}`)
+    #[arg(long)]
+    pub full_names: bool,
+}
+
+impl FrameArgs {
+    pub fn view(&self) -> crate::report::FrameView {
+        crate::report::FrameView {
+            all_frames: self.all_frames,
+            full_names: self.full_names,
+        }
+    }
+}
+
 /// How a run is recorded and analysed: what `cargo parprof` and `cargo parprof record` share.
 #[derive(Args, Debug, Clone)]
 pub struct RecordingArgs {
@@ -78,6 +100,8 @@ pub struct RecordingArgs {
     /// One root for all threads in the cpu flamegraph (default: one root per thread)
     #[arg(long)]
     pub merge_threads: bool,
+    #[command(flatten)]
+    pub frames: FrameArgs,
     /// No off-CPU flamegraph: its samples cost about 3 µs per context switch (+30% for a
     /// program that switches 100,000 times a second)
     #[arg(long)]

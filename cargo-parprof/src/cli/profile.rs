@@ -3,6 +3,7 @@
 
 use crate::diff;
 use crate::record::session::{self, Program, Settings};
+use crate::report::FrameView;
 use crate::run_report;
 use anyhow::Result;
 use std::ffi::OsString;
@@ -21,6 +22,7 @@ pub struct RunSummary {
 pub(super) fn profile_repeated(
     program: &Program<'_>,
     settings: &Settings,
+    frames: FrameView,
     runs: usize,
     program_args: &[OsString],
     output_dir: &Path,
@@ -34,7 +36,7 @@ pub(super) fn profile_repeated(
             eprintln!("parprof: run {i} of {runs}");
             output_dir.join(format!("run-{i}"))
         };
-        exit_code = profile_once(program, settings, program_args, &dir)?;
+        exit_code = profile_once(program, settings, frames, program_args, &dir)?;
     }
     if runs > 1 {
         let side = diff::load_side(output_dir)?;
@@ -49,6 +51,7 @@ pub(super) fn profile_repeated(
 fn profile_once(
     program: &Program<'_>,
     settings: &Settings,
+    frames: FrameView,
     program_args: &[OsString],
     output_dir: &Path,
 ) -> Result<i32> {
@@ -56,6 +59,6 @@ fn profile_once(
     eprintln!("parprof: analysing");
     let options = &recording.run.options;
     let analysis = run_report::analyse(&recording, output_dir, options)?;
-    run_report::write(&analysis, output_dir, options)?;
+    run_report::write(&analysis, output_dir, options, frames)?;
     Ok(exit_code)
 }

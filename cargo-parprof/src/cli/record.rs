@@ -56,7 +56,14 @@ pub fn record(args: &RecordArgs) -> Result<RunSummary> {
     };
     let settings = args.recording.settings();
     let runs = args.recording.repeat;
-    let target_exit_code = profile_repeated(&program, &settings, runs, program_args, &output_dir)?;
+    let target_exit_code = profile_repeated(
+        &program,
+        &settings,
+        args.recording.frames.view(),
+        runs,
+        program_args,
+        &output_dir,
+    )?;
     Ok(RunSummary {
         output_dir,
         target_exit_code,

@@ -1,21 +1,28 @@
 //! Flamegraphs rendered with inferno, and their folded text.
 //!
-//! - `active.folded` / `active.svg`: self active time per probe call path, in ns;
+//! - `active.folded` / `active.svg`: self active time per probe call path, in ns, recursion
+//!   folded as in `cpu.folded`;
 //! - `cpu.folded` / `cpu.svg`: cpu-clock samples per call stack, in samples, one root per
 //!   thread named by its role (`main`, `rayon worker 3 (pool 1)`; all threads under one root
 //!   `all threads` with `--merge-threads`). Inlined frames end in `_[i]`. Recursion is folded:
 //!   a function appears at most once per stack, the frames between its first appearance and a
 //!   deeper repeat are removed, so a recursive call's samples count under its outermost call.
 //!   The profiler's own frames are not shown: a sample inside them counts as probe overhead
-//!   (the subtitle gives its share), and its wrappers around user code are left out.
+//!   (the subtitle gives its share), and its wrappers around user code are left out. Frames
+//!   are named without generic arguments, and rayon's and std's frames between two frames of
+//!   the program are folded into one (`[rayon: 14 frames]`); `--full-names` and
+//!   `--all-frames` keep the symbols' names and every frame. The program's frames are drawn
+//!   in warm colours, the libraries' in grey-blue.
 //!
 //! The output is deterministic: folded lines are sorted, the options are fixed and colours come
 //! from a hash of the frame name (inferno's `deterministic`), never from a random generator.
 
-use super::human_duration;
-use crate::analysis::{Analysis, OffCpuStacks, SampledStack};
-use inferno::flamegraph::color::{MultiPalette, Palette};
-use inferno::flamegraph::{self, Options};
+use super::frame_names::display_name;
+use super::plumbing::{fold_plumbing, plumbing_of};
+use super::{FrameView, ReportOptions, human_duration};
+use crate::analysis::{Analysis, OffCpuStacks, SampledStack, fold_recursion};
+use inferno::flamegraph::color::{Color, MultiPalette, Palette, PaletteMap};
+use inferno::flamegraph::{self, Options, TextTruncateDirection};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
@@ -42,32 +49,34 @@ fn fold<'a>(stacks: impl Iterator<Item = (&'a [String], u64)>) -> Folded {
     folded
 }
 
-/// Self active time (ns) per probe call path.
+/// Self active time (ns) per probe call path, probe recursion folded as the cpu flamegraph
+/// folds it: a `join` quicksort's `quicksort → [rayon task] → quicksort → …` tower is one
+/// `quicksort`, holding the time of its recursive calls (`report.json` keeps every path).
 pub fn active_folded(analysis: &Analysis) -> Folded {
-    fold(
-        analysis
-            .call_paths
-            .iter()
-            .map(|p| (p.path.as_slice(), p.self_active_ns)),
-    )
+    let paths: Vec<(Vec<String>, u64)> = analysis
+        .call_paths
+        .iter()
+        .map(|p| (fold_recursion(p.path.clone()), p.self_active_ns))
+        .collect();
+    fold(paths.iter().map(|(path, ns)| (path.as_slice(), *ns)))
 }
 
 /// Root of a merged flamegraph.
 const ALL_THREADS: &str = "all threads";
 
 /// Stacks (cpu-clock samples, or switched-out ns) under their thread's role or, with
-/// `merge_threads`, under one root for all threads.
-pub fn stacks_folded(stacks: &[SampledStack], merge_threads: bool) -> Folded {
+/// `merge_threads`, under one root for all threads; frames as [`shown_frames`] draws them.
+pub fn stacks_folded(stacks: &[SampledStack], options: &ReportOptions) -> Folded {
     let stacks: Vec<(Vec<String>, u64)> = stacks
         .iter()
         .map(|s| {
-            let root = if merge_threads {
+            let root = if options.merge_threads {
                 ALL_THREADS
             } else {
                 &s.thread
             };
             let frames = std::iter::once(root.to_owned())
-                .chain(s.frames.iter().cloned())
+                .chain(shown_frames(&s.frames, options.frames))
                 .collect();
             (frames, s.weight)
         })
@@ -77,6 +86,57 @@ pub fn stacks_folded(stacks: &[SampledStack], merge_threads: bool) -> Folded {
             .iter()
             .map(|(frames, weight)| (frames.as_slice(), *weight)),
     )
+}
+
+/// A stack's frames as drawn: display names unless `full_names`, plumbing folded unless
+/// `all_frames`. Recursion is folded again on display names: two instances of one generic
+/// function, distinct symbols, are one function once their generic arguments are gone.
+fn shown_frames(frames: &[String], view: FrameView) -> Vec<String> {
+    let named = if view.full_names {
+        frames.to_vec()
+    } else {
+        fold_recursion(frames.iter().map(|f| display_name(f)).collect())
+    };
+    if view.all_frames {
+        named
+    } else {
+        fold_plumbing(&named)
+    }
+}
+
+/// Colours of the drawn frames: the program's warm, the libraries' (std, rayon, and their
+/// folded runs) grey-blue, as samply and the Firefox Profiler tell them apart; other frames
+/// (libc, unknown) keep the palette's. Shades vary with the name, the same in every run.
+fn frame_colours(folded: &Folded) -> PaletteMap {
+    let mut colours = PaletteMap::default();
+    for stack in folded.keys() {
+        for frame in stack.split(';') {
+            let shade = (frame
+                .bytes()
+                .fold(0u32, |h, b| h.wrapping_mul(31) ^ u32::from(b))
+                % 40) as u8;
+            let library = frame.starts_with("[rayon: ")
+                || frame.starts_with("[std: ")
+                || plumbing_of(frame).is_some();
+            let colour = if library {
+                Color {
+                    r: 150 + shade / 2,
+                    g: 165 + shade / 2,
+                    b: 200 + shade / 2,
+                }
+            } else if frame.contains("::") {
+                Color {
+                    r: 215 + shade,
+                    g: 95 + shade * 2,
+                    b: 45 + shade,
+                }
+            } else {
+                continue;
+            };
+            colours.insert(frame, colour);
+        }
+    }
+    colours
 }
 
 pub fn write_folded(folded: &Folded, out: &mut dyn Write) -> io::Result<()> {
@@ -94,12 +154,14 @@ fn options(title: &str, subtitle: String, count_name: &str, name_type: &str) -> 
     options.name_type = name_type.to_owned();
     options.colors = Palette::Multi(MultiPalette::Rust);
     options.deterministic = true;
+    // Labels too long for their box keep their end: the function's own name.
+    options.text_truncate_direction = TextTruncateDirection::Left;
     options
 }
 
 fn render(
     folded: &Folded,
-    options: &mut Options<'_>,
+    options: Options<'static>,
     empty_message: &str,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
@@ -121,7 +183,11 @@ fn render(
         .iter()
         .map(|(stack, weight)| format!("{stack} {weight}"))
         .collect();
-    flamegraph::from_lines(options, lines.iter().map(String::as_str), out)?;
+    let mut colours = frame_colours(folded);
+    // `Options` borrows the palette: shortened to this call's lifetime to hold it.
+    let mut options: Options<'_> = options;
+    options.palette_map = Some(&mut colours);
+    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)?;
     Ok(())
 }
 
@@ -137,8 +203,8 @@ pub fn write_active_svg(
         human_duration(total.active_ns),
         human_duration(total.elapsed_ns)
     );
-    let mut options = options("Active time", subtitle, "ns", "Probe:");
-    render(folded, &mut options, "No probe calls were recorded.", out)
+    let options = options("Active time", subtitle, "ns", "Probe:");
+    render(folded, options, "No probe calls were recorded.", out)
 }
 
 pub fn write_cpu_svg(
@@ -154,14 +220,14 @@ pub fn write_cpu_svg(
         samples.profiler,
         samples.total,
     );
-    let mut options = options("CPU samples", subtitle, "samples", "Function:");
+    let options = options("CPU samples", subtitle, "samples", "Function:");
     let message = match &analysis.capabilities.cpu_samples.reason {
         Some(reason) if !analysis.capabilities.cpu_samples.available => {
             format!("No cpu samples were recorded: {}", xml_text(reason))
         }
         _ => "No cpu samples were recorded.".to_owned(),
     };
-    render(folded, &mut options, &message, out)
+    render(folded, options, &message, out)
 }
 
 pub fn write_offcpu_svg(
@@ -180,13 +246,13 @@ pub fn write_offcpu_svg(
         human_duration(offcpu.total_ns),
         human_duration(offcpu.profiler_ns),
     );
-    let mut options = options(
+    let options = options(
         "Off-CPU time (switched-out time, ns)",
         subtitle,
         "ns",
         "Function:",
     );
-    render(folded, &mut options, "No thread was switched out.", out)
+    render(folded, options, "No thread was switched out.", out)
 }
 
 fn xml_text(text: &str) -> String {
@@ -215,6 +281,40 @@ mod tests {
     }
 
     #[test]
+    fn frames_are_shown_short_with_plumbing_folded_unless_asked() {
+        let frames: Vec<String> = [
+            "demo::run",
+            "rayon::iter::plumbing::bridge_producer_consumer::helper<A>",
+            "rayon_core::join::join_context<B>",
+            "rayon::iter::plumbing::bridge_producer_consumer::helper<C>",
+            "demo::run::{{closure}}",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let shown = |all_frames, full_names| {
+            shown_frames(
+                &frames,
+                FrameView {
+                    all_frames,
+                    full_names,
+                },
+            )
+            .join(";")
+        };
+        // The two instances of `helper` are one function: its recursion folds, and one
+        // plumbing frame is left, not worth a `[rayon: …]` frame.
+        assert_eq!(
+            shown(false, false),
+            "demo::run;rayon::iter::plumbing::bridge_producer_consumer::helper;demo::run::{closure}"
+        );
+        assert_eq!(shown(true, true), frames.join(";"));
+        assert_eq!(
+            shown(false, true),
+            "demo::run;[rayon: 3 frames];demo::run::{{closure}}"
+        );
+    }
+
+    #[test]
     fn cpu_stacks_are_rooted_at_their_thread_or_merged() {
         let mut cpu = CpuSamples::default();
         for (thread, samples) in [("main", 2), ("rayon worker 1 (pool 0)", 3)] {
@@ -226,7 +326,11 @@ mod tests {
         }
         let lines = |merge| {
             let mut out = Vec::new();
-            write_folded(&stacks_folded(&cpu.stacks, merge), &mut out).unwrap();
+            let options = ReportOptions {
+                merge_threads: merge,
+                ..ReportOptions::default()
+            };
+            write_folded(&stacks_folded(&cpu.stacks, &options), &mut out).unwrap();
             String::from_utf8(out).unwrap()
         };
         assert_eq!(lines(false), "main;f 2\nrayon worker 1 (pool 0);f 3\n");

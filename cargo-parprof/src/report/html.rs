@@ -76,7 +76,7 @@ pub fn render(input: &HtmlInput) -> String {
 
     html.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n<ul>\n");
     for line in &input.summary_lines {
-        let _ = writeln!(html, "<li>{}</li>", escape(line));
+        let _ = writeln!(html, "<li>{}</li>", rich(line));
     }
     html.push_str("</ul>\n</section>\n");
 
@@ -92,9 +92,9 @@ pub fn render(input: &HtmlInput) -> String {
                  <dt>Advice</dt><dd>{}</dd></dl></div>",
                 escape(&d.code),
                 escape(&d.region),
-                escape(&d.evidence),
-                escape(&d.impact),
-                escape(&d.advice)
+                rich(&d.evidence),
+                rich(&d.impact),
+                rich(&d.advice)
             );
         }
     }
@@ -288,13 +288,13 @@ fn table_section(html: &mut String, table: &HtmlTable) {
         html.push_str("<tr>");
         for (i, cell) in row.iter().enumerate() {
             let class = if i == 0 { "" } else { " class=\"num\"" };
-            let _ = write!(html, "<td{class}>{}</td>", escape(cell));
+            let _ = write!(html, "<td{class}>{}</td>", rich(cell));
         }
         html.push_str("</tr>\n");
     }
     html.push_str("</tbody></table></div>\n");
     if let Some(note) = &table.note {
-        let _ = writeln!(html, "<p class=\"note\">{}</p>", escape(note));
+        let _ = writeln!(html, "<p class=\"note\">{}</p>", rich(note));
     }
     html.push_str("</section>\n");
 }
@@ -342,6 +342,11 @@ fn json_for_script<T: Serialize>(value: &T) -> String {
     json.replace('<', "\\u003c")
         .replace('>', "\\u003e")
         .replace('&', "\\u0026")
+}
+
+/// Escaped text with its inline markdown rendered.
+fn rich(text: &str) -> String {
+    super::inline_markdown::to_html(&escape(text))
 }
 
 fn escape(text: &str) -> String {

@@ -2,10 +2,13 @@
 
 pub mod firefox_profile;
 pub mod flamegraph;
+mod frame_names;
 pub mod html;
+mod inline_markdown;
 pub mod json;
 pub mod markdown;
 pub mod plot;
+mod plumbing;
 mod regions;
 pub mod tables;
 pub mod terminal;
@@ -27,6 +30,16 @@ pub(crate) const TOP_PROBES: usize = 10;
 pub struct ReportOptions {
     /// One cpu flamegraph root for all threads instead of one per thread.
     pub merge_threads: bool,
+    pub frames: FrameView,
+}
+
+/// How the cpu and off-CPU flamegraphs name and fold frames.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameView {
+    /// Every frame: rayon's and std's runs between two frames of the program not folded.
+    pub all_frames: bool,
+    /// The symbols' names, generic arguments included, instead of the short display names.
+    pub full_names: bool,
 }
 
 /// Writes every report file into `out_dir` and returns their paths, in a fixed order.
@@ -291,7 +304,7 @@ pub fn write_all(
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let active = flamegraph::active_folded(analysis);
-    let cpu = flamegraph::stacks_folded(&analysis.cpu_samples.stacks, options.merge_threads);
+    let cpu = flamegraph::stacks_folded(&analysis.cpu_samples.stacks, options);
     let mut written = vec![
         write_file(out_dir, "report.json", |w| json::write(analysis, w))?,
         write_file(out_dir, "report.md", |w| {
@@ -315,7 +328,7 @@ pub fn write_all(
         })?,
     ];
     if let Some(offcpu) = &analysis.offcpu_stacks {
-        let folded = flamegraph::stacks_folded(&offcpu.stacks, options.merge_threads);
+        let folded = flamegraph::stacks_folded(&offcpu.stacks, options);
         written.push(write_file(out_dir, "offcpu.folded", |w| {
             Ok(flamegraph::write_folded(&folded, w)?)
         })?);
