@@ -103,7 +103,8 @@ pub struct ParprofArgs {
     /// only (cheaper; `cargo bench --bench unwind_overhead` measures both)
     #[arg(long, value_enum, value_name = "HOW", default_value_t = CallGraph::Dwarf)]
     pub call_graph: CallGraph,
-    /// Seconds each benchmark of a criterion bench runs in its profile mode
+    /// Seconds of each criterion benchmark's measured batch in its profile mode; criterion's
+    /// warm-up (1 to 2 s, the same routine) runs before it and is profiled with it
     #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 2.0)]
     pub bench_time: f64,
     /// Arguments for the profiled program
@@ -516,15 +517,22 @@ pub fn diff(args: &DiffArgs) -> Result<i32> {
     let head = diff::load_side(&args.head).context("HEAD")?;
     let comparison = diff::compare(&base, &head)?;
     let mut files: Vec<(&str, Vec<u8>)> = Vec::new();
-    for (folded, svg, title) in [
+    for (folded, svg, title, unit) in [
         (
             "active.folded",
             "diff-active.svg",
             "Active time: BASE → HEAD",
+            "ns",
         ),
-        ("cpu.folded", "diff-cpu.svg", "CPU samples: BASE → HEAD"),
+        (
+            "cpu.folded",
+            "diff-cpu.svg",
+            "CPU samples: BASE → HEAD",
+            "samples",
+        ),
     ] {
-        if let Some(bytes) = diff::views::differential_svg(&base, &head, folded, title)? {
+        if let Some(bytes) = diff::flame::differential_svg(&head, &comparison, folded, title, unit)?
+        {
             files.push((svg, bytes));
         }
     }
@@ -661,10 +669,21 @@ fn profile_benchmarks(built: &BuiltTarget<'_>, output_dir: &Path) -> Result<i32>
         let taken: Vec<String> = entries.iter().map(|e| e.dir.clone()).collect();
         let dir = bench_harness::folder_name(&id, &taken);
         eprintln!("parprof: benchmark `{id}`");
-        let program_args = bench_harness::criterion_args(&id, args.bench_time);
-        let code = profile_repeated(built, &program_args, &output_dir.join(&dir))?;
+        let mut seconds = bench_harness::profile_time(args.bench_time);
+        let mut code = profile_benchmark(built, &id, seconds, &output_dir.join(&dir))?;
+        if code == CRITERION_PANIC && seconds > bench_harness::WARM_UP_ONLY_S {
+            // The measured batch may have had 0 iterations (criterion panics then): measure
+            // the warm-up only, which never reaches that batch.
+            eprintln!("parprof: `{id}` panicked; profiling criterion's warm-up only");
+            seconds = bench_harness::WARM_UP_ONLY_S;
+            code = profile_benchmark(built, &id, seconds, &output_dir.join(&dir))?;
+        }
         exit_code = exit_code.max(code);
-        entries.push(BenchEntry { name: id, dir });
+        entries.push(BenchEntry {
+            name: id,
+            dir,
+            profile_time_s: Some(seconds),
+        });
     }
     let index = BenchIndex::new(&target.name, entries);
     let report = run_report::write_bench_summary(&index, output_dir)?;
@@ -676,8 +695,17 @@ fn profile_benchmarks(built: &BuiltTarget<'_>, output_dir: &Path) -> Result<i32>
     Ok(exit_code)
 }
 
+/// A Rust program's exit code after a panic.
+const CRITERION_PANIC: i32 = 101;
+
+/// One benchmark of a criterion bench in profile mode for `seconds`, `--repeat` times.
+fn profile_benchmark(built: &BuiltTarget<'_>, id: &str, seconds: f64, dir: &Path) -> Result<i32> {
+    let program_args = bench_harness::criterion_args(id, seconds);
+    profile_repeated(built, &program_args, dir)
+}
+
 /// Profiles the target `--repeat` times into `output_dir` (`run-i` sub-folders when more than
-/// once, then prints the spread); returns the last run's exit code.
+/// once, then saves and prints the spread); returns the largest exit code.
 fn profile_repeated(
     built: &BuiltTarget<'_>,
     program_args: &[OsString],
@@ -692,11 +720,10 @@ fn profile_repeated(
             eprintln!("parprof: run {i} of {runs}");
             output_dir.join(format!("run-{i}"))
         };
-        exit_code = profile_once(built, program_args, &dir)?;
+        exit_code = exit_code.max(profile_once(built, program_args, &dir)?);
     }
     if runs > 1 {
-        let side = diff::load_side(output_dir)?;
-        println!("{}", diff::views::spread(&side));
+        println!("{}", diff::spread::write_summary(output_dir)?);
         println!("parprof: {runs} runs written to {}", output_dir.display());
     }
     Ok(exit_code)
