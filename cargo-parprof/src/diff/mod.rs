@@ -399,3 +399,133 @@ pub fn failing<'a>(c: &'a Comparison, opts: &DiffOptions) -> Vec<&'a Row> {
         .filter(|r| r.verdict == Verdict::Slower && r.change * 100.0 > limit)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+    use std::path::PathBuf;
+
+    /// A run's report with probes `(name, active ns, calls)`.
+    fn report(probes: &[(&str, f64, f64)]) -> Value {
+        let probes: Vec<Value> = probes
+            .iter()
+            .map(|(name, ns, calls)| json!({"name": name, "active_ns": ns, "calls": calls}))
+            .collect();
+        json!({
+            "schema": "parprof-report/1",
+            "target": {"name": "prog"},
+            "probes": probes,
+            "regions": [],
+        })
+    }
+
+    fn side(runs: Vec<Value>) -> Side {
+        Side {
+            path: PathBuf::from("side"),
+            program: "prog".into(),
+            benchmarks: vec![Benchmark {
+                name: None,
+                runs: runs
+                    .into_iter()
+                    .map(|report| Run {
+                        dir: PathBuf::from("run"),
+                        report,
+                    })
+                    .collect(),
+            }],
+        }
+    }
+
+    #[test]
+    fn rows_carry_call_counts_and_a_changed_count_is_a_finding() {
+        let base = side(
+            [100.0, 101.0, 102.0]
+                .map(|ns| report(&[("leaf", ns, 4096.0), ("step", 50.0, 10.0)]))
+                .to_vec(),
+        );
+        let head = side(
+            [100.5, 101.5, 99.5]
+                .map(|ns| report(&[("leaf", ns, 131_072.0), ("step", 50.0, 10.0)]))
+                .to_vec(),
+        );
+        let c = compare(&base, &head).unwrap();
+        let leaf = c.rows.iter().find(|r| r.name == "leaf").unwrap();
+        assert_eq!((leaf.base_calls, leaf.head_calls), (4096.0, 131_072.0));
+        assert!(leaf.calls_changed);
+        assert_eq!(leaf.verdict, Verdict::WithinNoise);
+        assert_eq!(views::calls_text(leaf), "4 096 → 131 072 calls");
+        let step = c.rows.iter().find(|r| r.name == "step").unwrap();
+        assert!(!step.calls_changed);
+        assert_eq!(views::calls_text(step), "10 calls");
+        // The changed count ranks before a row with nothing to report.
+        assert_eq!(c.rows[0].name, "leaf");
+        let md = views::markdown(&c, &[]);
+        assert!(md.contains("### Call counts changed"), "{md}");
+        assert!(md.contains("1 call count changed"), "{md}");
+    }
+
+    #[test]
+    fn rows_are_ordered_by_verdict_then_size() {
+        // `big` moves most but within its noise; `small` is a clear change.
+        let base = side(
+            [(1000.0, 10.0), (1500.0, 10.1), (800.0, 10.2)]
+                .map(|(big, small)| report(&[("big", big, 1.0), ("small", small, 1.0)]))
+                .to_vec(),
+        );
+        let head = side(
+            [(1300.0, 20.0), (900.0, 20.1), (1600.0, 20.2)]
+                .map(|(big, small)| report(&[("big", big, 1.0), ("small", small, 1.0)]))
+                .to_vec(),
+        );
+        let c = compare(&base, &head).unwrap();
+        assert_eq!(c.rows_tested, 2);
+        let order: Vec<(&str, Verdict)> = c
+            .rows
+            .iter()
+            .map(|r| (r.name.as_str(), r.verdict))
+            .collect();
+        assert_eq!(
+            order,
+            [("small", Verdict::Slower), ("big", Verdict::WithinNoise)]
+        );
+        let opts = DiffOptions {
+            fail_above_percent: Some(50.0),
+        };
+        assert_eq!(failing(&c, &opts).len(), 1);
+    }
+
+    #[test]
+    fn the_spread_of_repeated_runs_is_saved_and_the_side_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        for (i, ns) in [100.0, 110.0, 121.0].into_iter().enumerate() {
+            let run = dir.path().join(format!("run-{}", i + 1));
+            std::fs::create_dir_all(&run).unwrap();
+            let text = report(&[("step", ns, 2.0)]).to_string();
+            std::fs::write(run.join("report.json"), text).unwrap();
+        }
+        let printed = spread::write_summary(dir.path()).unwrap();
+        assert!(printed.contains("±9.5%"), "{printed}");
+        let saved: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
+                .unwrap();
+        assert_eq!(saved["schema"], spread::REPEAT_SCHEMA);
+        let row = &saved["rows"][0];
+        assert_eq!(
+            (
+                &row["median_ns"],
+                &row["min_ns"],
+                &row["max_ns"],
+                &row["calls"]
+            ),
+            (&json!(110.0), &json!(100.0), &json!(121.0), &json!(2.0))
+        );
+        // ln 100, ln 110, ln 121: steps of ln 1.1, standard deviation ln 1.1.
+        let sd = row["relative_sd"].as_f64().unwrap();
+        assert!((sd - 1.1f64.ln()).abs() < 1e-12, "{row:#}");
+        let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+        assert!(md.contains("relative standard deviation"), "{md}");
+        // The summary is not taken for a run.
+        assert_eq!(load_side(dir.path()).unwrap().runs_per_benchmark(), 3);
+    }
+}
