@@ -75,7 +75,7 @@ pub struct Row {
     /// The count changed beyond its own spread ([`CALLS_CHANGE`]): a finding of its own.
     pub calls_changed: bool,
     pub verdict: Verdict,
-    /// Welch's two-sided p-value over the runs; `None` without a noise estimate.
+    /// The moderated t-test's two-sided p-value over the runs; `None` without a noise estimate.
     pub p_value: Option<f64>,
     /// That p-value adjusted (Holm) over all rows of the diff.
     pub p_adjusted: Option<f64>,

@@ -99,8 +99,8 @@ fn plus_minus(sd: Option<f64>) -> String {
 pub const EXPLANATION: &str = "`±` is the relative standard deviation of the runs (the \
 standard deviation of the logarithm of the figure): a typical run lies within about that much of \
 the others. It is the row's noise for `cargo parprof diff`, which reports a change only when it \
-is at least twice that and 5%, and Welch's t-test over the runs, adjusted for all rows of the \
-diff (Holm), finds it beyond noise.";
+is at least twice that (moderated by a prior noise of 8%) and 5%, and a t-test over the runs, \
+adjusted for all rows of the diff (Holm), finds it beyond noise.";
 
 /// `report.md` at the top of the runs' folder.
 pub fn markdown(s: &Spread) -> String {

@@ -1,5 +1,5 @@
-//! The statistics the noise rule rests on: Welch's t-test (with Student's t distribution), the
-//! Holm–Bonferroni adjustment over many tests, medians and the spread of a set of runs.
+//! The statistics the noise rule rests on: a moderated two-sample t-test (with Student's t
+//! distribution), the Holm–Bonferroni adjustment over many tests, medians and variances.
 
 /// The median of `v` (0 for an empty slice).
 pub fn median(v: &[f64]) -> f64 {
@@ -26,47 +26,53 @@ pub fn mean_variance(v: &[f64]) -> (f64, f64) {
     (mean, ss / (n - 1.0))
 }
 
-/// Welch's two-sample t-test of `a` against `b` (each at least two values).
+/// A two-sample t-test whose variance is moderated by a prior (Smyth's moderated t, with the
+/// prior given): the samples' pooled variance, on n + m − 2 degrees of freedom, and
+/// `prior_sd`² on `prior_df` more, averaged by their degrees of freedom. Three runs a side that
+/// happen to agree closely then no longer make any difference between them look certain; as
+/// the runs grow, their own variance outweighs the prior. With `prior_df` = 0 it is Student's
+/// pooled t-test.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Welch {
+pub struct TTest {
     /// mean(b) − mean(a).
     pub difference: f64,
-    /// Welch–Satterthwaite degrees of freedom.
+    /// The samples' own pooled standard deviation.
+    pub sample_sd: f64,
+    /// The moderated standard deviation the test used.
+    pub sd: f64,
+    /// Degrees of freedom: n + m − 2 + `prior_df`.
     pub df: f64,
     /// Two-sided p-value.
     pub p: f64,
-    /// Pooled standard deviation of the two samples.
-    pub pooled_sd: f64,
 }
 
-/// Welch's t-test; `None` with fewer than two values on a side.
-pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
+/// The moderated t-test of `a` against `b`; `None` with fewer than two values on a side.
+pub fn moderated_t(a: &[f64], b: &[f64], prior_sd: f64, prior_df: f64) -> Option<TTest> {
     if a.len() < 2 || b.len() < 2 {
         return None;
     }
     let (n, m) = (a.len() as f64, b.len() as f64);
     let ((ma, va), (mb, vb)) = (mean_variance(a), mean_variance(b));
-    let difference = mb - ma;
-    let pooled_sd = (((n - 1.0) * va + (m - 1.0) * vb) / (n + m - 2.0)).sqrt();
-    let (ea, eb) = (va / n, vb / m);
-    let se2 = ea + eb;
-    if se2 <= 0.0 || !se2.is_finite() {
-        // No variation on either side: any difference is certain, none is none.
-        let p = if difference == 0.0 { 1.0 } else { 0.0 };
-        return Some(Welch {
-            difference,
-            df: n + m - 2.0,
-            p,
-            pooled_sd,
-        });
-    }
-    let df = se2 * se2 / (ea * ea / (n - 1.0) + eb * eb / (m - 1.0));
-    let t = difference / se2.sqrt();
-    Some(Welch {
+    let own_df = n + m - 2.0;
+    let sample_var = ((n - 1.0) * va + (m - 1.0) * vb) / own_df;
+    let df = own_df + prior_df;
+    let var = (own_df * sample_var + prior_df * prior_sd * prior_sd) / df;
+    let (difference, sd) = (mb - ma, var.sqrt());
+    let se = sd * (1.0 / n + 1.0 / m).sqrt();
+    let p = if se > 0.0 && se.is_finite() {
+        two_sided_t_p(difference / se, df)
+    } else if difference == 0.0 {
+        1.0
+    } else {
+        // No variation at all, and no prior: any difference is certain.
+        0.0
+    };
+    Some(TTest {
         difference,
+        sample_sd: sample_var.sqrt(),
+        sd,
         df,
-        p: two_sided_t_p(t, df),
-        pooled_sd,
+        p,
     })
 }
 
@@ -196,12 +202,11 @@ mod tests {
     }
 
     #[test]
-    fn welch_on_equal_variances_is_students_t() {
+    fn without_a_prior_it_is_students_t() {
         // Means 2 and 5, variances 1 and 1, n = 3 a side: t = 3/√(2/3) = 3.674, df = 4.
-        let w = welch(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]).unwrap();
+        let w = moderated_t(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0], 0.0, 0.0).unwrap();
         assert_eq!(w.difference, 3.0);
-        assert!(close(w.df, 4.0, 1e-12), "{w:?}");
-        assert!(close(w.pooled_sd, 1.0, 1e-12), "{w:?}");
+        assert_eq!((w.df, w.sd, w.sample_sd), (4.0, 1.0, 1.0));
         let t: f64 = 3.0 / (2.0f64 / 3.0).sqrt();
         let th = t / (4.0 + t * t).sqrt();
         assert!(close(w.p, 1.0 - th * (3.0 - th * th) / 2.0, 1e-12), "{w:?}");
@@ -209,12 +214,23 @@ mod tests {
     }
 
     #[test]
-    fn welch_without_variation_is_certain_or_nothing() {
-        let same = welch(&[2.0, 2.0], &[2.0, 2.0]).unwrap();
+    fn a_prior_moderates_the_variance_by_degrees_of_freedom() {
+        // Own variance 1 on 4 df, prior 3² on 4 df: (4 × 1 + 4 × 9) / 8 = 5; df 8.
+        let w = moderated_t(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0], 3.0, 4.0).unwrap();
+        assert_eq!((w.df, w.sample_sd), (8.0, 1.0));
+        assert!(close(w.sd, 5f64.sqrt(), 1e-12), "{w:?}");
+        let t = 3.0 / (5.0f64 * 2.0 / 3.0).sqrt();
+        assert!(close(w.p, two_sided_t_p(t, 8.0), 1e-15), "{w:?}");
+        assert!(w.p > 0.021_311, "{w:?}");
+    }
+
+    #[test]
+    fn without_variation_or_prior_a_difference_is_certain_or_nothing() {
+        let same = moderated_t(&[2.0, 2.0], &[2.0, 2.0], 0.0, 0.0).unwrap();
         assert_eq!(same.p, 1.0);
-        let shifted = welch(&[2.0, 2.0], &[3.0, 3.0]).unwrap();
+        let shifted = moderated_t(&[2.0, 2.0], &[3.0, 3.0], 0.0, 0.0).unwrap();
         assert_eq!(shifted.p, 0.0);
-        assert!(welch(&[1.0], &[1.0, 2.0]).is_none());
+        assert!(moderated_t(&[1.0], &[1.0, 2.0], 0.1, 4.0).is_none());
     }
 
     #[test]

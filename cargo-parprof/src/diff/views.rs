@@ -156,15 +156,19 @@ fn measure_sentence(c: &Comparison) -> &'static str {
 pub fn noise_sentence(c: &Comparison) -> String {
     if c.noise_estimate {
         format!(
-            "Verdicts: Welch's t-test over the runs of each side (on the logarithm of the figures), \
-             adjusted for the {} rows tested (Holm: at most a {:.0}% chance of any false verdict \
-             in this diff), and a change of at least {:.0}% and {}× the row's noise (the runs' \
-             relative standard deviation). `noisy: needs N runs`: a change that large, but too \
-             few runs to tell it from noise; N runs a side would, were the change real.",
+            "Verdicts: a t-test over the runs of each side (on the logarithm of the figures, the \
+             runs' variance moderated by a prior noise of {:.0}% worth {} runs' degrees of \
+             freedom), adjusted for the {} rows tested (Holm: at most a {:.0}% chance of any false \
+             verdict in this diff), and a change of at least {:.0}% and {}× the row's noise (that \
+             relative standard deviation). `noisy: needs N runs`: a change of at least {:.0}% that \
+             these runs cannot tell from noise; N runs a side would, were it real.",
+            noise::PRIOR_NOISE * 100.0,
+            noise::PRIOR_DF,
             c.rows_tested,
             noise::ALPHA * 100.0,
             noise::MIN_EFFECT * 100.0,
-            noise::NOISE_FACTOR
+            noise::NOISE_FACTOR,
+            noise::MIN_EFFECT * 100.0,
         )
     } else {
         format!(
