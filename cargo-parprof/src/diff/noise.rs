@@ -15,7 +15,9 @@
 //!
 //! A row that is not, whose change is at least [`MIN_EFFECT`] and would pass both with more
 //! runs (same change, same noise of its own, at the strictest level of the family, α ÷ rows
-//! tested) is `noisy`, and says how many runs a side would do; any other row is `within noise`.
+//! tested) is `noisy`, and says how many runs a side would do; so is a row whose medians moved
+//! by twice its noise or more though no number of runs would do (an outlier run: "needs over
+//! 50 runs"). Any other row is `within noise`.
 //! A figure missing in some runs (0) makes the test work on the figures relative to their
 //! median instead of their logarithm.
 //!
@@ -143,25 +145,34 @@ pub fn judge(tests: &[Option<RowTest>], changes: &[f64]) -> Vec<Judgement> {
             None => single_pair(change),
             Some(t) => {
                 let p_adjusted = adjusted.next().unwrap_or(1.0);
-                judge_tested(t, p_adjusted, family)
+                judge_tested(t, change, p_adjusted, family)
             }
         })
         .collect()
 }
 
-fn judge_tested(t: &RowTest, p_adjusted: f64, family: usize) -> Judgement {
+/// `change`: of the medians, relative.
+fn judge_tested(t: &RowTest, change: f64, p_adjusted: f64, family: usize) -> Judgement {
     let direction = if t.effect > 0.0 {
         Verdict::Slower
     } else {
         Verdict::Faster
     };
+    let median_effect = if change.is_finite() && change > -1.0 {
+        change.ln_1p().abs()
+    } else {
+        f64::INFINITY
+    };
     let (verdict, runs_needed) = if large_enough(t.effect, t.noise) && p_adjusted <= ALPHA {
         (direction, None)
-    } else if t.effect.abs() < MIN_EFFECT.ln_1p() {
+    } else if median_effect < MIN_EFFECT.ln_1p() {
         (Verdict::WithinNoise, None)
     } else {
         match runs_needed(t, ALPHA / family as f64) {
             Some(n) => (Verdict::Noisy, Some(n)),
+            // No number of runs would do, but the medians moved beyond twice the noise: the
+            // row is too noisy to judge, not unchanged (an outlier run does this).
+            None if median_effect >= NOISE_FACTOR * t.noise => (Verdict::Noisy, None),
             None => (Verdict::WithinNoise, None),
         }
     };
@@ -307,6 +318,13 @@ mod tests {
         let together = judge(&tests, &changes);
         assert_eq!(together[0].verdict, Verdict::Noisy, "{together:?}");
         assert!((together[0].p_adjusted.unwrap() - 12.0 * t.p).abs() < 1e-12);
+    }
+
+    #[test]
+    fn an_outlier_run_makes_a_row_too_noisy_to_judge_not_unchanged() {
+        // Measured: one run of three at 2.2× the others (a loaded VM), against a doubled step.
+        let j = one(&[16.26, 17.1, 37.46], &[33.36, 35.05, 33.52]);
+        assert_eq!((j.verdict, j.runs_needed), (Verdict::Noisy, None), "{j:?}");
     }
 
     #[test]
