@@ -165,7 +165,7 @@ fn unchanged_code_under_load_diffs_clean_and_a_slowed_step_fails() {
     );
     let md = std::fs::read_to_string(out.join("diff.md")).unwrap();
     assert!(md.contains("`two_steps::solve`"), "{md}");
-    assert!(md.contains("| 1 calls |"), "the call count: {md}");
+    assert!(md.contains("| 1 call |"), "the call count: {md}");
     assert!(md.contains("Holm"), "the rule: {md}");
     for svg in ["diff-active.svg", "diff-cpu.svg"] {
         let text = std::fs::read_to_string(out.join(svg)).unwrap();

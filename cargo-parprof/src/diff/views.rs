@@ -67,9 +67,12 @@ pub fn verdict_text(r: &Row) -> String {
 
 /// "4 096 → 131 072 calls", or "4 096 calls" when unchanged.
 pub fn calls_text(r: &Row) -> String {
-    let unit = match r.kind {
-        RowKind::Probe => "calls",
-        RowKind::Region => "runs",
+    let plural = r.base_calls != 1.0 || r.head_calls != 1.0;
+    let unit = match (r.kind, plural) {
+        (RowKind::Probe, true) => "calls",
+        (RowKind::Probe, false) => "call",
+        (RowKind::Region, true) => "runs",
+        (RowKind::Region, false) => "run",
     };
     if r.calls_changed {
         format!("{} → {} {unit}", count(r.base_calls), count(r.head_calls))
@@ -157,7 +160,7 @@ pub fn noise_sentence(c: &Comparison) -> String {
     if c.noise_estimate {
         format!(
             "Verdicts: a t-test over the runs of each side (on the logarithm of the figures, the \
-             runs' variance moderated by a prior noise of {:.0}% worth {} runs' degrees of \
+             runs' variance moderated by a prior noise of {:.0}% on {} degrees of \
              freedom), adjusted for the {} rows tested (Holm: at most a {:.0}% chance of any false \
              verdict in this diff), and a change of at least {:.0}% and {}× the row's noise (that \
              relative standard deviation). `noisy: needs N runs`: a change of at least {:.0}% that \
