@@ -146,6 +146,7 @@ fn unchanged_code_under_load_diffs_clean_and_a_slowed_step_fails() {
         "--fail-above 50 fails: {stderr}"
     );
     let json = diff_json(&out);
+    assert_eq!(json["schema"], "parprof-diff/2");
     let solve = row(&json, "two_steps::solve");
     assert_eq!(solve["verdict"], "slower", "{solve:#}");
     let change = solve["change"].as_f64().unwrap();

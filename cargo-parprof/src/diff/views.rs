@@ -9,7 +9,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 /// The schema of `diff.json` (documented in `docs/diff-schema.md`).
-pub const DIFF_SCHEMA: &str = "parprof-diff/1";
+pub const DIFF_SCHEMA: &str = "parprof-diff/2";
 /// Rows in `diff.md` and on the terminal.
 const TOP_ROWS: usize = 20;
 
