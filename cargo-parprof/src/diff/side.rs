@@ -5,6 +5,7 @@ use super::spread::REPEAT_SCHEMA;
 use crate::bench_harness::BenchIndex;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// The schema this comparison reads.
@@ -104,11 +105,10 @@ fn is_run(dir: &Path) -> bool {
     if !file.is_file() {
         return false;
     }
-    // A summary of runs names its schema near the top; a run's report never has that one.
-    let head = std::fs::read(&file)
-        .map(|bytes| String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned())
-        .unwrap_or_default();
-    !head.contains(REPEAT_SCHEMA)
+    // A summary of runs names its schema first; a run's report never has that one.
+    let mut head = Vec::new();
+    let _ = std::fs::File::open(&file).and_then(|f| f.take(200).read_to_end(&mut head));
+    !String::from_utf8_lossy(&head).contains(REPEAT_SCHEMA)
 }
 
 /// The run in `path`, or the runs in its sub-folders, all of one program.
