@@ -1,5 +1,6 @@
-//! `cargo parprof diff` end to end: two sets of real runs of a program whose second step is
-//! made twice as slow by an argument, compared with the noise rule; and the errors on input
+//! `cargo parprof diff` end to end: real runs of a program whose second step is made twice as
+//! slow by an argument, compared with the noise rule — unchanged code recorded three times
+//! under a load on one core diffs clean, the slowed step is `slower` — and the errors on input
 //! that is not a pair of runs of one program.
 
 mod common;
@@ -8,6 +9,8 @@ use common::{cargo_parprof, exclusive, parprof_while_holding};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Output;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `cargo parprof --example two_steps -o <dir> -- <scale>`.
 fn record(dir: &Path, scale: &str) {
@@ -19,15 +22,60 @@ fn record(dir: &Path, scale: &str) {
     std::mem::forget(run.dir);
 }
 
-/// Three runs of each side, `run-1` … `run-3` in `base` (scale 1) and `head` (scale 2), taken
-/// alternately: a drift of the machine during the test then reaches both sides alike, as it
+/// A thread that keeps CPU 0 busy until dropped, as another job on a shared CI machine does.
+struct LoadOnOneCore {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LoadOnOneCore {
+    fn start() -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            // SAFETY: a zeroed cpu_set_t is a valid empty set; 0 names the calling thread.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(0, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            }
+            let mut x = 1u64;
+            while !flag.load(Ordering::Relaxed) {
+                for _ in 0..100_000 {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            }
+        });
+        LoadOnOneCore {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for LoadOnOneCore {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Three runs of each side (`run-1` … `run-3`), of `two_steps` with the given scale, taken
+/// round-robin: a drift of the machine during the test then reaches every side alike, as it
 /// would not if one side's runs all came first (seen: every base run 6 % slower than every
 /// head run, a `faster` verdict for the unchanged step).
-fn record_alternately(base: &Path, head: &Path) {
+fn record_round_robin(sides: &[(&Path, &str)]) {
     for i in 1..=3 {
-        record(&base.join(format!("run-{i}")), "1");
-        record(&head.join(format!("run-{i}")), "2");
+        for (dir, scale) in sides {
+            record(&dir.join(format!("run-{i}")), scale);
+        }
     }
+}
+
+fn diff_json(out: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("diff.json")).unwrap()).unwrap()
 }
 
 /// `cargo parprof diff <args> -o <out>`.
@@ -48,20 +96,44 @@ fn row<'a>(json: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no row `{name}`: {json:#}"))
 }
 
+/// The issue's no-op check: the same code recorded three times under a load on one core; each
+/// pair of recordings diffs clean (no `slower`/`faster`, exit 0 with `--fail-above`), and a step
+/// made twice as slow is `slower` and fails the gate.
 #[test]
-fn a_step_made_twice_as_slow_is_slower_and_the_other_within_noise() {
+fn unchanged_code_under_load_diffs_clean_and_a_slowed_step_fails() {
     let _machine = exclusive();
     let work = tempfile::tempdir().unwrap();
-    let (base, head, out) = (
-        work.path().join("base"),
-        work.path().join("head"),
-        work.path().join("out"),
-    );
-    record_alternately(&base, &head);
+    let side = |name: &str| work.path().join(name);
+    let (a, b, c, slow) = (side("a"), side("b"), side("c"), side("slow"));
+    {
+        let _load = LoadOnOneCore::start();
+        record_round_robin(&[(&a, "1"), (&b, "1"), (&c, "1"), (&slow, "2")]);
+    }
+    let out = work.path().join("out");
+    for (base, head) in [(&a, &b), (&b, &c), (&a, &c)] {
+        let output = diff(
+            &[
+                base.to_str().unwrap(),
+                head.to_str().unwrap(),
+                "--fail-above",
+                "20",
+            ],
+            &out,
+        );
+        let json = diff_json(&out);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}\n{json:#}");
+        for r in json["rows"].as_array().unwrap() {
+            assert!(
+                !["slower", "faster"].contains(&r["verdict"].as_str().unwrap()),
+                "unchanged code: {r:#}"
+            );
+        }
+    }
     let output = diff(
         &[
-            base.to_str().unwrap(),
-            head.to_str().unwrap(),
+            a.to_str().unwrap(),
+            slow.to_str().unwrap(),
             "--fail-above",
             "50",
         ],
@@ -73,54 +145,56 @@ fn a_step_made_twice_as_slow_is_slower_and_the_other_within_noise() {
         Some(1),
         "--fail-above 50 fails: {stderr}"
     );
-    let json: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("diff.json")).unwrap()).unwrap();
-    assert_eq!(json["schema"], "parprof-diff/1");
-    assert_eq!(
-        (json["base_runs"].as_u64(), json["head_runs"].as_u64()),
-        (Some(3), Some(3))
-    );
-    assert_eq!(json["noise_estimate"], true);
+    let json = diff_json(&out);
+    assert_eq!(json["schema"], "parprof-diff/2");
     let solve = row(&json, "two_steps::solve");
     assert_eq!(solve["verdict"], "slower", "{solve:#}");
     let change = solve["change"].as_f64().unwrap();
     assert!((0.6..1.4).contains(&change), "about +100%: {solve:#}");
+    assert_eq!(solve["base_calls"], 1.0, "{solve:#}");
+    assert_eq!(solve["calls_changed"], false, "{solve:#}");
     let parse = row(&json, "two_steps::parse");
-    assert_eq!(parse["verdict"], "within_noise", "{parse:#}");
+    assert!(
+        ["within_noise", "noisy"].contains(&parse["verdict"].as_str().unwrap()),
+        "{parse:#}"
+    );
+    // Rows are ordered by verdict: the slowed step first.
+    assert_eq!(json["rows"][0]["name"], "two_steps::solve", "{json:#}");
+    assert_eq!(
+        (json["base_runs"].as_u64(), json["head_runs"].as_u64()),
+        (Some(3), Some(3))
+    );
     let md = std::fs::read_to_string(out.join("diff.md")).unwrap();
     assert!(md.contains("`two_steps::solve`"), "{md}");
-    assert!(md.contains("slower"), "{md}");
-    // Rows are sorted by time changed: the slowed step first.
-    assert_eq!(json["rows"][0]["name"], "two_steps::solve", "{json:#}");
+    assert!(md.contains("| 1 call |"), "the call count: {md}");
+    assert!(md.contains("Holm"), "the rule: {md}");
     for svg in ["diff-active.svg", "diff-cpu.svg"] {
         let text = std::fs::read_to_string(out.join(svg)).unwrap();
         assert!(text.contains("<svg"), "{svg}");
         assert!(text.contains("solve"), "{svg} shows the changed step");
+        assert!(
+            text.contains("3 runs of BASE, 3 of HEAD"),
+            "{svg} states the runs"
+        );
     }
-    // Without --fail-above, a change is not a failure.
-    let output = diff(&[base.to_str().unwrap(), head.to_str().unwrap()], &out);
-    assert_eq!(output.status.code(), Some(0));
 
     // Bad input: a clear error, and nothing written.
     let nothing = work.path().join("nothing");
     let not_a_run = diff(
-        &[work.path().to_str().unwrap(), head.to_str().unwrap()],
+        &[work.path().to_str().unwrap(), slow.to_str().unwrap()],
         &nothing,
     );
     assert_bad_input(&not_a_run, "not a run folder", &nothing);
     let other = work.path().join("other");
-    copy_run(&head.join("run-1"), &other, |report| {
+    copy_run(&slow.join("run-1"), &other, |report| {
         report["target"]["name"] = "some_other_program".into();
     });
-    let different = diff(&[base.to_str().unwrap(), other.to_str().unwrap()], &nothing);
+    let different = diff(&[a.to_str().unwrap(), other.to_str().unwrap()], &nothing);
     assert_bad_input(&different, "different programs", &nothing);
     let damaged = work.path().join("damaged");
-    copy_run(&head.join("run-1"), &damaged, |_| {});
+    copy_run(&slow.join("run-1"), &damaged, |_| {});
     std::fs::write(damaged.join("report.json"), "{\"schema\": \"parprof-rep").unwrap();
-    let broken = diff(
-        &[base.to_str().unwrap(), damaged.to_str().unwrap()],
-        &nothing,
-    );
+    let broken = diff(&[a.to_str().unwrap(), damaged.to_str().unwrap()], &nothing);
     assert_bad_input(&broken, "is damaged", &nothing);
 }
 

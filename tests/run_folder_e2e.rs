@@ -56,6 +56,10 @@ fn saved_runs_are_reported_again_figure_for_figure_and_with_other_thresholds() {
     assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
     let (run_1, run_2) = (run.path("run-1"), run.path("run-2"));
     let recorded = [report_json(&run_1), report_json(&run_2)];
+    // The runs' spread, saved beside them.
+    let spread = report_json(run.dir.path());
+    assert_eq!(spread["schema"], "parprof-repeat/1", "{spread:#}");
+    assert_eq!(spread["runs"], 2, "{spread:#}");
 
     // The folder of repeated runs, reported elsewhere: every run as recorded.
     let out = tempfile::tempdir().expect("temporary directory");

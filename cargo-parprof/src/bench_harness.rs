@@ -3,14 +3,15 @@
 //! A criterion bench, run as `cargo bench` runs it, spends most of its time warming up and
 //! computing statistics around the code it measures, and runs every benchmark one after the
 //! other: profiled whole, its report mixes them all. Criterion has a mode made for profilers,
-//! `--profile-time SECONDS`: it runs one benchmark's routine for that long, with no warm-up and
-//! no analysis. So a criterion bench is profiled as one run per benchmark:
+//! `--profile-time SECONDS`: it runs one benchmark's routine for that long, warm-up included
+//! ([`CRITERION_WARM_UP_S`]), with no analysis. So a criterion bench is profiled as one run per
+//! benchmark:
 //!
 //! 1. [`detect`] the harness from the package's dependencies;
 //! 2. [`list_criterion`]: the benchmarks, from the bench's own `--list` (with the filter the
 //!    user gave after `--`, so `-- parse` profiles only the benchmarks criterion would run);
-//! 3. [`criterion_args`]: each one run alone (`--exact`) in profile mode, into a run folder
-//!    of its own, named by [`folder_name`];
+//! 3. [`criterion_args`]: each one run alone (`--exact`) in profile mode for
+//!    [`profile_time`], into a run folder of its own, named by [`folder_name`];
 //! 4. [`BenchIndex`]: `benchmarks.json` at the top of the output folder lists them (what
 //!    `cargo parprof diff` pairs benchmark by benchmark), and [`combined_markdown`] makes the
 //!    top `report.md` with one section per benchmark.
@@ -97,6 +98,24 @@ fn parse_criterion_list(stdout: &str) -> Vec<String> {
         .collect()
 }
 
+/// What criterion 0.5's profile mode measures before the batch it was asked for: it warms up
+/// (the routine in batches of 1, 2, 4, … iterations until more than 1 s of it was measured),
+/// then runs one batch of `(profile time − warm-up) ÷ mean iteration` iterations, rounded
+/// down. The warm-up lasts more than 1 s and at most 2 s plus one iteration; when it ends less
+/// than one iteration before the profile time, the batch has 0 iterations and
+/// `iter_batched`/`iter_batched_ref` panic ("Batch size must not be zero"). So parprof asks
+/// for the warm-up's longest time on top of `--bench-time`.
+pub const CRITERION_WARM_UP_S: f64 = 2.0;
+
+/// A profile time at most criterion's shortest warm-up: it measures the warm-up only, and its
+/// batch is never run (the fallback when the batch had 0 iterations).
+pub const WARM_UP_ONLY_S: f64 = 1.0;
+
+/// The `--profile-time` that gives the measured batch about `bench_time` seconds.
+pub fn profile_time(bench_time: f64) -> f64 {
+    bench_time + CRITERION_WARM_UP_S
+}
+
 /// The arguments that run benchmark `id` alone for `seconds` in criterion's profile mode.
 pub fn criterion_args(id: &str, seconds: f64) -> Vec<OsString> {
     [
@@ -108,6 +127,23 @@ pub fn criterion_args(id: &str, seconds: f64) -> Vec<OsString> {
     ]
     .map(OsString::from)
     .to_vec()
+}
+
+/// What a profile of `profile_time_s` in criterion's profile mode measured, in words.
+pub fn measured(profile_time_s: f64) -> String {
+    if profile_time_s <= WARM_UP_ONLY_S {
+        return format!(
+            "criterion's warm-up only (`--profile-time {profile_time_s}`: the routine in \
+             batches of 1, 2, 4, … iterations until 1 s of it was measured; a measured batch \
+             would have had 0 iterations)"
+        );
+    }
+    format!(
+        "criterion's warm-up (the routine in batches of 1, 2, 4, … iterations until 1 s of it \
+         was measured), then one batch filling the rest of `--profile-time {profile_time_s}` \
+         (about {:.3} s); both run the same routine, and the profile covers both",
+        profile_time_s - CRITERION_WARM_UP_S
+    )
 }
 
 /// A folder name for a benchmark id (`group/param 10` → `group_param_10`), unique among
@@ -152,6 +188,9 @@ pub struct BenchEntry {
     pub name: String,
     /// Its run folder, relative to the index.
     pub dir: String,
+    /// The `--profile-time` it ran with (absent in indexes of older parprof).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_time_s: Option<f64>,
 }
 
 impl BenchIndex {
@@ -206,16 +245,19 @@ impl BenchIndex {
 pub fn combined_markdown(index: &BenchIndex, dir: &Path) -> String {
     let mut md = format!(
         "# parprof: bench `{}`, {} benchmarks\n\nEach benchmark was run alone in criterion's \
-         profile mode (`--profile-time`: no warm-up, no statistics); its files are in its \
-         folder.\n",
+         profile mode (`--profile-time`: no statistics); its files are in its folder.\n",
         index.program,
         index.benchmarks.len()
     );
     for b in &index.benchmarks {
-        let run = [dir.join(&b.dir), dir.join(&b.dir).join("run-1")]
+        // With `--repeat`, the benchmark's folder holds the spread and `run-1` the first run.
+        let run = [dir.join(&b.dir).join("run-1"), dir.join(&b.dir)]
             .into_iter()
             .find(|d| d.join("report.md").is_file());
         md.push_str(&format!("\n## Benchmark `{}` ({}/)\n\n", b.name, b.dir));
+        if let Some(t) = b.profile_time_s {
+            md.push_str(&format!("Measured: {}.\n\n", measured(t)));
+        }
         let Some(run) = run else {
             md.push_str("No report: this benchmark's run did not finish.\n");
             continue;
@@ -297,6 +339,7 @@ mod tests {
             vec![BenchEntry {
                 name: "x".into(),
                 dir: "../x".into(),
+                profile_time_s: None,
             }],
         );
         escaping.write(dir.path()).unwrap();
@@ -306,6 +349,7 @@ mod tests {
             vec![BenchEntry {
                 name: "x".into(),
                 dir: "x".into(),
+                profile_time_s: Some(3.0),
             }],
         );
         good.write(dir.path()).unwrap();

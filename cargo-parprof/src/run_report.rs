@@ -182,7 +182,7 @@ pub fn report_saved(
             report.display()
         );
     } else if layout.runs.len() > 1 {
-        println!("{}", diff::views::spread(&diff::load_side(out_root)?));
+        println!("{}", diff::spread::write_summary(out_root)?);
     }
     Ok(())
 }
@@ -336,6 +336,7 @@ mod tests {
         let entry = |name: &str| BenchEntry {
             name: name.into(),
             dir: name.into(),
+            profile_time_s: None,
         };
         BenchIndex::new("pair", vec![entry("fast"), entry("slow")])
             .write(root.path())

@@ -46,7 +46,8 @@ pub struct ParprofArgs {
     /// with `-o` are never removed
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub keep: usize,
-    /// Seconds each benchmark of a criterion bench runs in its profile mode
+    /// Seconds of each criterion benchmark's measured batch in its profile mode; criterion's
+    /// warm-up (1 to 2 s, the same routine) runs before it and is profiled with it
     #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 2.0)]
     pub bench_time: f64,
     /// Arguments for the profiled program
@@ -197,15 +198,22 @@ pub fn diff(args: &DiffArgs) -> Result<i32> {
     let head = diff::load_side(&args.head).context("HEAD")?;
     let comparison = diff::compare(&base, &head)?;
     let mut files: Vec<(&str, Vec<u8>)> = Vec::new();
-    for (folded, svg, title) in [
+    for (folded, svg, title, unit) in [
         (
             "active.folded",
             "diff-active.svg",
             "Active time: BASE → HEAD",
+            "ns",
         ),
-        ("cpu.folded", "diff-cpu.svg", "CPU samples: BASE → HEAD"),
+        (
+            "cpu.folded",
+            "diff-cpu.svg",
+            "CPU samples: BASE → HEAD",
+            "samples",
+        ),
     ] {
-        if let Some(bytes) = diff::views::differential_svg(&base, &head, folded, title)? {
+        if let Some(bytes) = diff::flame::differential_svg(&head, &comparison, folded, title, unit)?
+        {
             files.push((svg, bytes));
         }
     }
@@ -236,6 +244,9 @@ pub fn diff(args: &DiffArgs) -> Result<i32> {
     }
     Ok(if failing.is_empty() { 0 } else { 1 })
 }
+
+/// A Rust program's exit code after a panic.
+const CRITERION_PANIC: i32 = 101;
 
 /// Analyses saved runs again and writes their reports.
 pub fn report(args: &ReportArgs) -> Result<()> {
@@ -333,18 +344,31 @@ fn profile_benchmarks(
         let taken: Vec<String> = entries.iter().map(|e| e.dir.clone()).collect();
         let dir = bench_harness::folder_name(&id, &taken);
         eprintln!("parprof: benchmark `{id}`");
-        let program_args = bench_harness::criterion_args(&id, args.bench_time);
-        let runs = args.recording.repeat;
-        let code = profile_repeated(
-            program,
-            settings,
-            args.recording.frames.view(),
-            runs,
-            &program_args,
-            &output_dir.join(&dir),
-        )?;
+        let profile_for = |seconds: f64| {
+            profile_repeated(
+                program,
+                settings,
+                args.recording.frames.view(),
+                args.recording.repeat,
+                &bench_harness::criterion_args(&id, seconds),
+                &output_dir.join(&dir),
+            )
+        };
+        let mut seconds = bench_harness::profile_time(args.bench_time);
+        let mut code = profile_for(seconds)?;
+        if code == CRITERION_PANIC && seconds > bench_harness::WARM_UP_ONLY_S {
+            // The measured batch may have had 0 iterations (criterion panics then): measure
+            // the warm-up only, which never reaches that batch.
+            eprintln!("parprof: `{id}` panicked; profiling criterion's warm-up only");
+            seconds = bench_harness::WARM_UP_ONLY_S;
+            code = profile_for(seconds)?;
+        }
         exit_code = exit_code.max(code);
-        entries.push(BenchEntry { name: id, dir });
+        entries.push(BenchEntry {
+            name: id,
+            dir,
+            profile_time_s: Some(seconds),
+        });
     }
     let index = BenchIndex::new(program.name, entries);
     let report = run_report::write_bench_summary(&index, output_dir)?;

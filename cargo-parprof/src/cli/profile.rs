@@ -18,7 +18,7 @@ pub struct RunSummary {
 }
 
 /// Profiles the program `runs` times into `output_dir` (`run-i` sub-folders when more than
-/// once, then prints the spread); returns the last run's exit code.
+/// once, then saves and prints the spread); returns the largest exit code.
 pub(super) fn profile_repeated(
     program: &Program<'_>,
     settings: &Settings,
@@ -36,11 +36,10 @@ pub(super) fn profile_repeated(
             eprintln!("parprof: run {i} of {runs}");
             output_dir.join(format!("run-{i}"))
         };
-        exit_code = profile_once(program, settings, frames, program_args, &dir)?;
+        exit_code = exit_code.max(profile_once(program, settings, frames, program_args, &dir)?);
     }
     if runs > 1 {
-        let side = diff::load_side(output_dir)?;
-        println!("{}", diff::views::spread(&side));
+        println!("{}", diff::spread::write_summary(output_dir)?);
         println!("parprof: {runs} runs written to {}", output_dir.display());
     }
     Ok(exit_code)

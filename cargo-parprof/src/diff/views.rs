@@ -1,16 +1,15 @@
 //! The views of a [`Comparison`]: `diff.md` (a pull-request comment), `diff.json`, the
-//! differential flamegraphs, and the terminal headline. Each is made in memory.
+//! terminal headline (the differential flamegraphs are [`super::flame`]'s). Each is made in
+//! memory.
 
 use super::noise::{self, Verdict};
-use super::{Comparison, DiagnosisChange, Measure, Row, RowKind, Side};
+use super::{Comparison, DiagnosisChange, Measure, Row, RowKind};
 use crate::units::{code_list, human_duration};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
-use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
 
 /// The schema of `diff.json` (documented in `docs/diff-schema.md`).
-pub const DIFF_SCHEMA: &str = "parprof-diff/1";
+pub const DIFF_SCHEMA: &str = "parprof-diff/2";
 /// Rows in `diff.md` and on the terminal.
 const TOP_ROWS: usize = 20;
 
@@ -25,8 +24,21 @@ pub fn signed_percent(change: f64) -> String {
     }
 }
 
-fn ns(v: f64) -> String {
+pub(super) fn ns(v: f64) -> String {
     human_duration(v.max(0.0).round() as u64)
+}
+
+/// A count with a space between groups of three digits: "131 072".
+pub fn count(v: f64) -> String {
+    let digits = (v.max(0.0).round() as u64).to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A row's name, with its benchmark for a bench (`parse rows › parse_line`).
@@ -37,29 +49,62 @@ pub fn row_name(r: &Row) -> String {
     }
 }
 
-fn kind(k: RowKind) -> &'static str {
+pub(super) fn kind(k: RowKind) -> &'static str {
     match k {
         RowKind::Probe => "probe",
         RowKind::Region => "region",
     }
 }
 
-/// The headline: what got slower or faster, by how much.
+/// "slower", "noisy: needs 7 runs", …
+pub fn verdict_text(r: &Row) -> String {
+    match (r.verdict, r.runs_needed) {
+        (Verdict::Noisy, Some(n)) => format!("noisy: needs {n} runs"),
+        (Verdict::Noisy, None) => format!("noisy: needs over {} runs", noise::MAX_RUNS_ADVISED),
+        (v, _) => v.as_str().to_owned(),
+    }
+}
+
+/// "4 096 → 131 072 calls", or "4 096 calls" when unchanged.
+pub fn calls_text(r: &Row) -> String {
+    let plural = r.base_calls != 1.0 || r.head_calls != 1.0;
+    let unit = match (r.kind, plural) {
+        (RowKind::Probe, true) => "calls",
+        (RowKind::Probe, false) => "call",
+        (RowKind::Region, true) => "runs",
+        (RowKind::Region, false) => "run",
+    };
+    if r.calls_changed {
+        format!("{} → {} {unit}", count(r.base_calls), count(r.head_calls))
+    } else if r.base_calls == r.head_calls {
+        format!("{} {unit}", count(r.head_calls))
+    } else {
+        format!("{} / {} {unit}", count(r.base_calls), count(r.head_calls))
+    }
+}
+
+/// The headline: what got slower or faster, by how much, and which counts changed.
 pub fn headline(c: &Comparison) -> String {
-    let changed: Vec<&Row> = c
+    let changed: Vec<&Row> = c.rows.iter().filter(|r| r.verdict.is_change()).collect();
+    let counts = c
         .rows
         .iter()
-        .filter(|r| matches!(r.verdict, Verdict::Slower | Verdict::Faster))
-        .collect();
+        .filter(|r| r.calls_changed && !r.verdict.is_change())
+        .count();
     let runs = format!(
         "{} run{} of BASE, {} of HEAD",
         c.base_runs,
         if c.base_runs == 1 { "" } else { "s" },
         c.head_runs
     );
+    let counts = match counts {
+        0 => String::new(),
+        1 => "; 1 call count changed".to_owned(),
+        n => format!("; {n} call counts changed"),
+    };
     if changed.is_empty() {
         return format!(
-            "`{}`: no probe or region changed beyond noise ({runs}).",
+            "`{}`: no probe or region changed beyond noise{counts} ({runs}).",
             c.program
         );
     }
@@ -67,8 +112,13 @@ pub fn headline(c: &Comparison) -> String {
         .iter()
         .take(3)
         .map(|r| {
+            let calls = if r.calls_changed {
+                format!(", {}", calls_text(r))
+            } else {
+                String::new()
+            };
             format!(
-                "{} `{}` {} {} ({} → {})",
+                "{} `{}` {} {} ({} → {}{calls})",
                 kind(r.kind),
                 row_name(r),
                 r.verdict.as_str(),
@@ -84,30 +134,44 @@ pub fn headline(c: &Comparison) -> String {
     } else {
         String::new()
     };
-    format!("`{}`: {}{more} ({runs}).", c.program, parts.join("; "))
+    format!(
+        "`{}`: {}{more}{counts} ({runs}).",
+        c.program,
+        parts.join("; ")
+    )
 }
 
 fn measure_sentence(c: &Comparison) -> &'static str {
     match c.measure {
         Measure::Total => {
             "Probes: active time of all calls (overhead and switched-out time removed); regions: \
-             elapsed time of all runs; medians over the runs."
+             elapsed time of all runs; medians over the runs; calls per run."
         }
         Measure::PerCall => {
             "Per benchmark (criterion's profile mode runs each for a fixed time): probes' active \
              time per call (overhead and switched-out time removed), regions' elapsed time per run; \
-             medians over the runs."
+             medians over the runs; calls per run of fixed time, so a slower routine has fewer."
         }
     }
 }
 
-fn noise_sentence(c: &Comparison) -> String {
+/// The rule, in words.
+pub fn noise_sentence(c: &Comparison) -> String {
     if c.noise_estimate {
         format!(
-            "Verdicts: two-sided Mann–Whitney U test over the runs of each side, p ≤ {:.2} and a change of \
-             the medians of at least {:.0}%.",
-            noise::MAX_P,
-            noise::MIN_EFFECT * 100.0
+            "Verdicts: a t-test over the runs of each side (on the logarithm of the figures, the \
+             runs' variance moderated by a prior noise of {:.0}% on {} degrees of \
+             freedom), adjusted for the {} rows tested (Holm: at most a {:.0}% chance of any false \
+             verdict in this diff), and a change of at least {:.0}% and {}× the row's noise (that \
+             relative standard deviation). `noisy: needs N runs`: a change of at least {:.0}% that \
+             these runs cannot tell from noise; N runs a side would, were it real.",
+            noise::PRIOR_NOISE * 100.0,
+            noise::PRIOR_DF,
+            c.rows_tested,
+            noise::ALPHA * 100.0,
+            noise::MIN_EFFECT * 100.0,
+            noise::NOISE_FACTOR,
+            noise::MIN_EFFECT * 100.0,
         )
     } else {
         format!(
@@ -118,19 +182,23 @@ fn noise_sentence(c: &Comparison) -> String {
     }
 }
 
-/// `diff.md`: short enough for a pull-request comment.
-pub fn markdown(c: &Comparison, figures: &[&str]) -> String {
-    let mut md = format!("## parprof diff\n\n{}\n\n", headline(c));
-    md.push_str("| | name | BASE | HEAD | change | verdict |\n|---|---|---:|---:|---:|---|\n");
+fn table(c: &Comparison) -> String {
+    let mut md = String::from(
+        "| | name | BASE | HEAD | change | calls | noise | verdict |\n\
+         |---|---|---:|---:|---:|---:|---:|---|\n",
+    );
     for r in c.rows.iter().take(TOP_ROWS) {
         md.push_str(&format!(
-            "| {} | `{}` | {} | {} | {} | {} |\n",
+            "| {} | `{}` | {} | {} | {} | {} | {} | {} |\n",
             kind(r.kind),
             row_name(r).replace('|', "\\|"),
             ns(r.base_median_ns),
             ns(r.head_median_ns),
             signed_percent(r.change),
-            r.verdict.as_str()
+            calls_text(r),
+            r.noise
+                .map_or_else(|| "–".to_owned(), |n| format!("±{:.1}%", n * 100.0)),
+            verdict_text(r)
         ));
     }
     if c.rows.len() > TOP_ROWS {
@@ -139,31 +207,67 @@ pub fn markdown(c: &Comparison, figures: &[&str]) -> String {
             c.rows.len() - TOP_ROWS
         ));
     }
+    md
+}
+
+fn diagnoses_section(c: &Comparison) -> String {
+    if c.diagnoses.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from("\n### Diagnoses\n\n");
+    for DiagnosisChange {
+        benchmark,
+        region,
+        code,
+        appeared,
+    } in &c.diagnoses
+    {
+        let what = if *appeared { "appeared" } else { "disappeared" };
+        let bench = benchmark
+            .as_ref()
+            .map(|b| format!(" of benchmark `{b}`"))
+            .unwrap_or_default();
+        md.push_str(&format!("- `{code}` {what} in region `{region}`{bench}\n"));
+    }
+    md
+}
+
+fn calls_section(c: &Comparison) -> String {
+    let changed: Vec<&Row> = c.rows.iter().filter(|r| r.calls_changed).collect();
+    if changed.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from(
+        "\n### Call counts changed\n\nA per-call figure means something else when the calls \
+         change: read these rows' time with their count.\n\n",
+    );
+    for r in changed {
+        md.push_str(&format!(
+            "- {} `{}`: {} per run ({})\n",
+            kind(r.kind),
+            row_name(r),
+            calls_text(r),
+            signed_percent(noise::relative_change(r.base_calls, r.head_calls))
+        ));
+    }
+    md
+}
+
+/// `diff.md`: short enough for a pull-request comment.
+pub fn markdown(c: &Comparison, figures: &[&str]) -> String {
+    let mut md = format!("## parprof diff\n\n{}\n\n", headline(c));
+    md.push_str(&table(c));
     md.push_str(&format!(
         "\n{} {}\n",
         measure_sentence(c),
         noise_sentence(c)
     ));
-    if !c.diagnoses.is_empty() {
-        md.push_str("\n### Diagnoses\n\n");
-        for DiagnosisChange {
-            benchmark,
-            region,
-            code,
-            appeared,
-        } in &c.diagnoses
-        {
-            let what = if *appeared { "appeared" } else { "disappeared" };
-            let bench = benchmark
-                .as_ref()
-                .map(|b| format!(" of benchmark `{b}`"))
-                .unwrap_or_default();
-            md.push_str(&format!("- `{code}` {what} in region `{region}`{bench}\n"));
-        }
-    }
+    md.push_str(&calls_section(c));
+    md.push_str(&diagnoses_section(c));
     if !figures.is_empty() {
         md.push_str(&format!(
-            "\nDifferential flamegraphs (red: grew in HEAD, blue: shrank): {}.\n",
+            "\nDifferential flamegraphs (HEAD's shape; red: judged slower, blue: judged faster, \
+             white: not judged changed): {}.\n",
             code_list(figures)
         ));
     }
@@ -194,103 +298,16 @@ pub fn terminal(c: &Comparison) -> String {
     let mut out = format!("{}\n", headline(c));
     for r in c.rows.iter().take(10) {
         out.push_str(&format!(
-            "  {:>6} {:>10} → {:>10} {:>9}  {:<12} {}\n",
+            "  {:>6} {:>10} → {:>10} {:>9}  {:<22} {}  ({})\n",
             kind(r.kind),
             ns(r.base_median_ns),
             ns(r.head_median_ns),
             signed_percent(r.change),
-            r.verdict.as_str(),
-            row_name(r)
+            verdict_text(r),
+            row_name(r),
+            calls_text(r)
         ));
     }
     out.push_str(&format!("{}\n", noise_sentence(c)));
-    out
-}
-
-/// A differential flamegraph of the `.folded` files named `file` on both sides (every run of
-/// a side summed, BASE normalised to HEAD's total), or `None` when neither side has stacks.
-pub fn differential_svg(
-    base: &Side,
-    head: &Side,
-    file: &str,
-    title: &str,
-) -> Result<Option<Vec<u8>>> {
-    let (before, after) = (
-        concatenated(&base.folded(file))?,
-        concatenated(&head.folded(file))?,
-    );
-    if before.trim().is_empty() && after.trim().is_empty() {
-        return Ok(None);
-    }
-    let mut diff = Vec::new();
-    let opts = inferno::differential::Options {
-        normalize: true,
-        strip_hex: false,
-    };
-    inferno::differential::from_readers(opts, before.as_bytes(), after.as_bytes(), &mut diff)
-        .with_context(|| format!("cannot compare the {file} files"))?;
-    let mut options = inferno::flamegraph::Options::default();
-    options.title = title.to_owned();
-    options.subtitle = Some(
-        "red: grew from BASE to HEAD, blue: shrank (BASE normalised to HEAD's total)".to_owned(),
-    );
-    let mut svg = Vec::new();
-    let text = String::from_utf8_lossy(&diff);
-    inferno::flamegraph::from_lines(&mut options, text.lines(), &mut svg)
-        .with_context(|| format!("cannot draw the differential flamegraph of {file}"))?;
-    Ok(Some(svg))
-}
-
-/// The stack lines of every file (comment lines dropped), one after the other; a benchmark's
-/// stacks under a root frame named after it, so the figure shows which benchmark changed.
-fn concatenated(files: &[(Option<&str>, PathBuf)]) -> Result<String> {
-    let mut all = String::new();
-    for (benchmark, path) in files {
-        let mut text = String::new();
-        std::fs::File::open(path)
-            .and_then(|f| BufReader::new(f).read_to_string(&mut text))
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        for line in text.as_bytes().lines() {
-            let line = line?;
-            if !line.starts_with('#') && !line.trim().is_empty() {
-                if let Some(b) = benchmark {
-                    all.push_str(&b.replace(';', ":"));
-                    all.push(';');
-                }
-                all.push_str(&line);
-                all.push('\n');
-            }
-        }
-    }
-    Ok(all)
-}
-
-/// The spread of each probe and region over the runs of one side (`--repeat`): median, min
-/// and max, largest first.
-pub fn spread(side: &Side) -> String {
-    let comparison = super::compare(side, side).expect("a side compared with itself");
-    let mut out = format!(
-        "Spread over {} runs (median, min – max):\n",
-        side.runs_per_benchmark()
-    );
-    for r in comparison.rows.iter().take(TOP_ROWS) {
-        let (min, max) = r
-            .base_ns
-            .iter()
-            .fold((f64::INFINITY, 0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
-        let spread = if r.base_median_ns > 0.0 {
-            format!(" (±{:.1}%)", (max - min) / 2.0 / r.base_median_ns * 100.0)
-        } else {
-            String::new()
-        };
-        out.push_str(&format!(
-            "  {:>6} {:>10}  {} – {}{spread}  {}\n",
-            kind(r.kind),
-            ns(r.base_median_ns),
-            ns(min),
-            ns(max),
-            row_name(r)
-        ));
-    }
     out
 }

@@ -1,0 +1,178 @@
+//! The two sides of a diff, read from disk: run folders, folders of `--repeat` runs (with
+//! their spread summary at the top), or a criterion bench's folder of benchmarks.
+
+use super::spread::REPEAT_SCHEMA;
+use crate::bench_harness::BenchIndex;
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The schema this comparison reads.
+const REPORT_SCHEMA: &str = "parprof-report/1";
+
+/// One run of a side: its folder and its report.
+pub struct Run {
+    pub dir: PathBuf,
+    pub(super) report: Value,
+}
+
+/// The runs of one benchmark of a bench, or of a whole program (`name` is `None`).
+pub struct Benchmark {
+    pub name: Option<String>,
+    pub runs: Vec<Run>,
+}
+
+/// Every run of one side.
+pub struct Side {
+    pub path: PathBuf,
+    pub program: String,
+    /// One entry without a name for a program; one per benchmark for a criterion bench.
+    pub benchmarks: Vec<Benchmark>,
+}
+
+impl Side {
+    /// The `.folded` files with this name of every run, with the benchmark each belongs to.
+    pub fn folded(&self, file: &str) -> Vec<(Option<&str>, PathBuf)> {
+        self.benchmarks
+            .iter()
+            .flat_map(|b| {
+                b.runs
+                    .iter()
+                    .map(move |r| (b.name.as_deref(), r.dir.join(file)))
+            })
+            .filter(|(_, p)| p.is_file())
+            .collect()
+    }
+
+    /// Runs per benchmark (the fewest, should a benchmark have fewer).
+    pub fn runs_per_benchmark(&self) -> usize {
+        self.benchmarks
+            .iter()
+            .map(|b| b.runs.len())
+            .min()
+            .unwrap_or(0)
+    }
+
+    pub(super) fn is_bench(&self) -> bool {
+        self.benchmarks.iter().any(|b| b.name.is_some())
+    }
+}
+
+/// Reads a run folder, a folder whose sub-folders are run folders, or a bench's folder.
+pub fn load_side(path: &Path) -> Result<Side> {
+    if !path.is_dir() {
+        bail!(
+            "{} is not a folder: give a run folder of `cargo parprof` (or a folder of them)",
+            path.display()
+        );
+    }
+    let Some(index) = BenchIndex::read(path)? else {
+        let runs = load_runs(path)?;
+        return Ok(Side {
+            path: path.to_path_buf(),
+            program: program_of(&runs[0]),
+            benchmarks: vec![Benchmark { name: None, runs }],
+        });
+    };
+    let mut benchmarks = Vec::new();
+    for entry in &index.benchmarks {
+        let runs = load_runs(&path.join(&entry.dir))
+            .with_context(|| format!("benchmark `{}`", entry.name))?;
+        if let Some(other) = runs.iter().find(|r| program_of(r) != index.program) {
+            bail!(
+                "{} is a run of `{}`, not of the bench `{}`",
+                other.dir.display(),
+                program_of(other),
+                index.program
+            );
+        }
+        benchmarks.push(Benchmark {
+            name: Some(entry.name.clone()),
+            runs,
+        });
+    }
+    Ok(Side {
+        path: path.to_path_buf(),
+        program: index.program,
+        benchmarks,
+    })
+}
+
+/// Whether `dir` is one run: it has a `report.json` that is not the spread of `--repeat`.
+fn is_run(dir: &Path) -> bool {
+    let file = dir.join("report.json");
+    if !file.is_file() {
+        return false;
+    }
+    // A summary of runs names its schema first; a run's report never has that one.
+    let mut head = Vec::new();
+    let _ = std::fs::File::open(&file).and_then(|f| f.take(200).read_to_end(&mut head));
+    !String::from_utf8_lossy(&head).contains(REPEAT_SCHEMA)
+}
+
+/// The run in `path`, or the runs in its sub-folders, all of one program.
+fn load_runs(path: &Path) -> Result<Vec<Run>> {
+    let dirs: Vec<PathBuf> = if is_run(path) {
+        vec![path.to_path_buf()]
+    } else {
+        let mut subs: Vec<PathBuf> = std::fs::read_dir(path)
+            .with_context(|| format!("cannot read {}", path.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| is_run(p))
+            .collect();
+        subs.sort();
+        subs
+    };
+    if dirs.is_empty() {
+        bail!(
+            "{} is not a run folder: it has no report.json, nor sub-folders that have one",
+            path.display()
+        );
+    }
+    let runs = dirs
+        .into_iter()
+        .map(load_run)
+        .collect::<Result<Vec<Run>>>()?;
+    let program = program_of(&runs[0]);
+    if let Some(other) = runs.iter().find(|r| program_of(r) != program) {
+        bail!(
+            "{} holds runs of different programs: `{program}` and `{}` ({})",
+            path.display(),
+            program_of(other),
+            other.dir.display()
+        );
+    }
+    Ok(runs)
+}
+
+fn load_run(dir: PathBuf) -> Result<Run> {
+    let file = dir.join("report.json");
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    let report: Value = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is damaged (not JSON); profile that run again",
+            file.display()
+        )
+    })?;
+    match report["schema"].as_str() {
+        Some(REPORT_SCHEMA) => {}
+        Some(other) => bail!(
+            "{} has schema `{other}`; this parprof reads `{REPORT_SCHEMA}`",
+            file.display()
+        ),
+        None => bail!("{} is not a parprof report (no schema)", file.display()),
+    }
+    if !report["probes"].is_array() || !report["regions"].is_array() {
+        bail!("{} is damaged: no probes[] or regions[]", file.display());
+    }
+    Ok(Run { dir, report })
+}
+
+pub(super) fn program_of(run: &Run) -> String {
+    run.report["target"]["name"]
+        .as_str()
+        .unwrap_or("?")
+        .to_owned()
+}
