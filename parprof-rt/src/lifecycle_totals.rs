@@ -101,9 +101,6 @@ impl Sum {
 struct Counters {
     tid: u32,
     region: u32,
-    /// Bumped by the owner after each change; the writer compares it with `written`.
-    version: Count,
-    written: AtomicU64,
     user_code: Count,
     bypasses: Count,
     task_ends: Count,
@@ -125,8 +122,6 @@ impl Counters {
         Counters {
             tid,
             region,
-            version: Count::default(),
-            written: AtomicU64::new(0),
             user_code: Count::default(),
             bypasses: Count::default(),
             task_ends: Count::default(),
@@ -189,17 +184,19 @@ impl Counters {
     }
 }
 
-/// Every thread's counters, for the writer. Never shrinks: a thread's counters outlive it
-/// until the final snapshot.
-static COUNTERS: Mutex<Vec<&'static Counters>> = Mutex::new(Vec::new());
+/// Every thread's counters, with the totals the writer wrote of them last. Never shrinks: a
+/// thread's counters outlive it until the final snapshot.
+static COUNTERS: Mutex<Vec<(&'static Counters, LifecycleTotals)>> = Mutex::new(Vec::new());
 
-/// Hands the counters that changed since the last call to `write`, as totals chunks.
+/// Hands the counters that changed since the last call to `write`, as totals chunks. The
+/// writer compares them itself, so that the hooks store nothing but the counts.
 pub(crate) fn snapshot_changed(mut write: impl FnMut(Chunk)) {
-    let all = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
-    for counters in all.iter() {
-        let version = counters.version.get();
-        if counters.written.swap(version, Ordering::Relaxed) != version {
-            write(Chunk::LifecycleTotals(counters.totals()));
+    let mut all = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
+    for (counters, written) in all.iter_mut() {
+        let totals = counters.totals();
+        if totals != *written {
+            *written = totals.clone();
+            write(Chunk::LifecycleTotals(totals));
         }
     }
 }
@@ -428,7 +425,15 @@ impl Tracker {
                 // One set per thread and region for the program's lifetime.
                 let c: &'static Counters =
                     Box::leak(Box::new(Counters::new(recorder::current_tid(), region)));
-                COUNTERS.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+                let unwritten = LifecycleTotals {
+                    tid: c.tid,
+                    region,
+                    ..LifecycleTotals::default()
+                };
+                COUNTERS
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((c, unwritten));
                 c
             }
         };
@@ -451,12 +456,10 @@ impl Tracker {
             if let Some(top) = self.frames.last().map(|f| f.region) {
                 let c = self.counters(top);
                 c.user_code.add(len);
-                c.version.add(1);
             }
             if let Close::Begin(_) = how {
                 let c = self.counters(region);
                 c.bypasses.add(1);
-                c.version.add(1);
             }
             return;
         }
@@ -479,7 +482,6 @@ impl Tracker {
             c.idle_episodes.add(1);
         }
         c.rounds.add(u64::from(rounds));
-        c.version.add(1);
     }
 
     /// Starts what follows an event at `ts`: a task, a region body, user code or a gap.
@@ -495,7 +497,6 @@ impl Tracker {
                 if count {
                     let c = self.counters(region);
                     c.tasks[origin as usize].add(1);
-                    c.version.add(1);
                 }
                 self.in_uc = true;
             }
@@ -510,7 +511,6 @@ impl Tracker {
                         if count {
                             c.task_ends.add(1);
                         }
-                        c.version.add(1);
                     }
                 }
                 self.in_uc = false;
