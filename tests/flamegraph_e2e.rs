@@ -105,6 +105,21 @@ fn probes_in_tasks_are_nested_under_their_region_and_task() {
         "hot_kernel under sum_wide_rows › region › task: {nested} of {total}\n{folded}"
     );
 
+    // Every call is counted under the region it ran in, sampled or not, paused rayon detail
+    // or not: 2,000 wide rows and 100,000 narrow rows, three times each.
+    let report = run.report();
+    let calls_under = |region: &str| -> Vec<u64> {
+        report["call_paths"]
+            .as_array()
+            .expect("call_paths")
+            .iter()
+            .filter(|p| p["path"][0] == region && p["path"][3] == "quickstart::hot_kernel")
+            .map(|p| p["calls"].as_u64().expect("calls"))
+            .collect()
+    };
+    assert_eq!(calls_under("quickstart::sum_wide_rows"), [6_000]);
+    assert_eq!(calls_under("quickstart::sum_narrow_rows"), [300_000]);
+
     // The same run as an interactive profile: the workers' samples have `hot_kernel` in
     // their stacks, and its calls are markers on them.
     let gz = std::fs::File::open(run.path("profile.json.gz")).expect("profile.json.gz");

@@ -34,6 +34,10 @@ use std::time::Duration;
 pub const WINDOW_NS: u64 = 10_000_000;
 /// Per-job events a thread writes per window, at most: 51,200 a second.
 pub const WINDOW_EVENTS: u32 = 512;
+/// Windows a thread opens early per window length, at most, at a task of another region
+/// than the one it paused in (see [`Tracker::paused_region`]), and the events each writes.
+const EARLY_WINDOWS: u32 = 16;
+const EARLY_WINDOW_EVENTS: u32 = 32;
 /// How often the writer snapshots the counters that changed.
 pub const SNAPSHOT_EVERY: Duration = Duration::from_millis(100);
 
@@ -41,6 +45,11 @@ pub const SNAPSHOT_EVERY: Duration = Duration::from_millis(100);
 /// job rate, for comparing the two on one program.
 pub const DETAIL_ENV: &str = "PARPROF_RAYON_DETAIL";
 
+/// Failed search rounds after which a paused thread is taken as idle (see
+/// [`Tracker::on_hook`]): not the first, which most steals end.
+const IDLE_ROUNDS: u32 = 2;
+/// [`Tracker::paused_region`] of a thread that paused outside every region.
+const NO_REGION: u32 = u32::MAX;
 /// [`WINDOW_NS`] in clock ticks, set at start-up.
 static WINDOW_TICKS: AtomicU64 = AtomicU64::new(WINDOW_NS);
 /// [`WINDOW_EVENTS`], or no limit with [`DETAIL_ENV`]`=all`.
@@ -243,6 +252,13 @@ struct Tracker {
     frames: Vec<Frame>,
     /// The region of the last task that ended: where a search it left is counted.
     last_region: u32,
+    /// The region of the innermost frame when detail paused ([`NO_REGION`] for none): the
+    /// analysis keeps the frames of the pause, and the probe calls made while paused go under
+    /// them. A task of another region opens a window early, so that those calls are not put
+    /// under a region they are not in.
+    paused_region: u32,
+    /// Windows opened early since the last one opened on time.
+    early_windows: u32,
     /// The counters of each region this thread worked for, the last one used first.
     counters: Vec<(u32, &'static Counters)>,
 }
@@ -281,6 +297,8 @@ impl Tracker {
             idle_from: None,
             frames: Vec::new(),
             last_region: 0,
+            paused_region: NO_REGION,
+            early_windows: 0,
             counters: Vec::new(),
         }
     }
@@ -308,15 +326,27 @@ impl Tracker {
             return false;
         }
         let ts = clock::now().max(self.since);
+        let idling = kind == EventKind::SleepBegin
+            || (kind == EventKind::SearchRound && self.rounds == IDLE_ROUNDS);
+        if idling {
+            // The counts of the calls this thread did not record are written once it idles:
+            // it may write nothing more before the program ends.
+            recorder::flush_unrecorded(ts);
+        }
         let resumes_here = matches!(
             kind,
             EventKind::TaskBegin | EventKind::TaskResume | EventKind::SleepBegin
         );
-        if resumes_here
-            && ts.wrapping_sub(self.window_start) >= WINDOW_TICKS.load(Ordering::Relaxed)
-            && recorder::ring_has_room()
-        {
-            return self.resume(ts, kind, region, aux, flags);
+        if resumes_here {
+            let on_time =
+                ts.wrapping_sub(self.window_start) >= WINDOW_TICKS.load(Ordering::Relaxed);
+            let early = !on_time
+                && kind == EventKind::TaskBegin
+                && region != self.paused_region
+                && self.early_windows < EARLY_WINDOWS;
+            if (on_time || early) && recorder::ring_has_room() {
+                return self.resume(ts, kind, region, aux, flags, early);
+            }
         }
         self.apply(ts, kind, region, flags, true);
         true
@@ -326,6 +356,7 @@ impl Tracker {
     #[cold]
     fn pause(&mut self, ts: u64) {
         self.detail = false;
+        self.paused_region = self.frames.last().map_or(NO_REGION, |f| f.region);
         recorder::record_measured(Event {
             ts,
             id: 0,
@@ -337,9 +368,19 @@ impl Tracker {
 
     /// Opens a detail window at a task begin or fork return (the stretch it ends is counted
     /// here), or at a sleep (the search so far is counted here, the analysis sees the rest of
-    /// the gap, the idle part): the frames open now are written, then the event itself.
+    /// the gap, the idle part): the frames open now are written, then the event itself. An
+    /// `early` window, opened to place the task in its region, is short and leaves the window
+    /// length's start where it was.
     #[cold]
-    fn resume(&mut self, ts: u64, kind: EventKind, region: u32, aux: u16, flags: u8) -> bool {
+    fn resume(
+        &mut self,
+        ts: u64,
+        kind: EventKind,
+        region: u32,
+        aux: u16,
+        flags: u8,
+        early: bool,
+    ) -> bool {
         let into_sleep = kind == EventKind::SleepBegin;
         let close = if into_sleep {
             // A search so far: it will end with a task from elsewhere, or the run's end.
@@ -364,8 +405,16 @@ impl Tracker {
             detail(frame.region, u16::from(frame.task), DETAIL_FRAME);
         }
         self.detail = true;
-        self.window_start = ts;
-        self.window_events = 1 + (self.frames.len() - skipped) as u32;
+        let written = 1 + (self.frames.len() - skipped) as u32;
+        if early {
+            self.early_windows += 1;
+            let limit = EVENTS_PER_WINDOW.load(Ordering::Relaxed);
+            self.window_events = limit.saturating_sub(EARLY_WINDOW_EVENTS).max(written);
+        } else {
+            self.early_windows = 0;
+            self.window_start = ts;
+            self.window_events = written;
+        }
         self.resumed_at = ts;
         let stamped = recorder::stamp(kind, region, aux, flags).unwrap_or(ts);
         if into_sleep {

@@ -201,9 +201,27 @@ fn push(ring: &Ring, event: Event) {
 }
 
 /// Stores an event that the caller measured (its own `ts`, taken before the work it
-/// describes) on the calling thread's ring.
+/// describes) on the calling thread's ring, after the counts of the calls that sampling did
+/// not record: those ran before it, inside the frames it may change.
 pub(crate) fn record_measured(event: Event) {
-    with_current_ring(|ring| push(ring, event));
+    with_current_ring(|ring| {
+        write_pending_unrecorded(ring, event.ts);
+        push(ring, event)
+    });
+}
+
+/// Writes the counts of the calls that sampling did not record, if any, stamped `ts`: for a
+/// thread about to sleep, which may write nothing more before the program ends.
+pub(crate) fn flush_unrecorded(ts: u64) {
+    if sampling::has_pending() {
+        with_current_ring(|ring| write_pending_unrecorded(ring, ts));
+    }
+}
+
+fn write_pending_unrecorded(ring: &Ring, ts: u64) {
+    if sampling::has_pending() && !slice_child::active() {
+        write_unrecorded(ring, ts);
+    }
 }
 
 /// Writes the counts of the calls that sampling did not record, stamped `ts`, before the
