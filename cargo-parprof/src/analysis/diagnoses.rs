@@ -1,7 +1,12 @@
 //! The four parallel-overhead diagnoses of a region (method 2 of the spec).
 //!
 //! Active overhead (LQ + GS) and inactive overhead (W) are compared with their thresholds as
-//! shares of the region's worker time (workers × elapsed). Only above the active threshold are
+//! shares of the time the region's workers could run: worker time (workers × elapsed) less
+//! the time they were switched out while runnable. That time is the CPUs' shortage (cause 5),
+//! not the schedule's: a worker preempted while idle is not idle by the program's doing, and
+//! a task rate taken over time without a CPU reads low. So preemption never hides a cause
+//! (too-fine tasks beside CPU-bound programs) nor makes one up (imbalance from preemption),
+//! and every rate below is per second of that time. Only above the active threshold are
 //! causes 1 and 2 looked for, and only above the inactive threshold causes 3 and 4, each pair
 //! in this order:
 //!
@@ -150,6 +155,13 @@ struct Figures {
     runs: f64,
     /// Tasks one run of the region makes.
     tasks_per_run: f64,
+    /// Worker time less the time workers were switched out while runnable: that time is the
+    /// CPUs' shortage (`oversubscription`'s), so the other causes are judged, and every rate
+    /// taken, over the rest.
+    runnable_ns: f64,
+    /// LQ + GS and W while not switched out runnable: what the schedule itself lost.
+    active_ns: f64,
+    inactive_ns: f64,
 }
 
 impl Figures {
@@ -196,19 +208,13 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
     if r.workers == 0 || r.elapsed_ns == 0 || r.elapsed_ns < t.min_elapsed_ns {
         return Vec::new();
     }
-    let f = Figures {
-        workers: r.workers as f64,
-        elapsed_s: r.elapsed_ns as f64 / 1e9,
-        worker_ns: r.worker_ns(),
-        runs: r.instances.max(1) as f64,
-        tasks_per_run: r.tasks.total() as f64 / r.instances.max(1) as f64,
-    };
+    let f = figures(r);
     let mut out = Vec::new();
-    let active_ns = r.active_overhead_ns as f64;
-    let active_share = active_ns / f.worker_ns;
+    let active_ns = f.active_ns;
+    let active_share = active_ns / f.runnable_ns;
     if active_share > t.active_overhead {
         let opened = opened_by("active_overhead_share", active_share, t.active_overhead);
-        let rate = (r.tasks.local + r.tasks.stolen) as f64 / f.workers / f.elapsed_s;
+        let rate = (r.tasks.local + r.tasks.stolen) as f64 / (f.runnable_ns / 1e9);
         if rate > t.tasks_per_worker_per_s {
             out.push(too_fine(r, t, &f, rate, opened));
         }
@@ -224,15 +230,15 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
             ));
         }
     }
-    let inactive_ns = r.inactive_overhead_ns as f64;
-    let inactive_share = inactive_ns / f.worker_ns;
+    let inactive_ns = f.inactive_ns;
+    let inactive_share = inactive_ns / f.runnable_ns;
     if inactive_share > t.inactive_overhead {
         let opened = opened_by(
             "inactive_overhead_share",
             inactive_share,
             t.inactive_overhead,
         );
-        let freq = (r.transitions.gs_gs + r.transitions.gs_w) as f64 / f.workers / f.elapsed_s;
+        let freq = (r.transitions.gs_gs + r.transitions.gs_w) as f64 / (f.runnable_ns / 1e9);
         let ratio = r.tasks.stolen as f64 / r.tasks.local.max(1) as f64;
         // A linear spawn whose thieves wait for the one spawner (they have no CPU of their
         // own to search on, or nothing to search for between its spawns): idle, not
@@ -262,6 +268,23 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
         out.push(d);
     }
     out
+}
+
+fn figures(r: &RegionReport) -> Figures {
+    let worker_ns = r.worker_ns();
+    let p = &r.preempted_ns;
+    let preempted = (p.uc + p.lq + p.gs + p.w) as f64;
+    Figures {
+        workers: r.workers as f64,
+        elapsed_s: r.elapsed_ns as f64 / 1e9,
+        worker_ns,
+        runs: r.instances.max(1) as f64,
+        tasks_per_run: r.tasks.total() as f64 / r.instances.max(1) as f64,
+        // Never nothing, so that shares and rates stay finite.
+        runnable_ns: (worker_ns - preempted).max(worker_ns * 1e-3),
+        active_ns: r.active_overhead_ns.saturating_sub(p.lq + p.gs) as f64,
+        inactive_ns: r.inactive_overhead_ns.saturating_sub(p.w) as f64,
+    }
 }
 
 /// Tasks that block while the region runs: the workers hold tasks they cannot run, and no
@@ -315,7 +338,7 @@ fn imbalance(
 ) -> Diagnosis {
     let longest = r.task_ns.max as f64 / r.task_ns.median.max(1) as f64;
     let summary = format!(
-        "{:.0}% of worker time is spent asleep while the region runs, yet workers rarely search again \
+        "{:.0}% of the time workers could run is spent asleep while the region runs, yet workers rarely search again \
          ({} failed searches and sleeps per second each, under {}): they ran out of work and \
          stayed idle. The longest task took {}, {longest:.0}× the median ({}).",
         inactive_share * 100.0,
@@ -328,7 +351,7 @@ fn imbalance(
         code: Code::LoadImbalance,
         evidence: opened("search_wait_per_worker_per_s", freq, summary),
         threshold: t.search_wait_per_worker_per_s,
-        impact: f.impact(r.inactive_overhead_ns as f64),
+        impact: f.impact(f.inactive_ns),
         advice: format!(
             "The work is cut into too few, too unequal pieces: workers that finish early cannot help the \
              ones still running. Cut it finer where it is large: `.with_max_len(n)` on the parallel \
@@ -350,7 +373,7 @@ fn stealing(
 ) -> Diagnosis {
     let summary = format!(
         "{} tasks stolen for {} taken from the workers' own deques ({ratio:.1} : 1, threshold {}); \
-         {:.0}% of worker time is spent looking for or waiting for tasks.",
+         {:.0}% of the time workers could run is spent looking for or waiting for tasks.",
         human_count(r.tasks.stolen as f64),
         human_count(r.tasks.local as f64),
         t.stolen_per_local,
@@ -391,7 +414,7 @@ fn slack(
     freq: f64,
     opened: impl Fn(&'static str, f64, String) -> Evidence,
 ) -> Diagnosis {
-    let inactive_ns = r.inactive_overhead_ns as f64;
+    let inactive_ns = f.inactive_ns;
     let workers = r.workers;
     // A mean: its tenths matter next to a handful of workers, not past a hundred tasks.
     let tasks = if f.tasks_per_run < 100.0 {
@@ -420,12 +443,13 @@ fn slack(
         human_count(r.transitions.gs_w as f64),
         human_count(t.search_wait_per_worker_per_s),
     );
-    let idle = inactive_ns / f.worker_ns * 100.0;
+    let idle = inactive_ns / f.runnable_ns * 100.0;
     // On a busy machine search rounds are slow and the rate stays low; with exact task counts
     // a run that makes fewer tasks than workers decides it as well.
     let (metric, value, threshold, summary) = if freq > t.search_wait_per_worker_per_s {
-        let summary =
-            format!("{searches}, while {idle:.0}% of worker time is spent idle; {per_run}: {why}.");
+        let summary = format!(
+            "{searches}, while {idle:.0}% of the time workers could run is spent idle; {per_run}: {why}."
+        );
         (
             "search_wait_per_worker_per_s",
             freq,
@@ -433,8 +457,9 @@ fn slack(
             summary,
         )
     } else {
-        let summary =
-            format!("{per_run}: {why}; {idle:.0}% of worker time is spent idle ({searches}).");
+        let summary = format!(
+            "{per_run}: {why}; {idle:.0}% of the time workers could run is spent idle ({searches})."
+        );
         (
             "tasks_per_run_per_worker",
             f.tasks_per_run / workers as f64,
@@ -572,17 +597,17 @@ fn too_fine(
     let target_ns = 2.0 * 1e9 / t.tasks_per_worker_per_s;
     let summary = format!(
         "{} tasks per second per worker (threshold {}); the median task lasts {} and {:.0}% of \
-         worker time is spent finding tasks.",
+         the time workers could run is spent finding tasks.",
         human_count(rate),
         human_count(t.tasks_per_worker_per_s),
         human_duration(r.task_ns.median),
-        r.active_overhead_ns as f64 / f.worker_ns * 100.0
+        f.active_ns / f.runnable_ns * 100.0
     );
     Diagnosis {
         code: Code::TooFineGranularity,
         evidence: opened("tasks_per_worker_per_s", rate, summary),
         threshold: t.tasks_per_worker_per_s,
-        impact: f.impact(r.active_overhead_ns as f64),
+        impact: f.impact(f.active_ns),
         advice: format!(
             "Tasks are too small to pay for their scheduling. Make each about {factor:.0}× larger (at least \
              {:.1} µs of work): on the parallel iterator add `.with_min_len(n)` with n ≈ {factor:.0} × items ÷ \
@@ -864,6 +889,53 @@ mod tests {
         assert_eq!(
             codes(&region(FEW, 0, ACTIVE, QUIET)),
             vec![Code::LoadImbalance]
+        );
+    }
+
+    /// Idle time spent switched out while runnable is the CPUs' shortage: a balanced region
+    /// beside programs that take the CPUs is oversubscribed, not imbalanced or short of slack.
+    #[test]
+    fn idle_time_without_a_cpu_is_oversubscription_not_imbalance() {
+        // 1 s of W (25% of worker time), 0.95 s of it switched out while runnable.
+        let mut beside_hogs = region(FEW, 100_000_000, ACTIVE, QUIET);
+        beside_hogs.preempted_ns = StateNs {
+            uc: 600_000_000,
+            w: 950_000_000,
+            ..StateNs::default()
+        };
+        assert_eq!(codes(&beside_hogs), vec![Code::Oversubscription]);
+        let mut searching = region(FEW, 100_000_000, ACTIVE, BUSY);
+        searching.preempted_ns = beside_hogs.preempted_ns;
+        assert_eq!(codes(&searching), vec![Code::Oversubscription]);
+        // Idle time the workers could have run is still the schedule's.
+        beside_hogs.preempted_ns.w = 100_000_000;
+        assert_eq!(
+            codes(&beside_hogs),
+            vec![Code::LoadImbalance, Code::Oversubscription]
+        );
+    }
+
+    /// Task rates are per second the workers could run: too-fine tasks stay too fine when
+    /// other programs take most of the CPUs.
+    #[test]
+    fn too_fine_tasks_are_found_beside_programs_that_take_the_cpus() {
+        // 300,000 tasks per worker per second of worker time, under the threshold.
+        let tasks = TaskCounts {
+            local: 1_200_000,
+            ..FEW
+        };
+        let quiet = region(tasks, ACTIVE, 0, QUIET);
+        assert_eq!(codes(&quiet), vec![]);
+        // Half the time switched out runnable: 600,000 per second of running.
+        let mut beside_hogs = quiet.clone();
+        beside_hogs.preempted_ns = StateNs {
+            uc: 1_800_000_000,
+            lq: 200_000_000,
+            ..StateNs::default()
+        };
+        assert_eq!(
+            codes(&beside_hogs),
+            vec![Code::TooFineGranularity, Code::Oversubscription]
         );
     }
 
