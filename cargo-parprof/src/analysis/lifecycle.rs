@@ -364,6 +364,8 @@ struct Acc {
     preempted: StateNs,
     /// UC time switched out blocked, derived at finish (see [`RegionReport::blocked_ns`]).
     blocked_uc: u64,
+    /// Of `uc`, what the program counted while the thread's detail was paused.
+    counted_uc: u64,
     transitions: Transitions,
     tasks: TaskCounts,
     /// Ran a task of the region or its body: the thread's pool works for the region.
@@ -402,6 +404,10 @@ struct ThreadState {
     /// Between a detail pause and the next resume: the program counts this thread's
     /// lifecycle (see `program_totals`); only region runs are in the trace.
     paused: bool,
+    /// When the current pause began, and the stretches paused before it, in order: the
+    /// switch records inside them fall in states the program counted without placing them.
+    paused_since: u64,
+    paused_stretches: Vec<(u64, u64)>,
     /// Just resumed: the stretch the next event ends was counted by the program.
     fresh: bool,
 }
@@ -963,14 +969,23 @@ impl LifecycleBuilder {
                 }
             }
         }
+        let mut paused = std::mem::take(&mut t.paused_stretches);
+        if t.paused {
+            paused.push((t.paused_since, self.last_ts));
+        }
         for (region, acc) in t.accs.iter_mut() {
-            cx.shape
+            let folded = cx
+                .shape
                 .classify_folded(cx.lq_est.get(region).copied().unwrap_or(0), acc);
-            let preempted_in_runs: u64 = cx.windows.get(region).map_or(0, |wins| {
-                wins.iter()
-                    .map(|&(a, b)| cx.offcpu.within(tid, a, b).preempted)
-                    .sum()
-            });
+            let wins = cx.windows.get(region).map_or(&[][..], Vec::as_slice);
+            let preempted_in_runs: u64 = wins
+                .iter()
+                .map(|&(a, b)| cx.offcpu.within(tid, a, b).preempted)
+                .sum();
+            let preempted_while_paused: u64 = intersections(wins, &paused)
+                .map(|(a, b)| cx.offcpu.within(tid, a, b).preempted)
+                .sum();
+            share_counted_preemption(acc, &folded, preempted_while_paused);
             acc.preempted.uc = uc_preempted(acc, preempted_in_runs);
             let blocked_in_runs: u64 = cx.windows.get(region).map_or(0, |wins| {
                 wins.iter()
@@ -1197,6 +1212,43 @@ fn uc_blocked(acc: &Acc, blocked_in_runs: u64) -> u64 {
         .min(acc.uc.saturating_sub(acc.preempted.uc))
 }
 
+/// Time switched out while runnable during the stretches the program counted (detail paused)
+/// has no place in time: it is shared among the states counted there, user code and the
+/// folded gaps' LQ, GS and W, in proportion to their time. The gaps' parts are added here;
+/// the user-code part is what [`uc_preempted`] leaves.
+fn share_counted_preemption(acc: &mut Acc, folded: &StateNs, preempted: u64) {
+    let counted = acc.counted_uc + folded.lq + folded.gs + folded.w;
+    if counted == 0 || preempted == 0 {
+        return;
+    }
+    let share = |ticks: u64| (preempted as u128 * ticks as u128 / counted as u128) as u64;
+    acc.preempted.lq += share(folded.lq).min(folded.lq);
+    acc.preempted.gs += share(folded.gs).min(folded.gs);
+    acc.preempted.w += share(folded.w).min(folded.w);
+}
+
+/// The overlaps of two lists of sorted, disjoint intervals.
+fn intersections<'a>(
+    a: &'a [(u64, u64)],
+    b: &'a [(u64, u64)],
+) -> impl Iterator<Item = (u64, u64)> + 'a {
+    let (mut i, mut j) = (0, 0);
+    std::iter::from_fn(move || {
+        while i < a.len() && j < b.len() {
+            let (start, end) = (a[i].0.max(b[j].0), a[i].1.min(b[j].1));
+            if a[i].1 <= b[j].1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+            if start < end {
+                return Some((start, end));
+            }
+        }
+        None
+    })
+}
+
 /// The UC part of a worker's preempted time in a region: what the switch records show inside
 /// the region's runs, less the parts already found in its gaps (LQ, GS, W), at most its UC time.
 fn uc_preempted(acc: &Acc, preempted_in_runs: u64) -> u64 {
@@ -1391,7 +1443,14 @@ impl Shape {
     }
 
     /// Adds the folded gaps: no windows, no switch records (their sleeps count as GS).
-    fn classify_folded(&self, lq_est: u64, acc: &mut Acc) {
+    /// Returns the time it added to LQ, GS and W.
+    fn classify_folded(&self, lq_est: u64, acc: &mut Acc) -> StateNs {
+        let before = StateNs {
+            uc: 0,
+            lq: acc.lq,
+            gs: acc.gs,
+            w: acc.w,
+        };
         let folded = std::mem::take(&mut acc.folded);
         let local_like = |acc: &mut Acc, s: Sum| {
             acc.lq += s.ticks;
@@ -1426,6 +1485,12 @@ impl Shape {
         acc.transitions.gs_gs += folded.rounds;
         acc.transitions.gs_w += folded.idle_episodes;
         acc.transitions.w_gs += folded.idle_episodes;
+        StateNs {
+            uc: 0,
+            lq: acc.lq - before.lq,
+            gs: acc.gs - before.gs,
+            w: acc.w - before.w,
+        }
     }
 }
 
@@ -1435,6 +1500,7 @@ mod tests {
     use crate::analysis::model::WorkerState;
     use crate::kernel::{SwitchKind, SwitchRecord};
     use diagnoses::Code;
+    use parprof_rt::trace::{DETAIL_PAUSE, GapSum};
 
     const R: u32 = 1;
     const MAIN: u32 = 100;
@@ -1727,6 +1793,41 @@ mod tests {
             }
         );
         assert_eq!(w0.name, "w0");
+    }
+
+    /// A worker preempted while its detail is paused: the program counted its user code and
+    /// gaps without placing them in time, so the preempted time is shared among them in
+    /// proportion (not all put on user code).
+    #[test]
+    fn preemption_while_paused_is_shared_among_the_counted_states() {
+        let mut b = builder(1);
+        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin)]);
+        let pause = Event {
+            ts: 30,
+            id: 0,
+            aux: 0,
+            kind: EventKind::Detail as u8,
+            flags: DETAIL_PAUSE,
+        };
+        feed(&mut b, 0, &[begin(10, TaskOrigin::Stolen), end(20), pause]);
+        b.on_totals(LifecycleTotals {
+            tid: 0,
+            region: R,
+            user_code_ticks: 900,
+            task_ends: 3,
+            tasks: [0, 3, 0, 0],
+            steal_gaps: GapSum {
+                count: 3,
+                ticks: 900,
+            },
+            ..LifecycleTotals::default()
+        });
+        feed(&mut b, MAIN, &[region(2_000, EventKind::RegionEnd)]);
+        let r = finish(b, &offcpu(&[(0, 100, 700, true)]));
+        let p = r.preempted_ns;
+        assert_eq!(p.uc, 300, "{r:#?}");
+        assert_eq!(p.lq + p.gs, 300, "{r:#?}");
+        assert_eq!(p.w, 0);
     }
 
     #[test]

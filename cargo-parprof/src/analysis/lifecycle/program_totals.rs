@@ -36,6 +36,9 @@ impl LifecycleBuilder {
         let t = self.threads.entry(tid).or_default();
         match event.flags {
             DETAIL_PAUSE => {
+                if !t.paused {
+                    t.paused_since = event.ts;
+                }
                 t.paused = true;
                 t.frames.clear();
                 t.untracked_frames = 0;
@@ -43,6 +46,9 @@ impl LifecycleBuilder {
                 t.search = Default::default();
             }
             DETAIL_RESUME => {
+                if t.paused {
+                    t.paused_stretches.push((t.paused_since, event.ts));
+                }
                 t.paused = false;
                 t.since = event.ts.max(t.since);
                 t.in_uc = false;
@@ -101,6 +107,7 @@ impl LifecycleBuilder {
         let t = self.threads.entry(c.tid).or_default();
         t.for_chain(parents, c.region, |a| {
             a.uc += c.user_code_ticks;
+            a.counted_uc += c.user_code_ticks;
             a.transitions.uc_uc += c.bypasses;
             a.transitions.uc_lq += c.task_ends;
             add_sum(&mut a.folded.local, c.local_gaps);

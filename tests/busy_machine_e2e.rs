@@ -1,0 +1,117 @@
+//! Diagnoses on a machine whose CPUs other programs keep busy, end to end: CPU-bound shell
+//! loops, two per CPU, run beside the profiled program. The workers then spend much of their
+//! time switched out while runnable; that time is the machine's (`oversubscription`), and it
+//! must neither make up a cause of the program's (imbalance, slack) nor hide one (tasks too
+//! fine, whose rate is taken over the time the workers could run).
+
+mod common;
+
+use common::{Run, cargo_parprof, codes, exclusive, only_region, regions};
+use serde_json::Value;
+use std::process::{Child, Command, Stdio};
+
+/// CPU-bound processes that end when dropped.
+struct BusyCpus(Vec<Child>);
+
+impl BusyCpus {
+    /// Two busy loops per CPU: the scheduler's credit for the workers' sleeps then runs out
+    /// within milliseconds, and they wait for a CPU for most of the region.
+    fn start() -> BusyCpus {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let loops = (0..2 * cpus)
+            .map(|_| {
+                Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .expect("start a busy loop")
+            })
+            .collect();
+        BusyCpus(loops)
+    }
+}
+
+impl Drop for BusyCpus {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `example` built by `cargo parprof build`, then recorded with `args` while the busy loops
+/// run (the build itself runs alone).
+fn record_beside_busy_cpus(example: &str, args: &[&str]) -> Run {
+    let _machine = exclusive();
+    let built = cargo_parprof()
+        .args(["build", "--example", example])
+        .output()
+        .expect("run cargo");
+    let stdout = String::from_utf8_lossy(&built.stdout);
+    assert!(
+        built.status.success(),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let exe = stdout
+        .lines()
+        .last()
+        .expect("the executable's path")
+        .to_owned();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let _busy = BusyCpus::start();
+    let output = cargo_parprof()
+        .arg("record")
+        .arg("-o")
+        .arg(dir.path())
+        .arg("--")
+        .arg(exe)
+        .args(args)
+        .output()
+        .expect("run cargo-parprof record");
+    let run = Run { output, dir };
+    assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
+    run
+}
+
+fn preempted_share(region: &Value) -> f64 {
+    let p = &region["preempted_ns"];
+    let sum: u64 = ["UC", "LQ", "GS", "W"]
+        .iter()
+        .map(|s| p[s].as_u64().unwrap())
+        .sum();
+    sum as f64
+        / (region["workers"].as_u64().unwrap() * region["elapsed_ns"].as_u64().unwrap()) as f64
+}
+
+/// A balanced loop (about two thousand leaves of a few hundred µs on two workers) beside the
+/// busy loops: oversubscription only.
+#[test]
+fn a_balanced_loop_beside_busy_cpus_is_oversubscription_only() {
+    let run = record_beside_busy_cpus("rayon_tuned", &[]);
+    let region = only_region(&run);
+    assert!(preempted_share(&region) > 0.2, "{region:#}");
+    assert_eq!(codes(&region), ["oversubscription"], "{region:#}");
+}
+
+/// Quicksort recursing to single items (4 M keys) beside the busy loops: its tasks are still
+/// too fine, and there is no imbalance however long a preempted task waits for its CPU.
+#[test]
+fn a_too_fine_recursion_beside_busy_cpus_is_too_fine_and_oversubscription() {
+    let run = record_beside_busy_cpus("demo_quicksort", &["4000000", "1"]);
+    let regions = regions(&run);
+    let sort = regions
+        .iter()
+        .find(|r| r["name"].as_str().unwrap().contains("quick_sort"))
+        .unwrap_or_else(|| panic!("no quick_sort region: {regions:#?}"));
+    let codes = codes(sort);
+    assert!(
+        codes.contains(&"too_fine_granularity".to_owned())
+            && codes.contains(&"oversubscription".to_owned()),
+        "{sort:#}"
+    );
+    for symptom in ["load_imbalance", "insufficient_parallel_slack"] {
+        assert!(!codes.contains(&symptom.to_owned()), "{sort:#}");
+    }
+}
