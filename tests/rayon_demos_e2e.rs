@@ -334,18 +334,37 @@ fn par_sort_unstable_in_a_region_tasks_follow_from_its_length() {
     check_unstable_par_sort(Annotation::Region);
 }
 
-/// An unannotated `par_sort` gets one implicit region named after the function that calls it.
+/// An unannotated `par_sort` gets one implicit region named after the function that calls it,
+/// though rayon enters the pool from its own code, several times per sort.
 #[test]
-#[ignore = "par_sort's entries from main are named after rayon's internals \
-            (rayon::iter::enumerate::EnumerateProducer, rayon::slice::sort::merge_recurse, \
-            rayon::slice::sort::par_merge: three implicit regions), par_sort_unstable's \
-            rayon::slice::sort::recurse: the caller is not in the operation's type"]
 fn an_unannotated_par_sort_is_named_after_its_caller() {
     for unstable in [false, true] {
         let (run, _) = par_sort(unstable, Annotation::None);
         let region = only_region(&run);
-        assert_eq!(region["name"], "demo_par_sort::sort", "{region:#}");
+        assert_eq!(function(&region), "demo_par_sort::sort", "{region:#}");
     }
+}
+
+/// Two loops over one element type in two functions (rayon-demo's nbody `tick_par` and
+/// `tick_par_reduce`), one of them with no closure of the program's (`for_each(drift)`): two
+/// regions, each named after its function, each run once per step.
+#[test]
+fn two_loops_over_one_element_type_are_two_regions_named_after_their_functions() {
+    let run = demo("demo_nbody_steps", &["2000", "6"], Annotation::None);
+    assert_eq!(run.printed("steps"), 6);
+    let regions = regions(&run);
+    let named: Vec<(&str, u64)> = regions
+        .iter()
+        .map(|r| (function(r), r["instances"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("demo_nbody_steps::tick_par", 6),
+            ("demo_nbody_steps::tick_par_reduce", 6)
+        ],
+        "{regions:#?}"
+    );
 }
 
 /// `checksum_all` joins two halves on the global pool; each calls a library function that

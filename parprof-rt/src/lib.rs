@@ -10,6 +10,7 @@ pub use parprof_macros::probe;
 
 mod attention;
 mod calibrate;
+mod call_site;
 pub mod clock;
 pub mod codec;
 mod detail;

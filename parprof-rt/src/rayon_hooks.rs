@@ -20,6 +20,7 @@
 //!
 //! Not a public API: the names and signatures change with the edits.
 
+use crate::call_site::{self, CallSite, MACHINERY};
 use crate::lifecycle_totals;
 use crate::recorder;
 use crate::region::{self, NOT_A_WORKER, RegionGuard};
@@ -206,13 +207,17 @@ fn implicit_region(operation: &'static str, caller: &'static Location<'static>) 
     if let Some(&id) = by_address.get(&key) {
         return id;
     }
-    // A location inside rayon (a parallel iterator's own join) says nothing of the user's call.
-    let (file, line) = if in_rayon_sources(caller.file()) {
-        (String::new(), 0)
-    } else {
-        (caller.file().to_owned(), caller.line())
+    let site = match call_site::from_stack() {
+        Some(CallSite { name, file, line }) => (name, file, line),
+        // No debug information: the operation's type names it, and rayon-core's caller
+        // locates it unless that is inside rayon (a parallel iterator's own join).
+        None if in_rayon_sources(caller.file()) => (call_site_name(operation), String::new(), 0),
+        None => (
+            call_site_name(operation),
+            caller.file().to_owned(),
+            caller.line(),
+        ),
     };
-    let site = (call_site_name(operation), file, line);
     let id = match by_site.get(&site) {
         Some(&id) => id,
         None => {
@@ -242,19 +247,6 @@ fn in_rayon_sources(file: &str) -> bool {
         version.is_some_and(|v| v.starts_with(|c: char| c.is_ascii_digit()))
     })
 }
-
-/// Crates whose paths are the machinery between a call site and the pool, not the call site.
-const MACHINERY: &[&str] = &[
-    "rayon",
-    "rayon_core",
-    "core",
-    "std",
-    "alloc",
-    "parprof_rt",
-    "crossbeam_deque",
-    "crossbeam_utils",
-    "either",
-];
 
 /// The call site named by the type of the operation a thread runs in a pool: the first closure
 /// in it outside rayon and the standard library, named by the function it is written in (the

@@ -1,0 +1,203 @@
+//! The call site of a parallel operation that enters a pool with no region current: the
+//! innermost frame of the calling thread's stack that is the program's own — not rayon's,
+//! rayon-core's, the standard library's or the profiler's — named by its function and the
+//! line of the call, e.g. `nbody::Simulation::tick_par (src/nbody.rs:41)`.
+//!
+//! The operation's type says little (a `par_iter_mut().for_each(drift)` has no closure of the
+//! program's, and two loops over one element type in two functions look alike), and the caller
+//! location rayon-core sees is rayon's own when the operation is a parallel iterator. The stack
+//! is read once per operation type and caller (the first time the program runs it), symbolized
+//! by the standard library from the executable's debug information.
+
+use std::backtrace::{Backtrace, BacktraceStatus};
+
+/// Crates whose frames are the machinery between a call site and the pool, not the call site.
+pub(crate) const MACHINERY: &[&str] = &[
+    "rayon",
+    "rayon_core",
+    "core",
+    "std",
+    "alloc",
+    "parprof_rt",
+    "crossbeam_deque",
+    "crossbeam_utils",
+    "either",
+];
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CallSite {
+    /// The function, without generic arguments, closures named by their function.
+    pub name: String,
+    /// As the debug information gives it; empty when it gives none.
+    pub file: String,
+    pub line: u32,
+}
+
+/// The innermost frame of the program's own on the calling thread's stack; `None` when the
+/// stack cannot be read or symbolized (no debug information), or holds no such frame.
+pub(crate) fn from_stack() -> Option<CallSite> {
+    let trace = Backtrace::force_capture();
+    if trace.status() != BacktraceStatus::Captured {
+        return None;
+    }
+    innermost_program_frame(&trace.to_string())
+}
+
+/// The first frame of a printed backtrace (`N: symbol`, then `at file:line:column` lines for
+/// its location) whose symbol is the program's.
+fn innermost_program_frame(printed: &str) -> Option<CallSite> {
+    let mut lines = printed.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some(symbol) = frame_symbol(line) else {
+            continue;
+        };
+        let location = lines.peek().and_then(|l| location(l));
+        if is_machinery(symbol) {
+            continue;
+        }
+        let (file, line) = location.unwrap_or_default();
+        return Some(CallSite {
+            name: function_name(symbol),
+            file,
+            line,
+        });
+    }
+    None
+}
+
+/// `symbol` of a frame line `   12: symbol`.
+fn frame_symbol(line: &str) -> Option<&str> {
+    let (index, symbol) = line.trim_start().split_once(": ")?;
+    index.parse::<u32>().ok()?;
+    Some(symbol.trim())
+}
+
+/// `(file, line)` of a location line `             at ./src/main.rs:12:5`.
+fn location(line: &str) -> Option<(String, u32)> {
+    let at = line.trim_start().strip_prefix("at ")?;
+    let (rest, _column) = at.rsplit_once(':')?;
+    let (file, line) = rest.rsplit_once(':')?;
+    let file = file.strip_prefix("./").unwrap_or(file);
+    Some((file.to_owned(), line.parse().ok()?))
+}
+
+/// The crate a symbol belongs to: its path's first segment; for `<T as Trait>::f`, `T`'s.
+fn crate_of(symbol: &str) -> &str {
+    let path = symbol.trim_start_matches(['<', '&', '*']);
+    let path = path.strip_prefix("mut ").unwrap_or(path);
+    path.split("::").next().unwrap_or(path)
+}
+
+fn is_machinery(symbol: &str) -> bool {
+    // Unnamed frames, the unwinder's and the C library's (`__libc_start_main`), have no `::`.
+    !symbol.contains("::") || MACHINERY.contains(&crate_of(symbol))
+}
+
+/// The symbol without its hash, generic arguments and closure suffixes:
+/// `demo::quick_sort::<i32>::{{closure}}::h0123456789abcdef` → `demo::quick_sort`.
+fn function_name(symbol: &str) -> String {
+    let mut name = String::with_capacity(symbol.len());
+    let mut depth = 0usize;
+    for c in symbol.chars() {
+        match c {
+            // `::<` opens generic arguments of a path segment (v0 symbols), `<` at depth 0
+            // after a segment too; a symbol that starts with `<` is a trait impl, kept.
+            '<' if !name.is_empty() || depth > 0 => depth += 1,
+            '>' if depth > 0 => depth -= 1,
+            _ if depth > 0 => {}
+            _ => name.push(c),
+        }
+    }
+    let mut name = name.trim_end_matches("::").replace("::::", "::");
+    loop {
+        let trimmed = strip_hash(&name)
+            .trim_end_matches("::{{closure}}")
+            .trim_end_matches("::{closure}")
+            .to_owned();
+        if trimmed == name {
+            break;
+        }
+        name = trimmed;
+    }
+    name
+}
+
+/// `path::h0123456789abcdef` → `path`.
+fn strip_hash(name: &str) -> &str {
+    match name.rsplit_once("::h") {
+        Some((path, hash)) if hash.len() == 16 && hash.chars().all(|c| c.is_ascii_hexdigit()) => {
+            path
+        }
+        _ => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PRINTED: &str = "   0: std::backtrace::Backtrace::force_capture
+             at /rustc/abc/library/std/src/backtrace.rs:312:13
+   1: parprof_rt::call_site::from_stack
+             at ./parprof-rt/src/call_site.rs:40:17
+   2: rayon_core::registry::Registry::in_worker_cold
+             at /root/.cargo/registry/src/index/rayon-core-1.13.0/src/registry.rs:516:13
+   3: <rayon::slice::IterMut<T> as rayon::iter::ParallelIterator>::drive_unindexed
+             at /root/.cargo/registry/src/index/rayon-1.12.0/src/slice/mod.rs:1000:9
+   4: demo_nbody_steps::tick_par
+             at ./examples/demo_nbody_steps.rs:41:5
+   5: demo_nbody_steps::main
+             at ./examples/demo_nbody_steps.rs:62:9
+   6: core::ops::function::FnOnce::call_once
+             at /rustc/abc/library/core/src/ops/function.rs:250:5
+";
+
+    #[test]
+    fn the_innermost_frame_outside_rayon_std_and_the_profiler_is_the_call_site() {
+        assert_eq!(
+            innermost_program_frame(PRINTED),
+            Some(CallSite {
+                name: "demo_nbody_steps::tick_par".into(),
+                file: "examples/demo_nbody_steps.rs".into(),
+                line: 41,
+            })
+        );
+    }
+
+    #[test]
+    fn a_stack_of_machinery_only_has_no_call_site() {
+        let machinery: String = PRINTED.lines().take(6).collect::<Vec<_>>().join("\n");
+        assert_eq!(innermost_program_frame(&machinery), None);
+    }
+
+    #[test]
+    fn names_drop_hashes_generic_arguments_and_closures() {
+        assert_eq!(
+            function_name("demo::quick_sort::<i32>::{{closure}}::h0123456789abcdef"),
+            "demo::quick_sort"
+        );
+        assert_eq!(
+            function_name("demo::sort::{{closure}}::{{closure}}"),
+            "demo::sort"
+        );
+        assert_eq!(
+            function_name("<demo::Grid as demo::Step>::step"),
+            "<demo::Grid as demo::Step>::step"
+        );
+        assert_eq!(
+            function_name("demo::Simulation::tick_par"),
+            "demo::Simulation::tick_par"
+        );
+    }
+
+    #[test]
+    fn a_trait_impl_on_a_type_of_the_program_is_the_program_s() {
+        assert!(!is_machinery(
+            "<demo::Grid as rayon::iter::ParallelIterator>::drive"
+        ));
+        assert!(is_machinery(
+            "<rayon::slice::Iter<T> as rayon::iter::ParallelIterator>::drive"
+        ));
+        assert!(is_machinery("__libc_start_main"));
+    }
+}
