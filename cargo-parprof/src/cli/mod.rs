@@ -2,6 +2,7 @@
 //! `build` and `record` split that in two, for a program recorded where it was not built.
 
 mod build;
+mod limits;
 mod options;
 mod profile;
 mod record;
@@ -99,8 +100,9 @@ pub struct ReportArgs {
     /// Output folder (default: RUN itself, whose reports are replaced)
     #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// Period of the utilization over time, e.g. `500us`, `2ms` (default: the run's)
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    /// Period of the utilization over time, e.g. `500us`, `2ms`, at least 10us (default: the
+    /// run's)
+    #[arg(long, value_name = "DURATION", value_parser = limits::utilization_period)]
     pub period: Option<u64>,
     /// One root for all threads in the cpu flamegraph (default: as the run was reported)
     #[arg(long)]
