@@ -21,6 +21,11 @@ impl Run {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
     }
 
+    /// parprof's own summary: on stderr, since the profiled program owns stdout.
+    pub fn summary(&self) -> String {
+        self.stderr()
+    }
+
     pub fn path(&self, file: &str) -> PathBuf {
         self.dir.path().join(file)
     }

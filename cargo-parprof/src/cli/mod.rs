@@ -13,16 +13,16 @@ pub use profile::RunSummary;
 pub use record::{RecordArgs, record};
 
 use crate::bench_harness::{self, BenchEntry, BenchIndex, Harness};
-use crate::diff;
 use crate::record::session::{Program, Settings};
 use crate::recording::RecordedOptions;
 use crate::run_history;
 use crate::run_report::{self, ReportRequest};
 use crate::target::TargetKind;
+use crate::{console, diff};
 use anyhow::{Context, Result};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser};
-use options::{FrameArgs, non_negative, parse_duration_ns, positive_seconds};
+use options::{FrameArgs, non_negative, positive_seconds};
 use profile::profile_repeated;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -230,7 +230,7 @@ pub fn diff(args: &DiffArgs) -> Result<i32> {
         let path = args.output.join(name);
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    print!("{}", diff::views::terminal(&comparison));
+    console::result(diff::views::terminal(&comparison).trim_end_matches('\n'));
     eprintln!("parprof: diff written to {}", args.output.display());
     let opts = diff::DiffOptions {
         fail_above_percent: args.fail_above,
@@ -265,6 +265,8 @@ pub fn report(args: &ReportArgs) -> Result<()> {
 
 /// Profiles a target end to end.
 pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
+    // The program's output owns stdout from here on.
+    console::summary_to_stderr();
     let built = build::build_target(&args.build)?;
     let target = &built.target;
     let parprof_dir = built.target_dir.join("parprof");
@@ -374,11 +376,11 @@ fn profile_benchmarks(
     }
     let index = BenchIndex::new(program.name, entries);
     let report = run_report::write_bench_summary(&index, output_dir)?;
-    println!(
+    console::summary(format_args!(
         "parprof: {} benchmarks profiled; report written to {}",
         index.benchmarks.len(),
         report.display()
-    );
+    ));
     Ok(exit_code)
 }
 

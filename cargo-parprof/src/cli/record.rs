@@ -5,6 +5,7 @@
 use super::options::RecordingArgs;
 use super::profile::{RunSummary, profile_repeated};
 use crate::bench_harness::Harness;
+use crate::console;
 use crate::record::executable::{self, Executable};
 use crate::record::session::Program;
 use crate::recording::RayonHooks;
@@ -36,6 +37,8 @@ pub struct RecordArgs {
 
 /// Records the executable `--repeat` times and writes the reports of each run.
 pub fn record(args: &RecordArgs) -> Result<RunSummary> {
+    // The program's output owns stdout from here on.
+    console::summary_to_stderr();
     let (exe, program_args) = args
         .command
         .split_first()
