@@ -386,7 +386,7 @@ fn profile_benchmarks(
 
 #[cfg(test)]
 mod counter_flag_tests {
-    use super::options::{parse_counters, parse_read_interval_ns};
+    use super::options::{parse_counters, parse_duration_ns, parse_read_interval_ns};
     use super::*;
     use crate::counters::CounterOptions;
 
