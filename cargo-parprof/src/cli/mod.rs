@@ -13,6 +13,7 @@ pub use profile::RunSummary;
 pub use record::{RecordArgs, record};
 
 use crate::bench_harness::{self, BenchEntry, BenchIndex, Harness};
+use crate::record::output_dir;
 use crate::record::session::{Program, Settings};
 use crate::recording::RecordedOptions;
 use crate::run_history;
@@ -270,10 +271,7 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
     let built = build::build_target(&args.build)?;
     let target = &built.target;
     let parprof_dir = built.target_dir.join("parprof");
-    let output_dir = match &args.output {
-        Some(dir) => dir.clone(),
-        None => run_history::new_run_dir(&parprof_dir, &target.name),
-    };
+    let output_dir = output_folder(args.output.as_deref(), &parprof_dir, &target.name)?;
     let kind = target.kind.to_string();
     // `cargo run` keeps the caller's directory; `cargo bench`/`cargo test` run in the package root.
     let working_dir = matches!(target.kind, TargetKind::Bench | TargetKind::Test)
@@ -312,6 +310,23 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
         output_dir,
         target_exit_code,
     })
+}
+
+/// The folder a new run writes into: `output` (an earlier run there replaced), or a new
+/// folder of its own under `parprof_dir`.
+pub(crate) fn output_folder(
+    output: Option<&Path>,
+    parprof_dir: &Path,
+    name: &str,
+) -> Result<PathBuf> {
+    match output {
+        Some(dir) => {
+            output_dir::claim(dir)?;
+            Ok(dir.to_path_buf())
+        }
+        None => run_history::new_run_dir(parprof_dir, name)
+            .with_context(|| format!("cannot create a run folder in {}", parprof_dir.display())),
+    }
 }
 
 /// Removes the oldest default run folders beyond `keep`, saying so.

@@ -9,7 +9,6 @@ use crate::console;
 use crate::record::executable::{self, Executable};
 use crate::record::session::Program;
 use crate::recording::RayonHooks;
-use crate::run_history;
 use anyhow::{Context, Result};
 use clap::Parser;
 use std::ffi::OsString;
@@ -45,10 +44,7 @@ pub fn record(args: &RecordArgs) -> Result<RunSummary> {
         .context("no executable given: `cargo-parprof record -- EXE [ARGS]`")?;
     let exe = executable::inspect(Path::new(exe))?;
     say_what_is_recorded(&exe);
-    let output_dir = match &args.output {
-        Some(dir) => dir.clone(),
-        None => run_history::new_run_dir(Path::new("parprof"), &exe.name),
-    };
+    let output_dir = super::output_folder(args.output.as_deref(), Path::new("parprof"), &exe.name)?;
     let program = Program {
         exe: &exe.path,
         name: &exe.name,
