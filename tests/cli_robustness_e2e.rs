@@ -258,8 +258,11 @@ fn write_fixture(dir: &Path) -> PathBuf {
     dir.join("Cargo.toml")
 }
 
-#[test]
-fn ctrl_c_during_the_profiling_build_leaves_cargo_lock_as_it_was() {
+/// Starts `cargo parprof` on a fresh crate using rayon, waits until its profiling build has
+/// patched `Cargo.lock`, sends `signal` (to the profiler's whole process group, as Ctrl-C at a
+/// terminal does, or to the profiler alone), and checks that the lock file is what it was and
+/// that the profiler ended by that signal.
+fn interrupt_the_build(signal: libc::c_int, whole_group: bool) {
     let _machine = exclusive();
     let exe = parprof_binary();
     let work = tempfile::tempdir().unwrap();
@@ -275,10 +278,11 @@ fn ctrl_c_during_the_profiling_build_leaves_cargo_lock_as_it_was() {
         .arg(work.path().join("run"))
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
-        // Its own process group, as a terminal's foreground job: Ctrl-C signals all of it.
+        // Its own process group, as a terminal's foreground job.
         .process_group(0)
         .spawn()
         .expect("cargo-parprof");
+    let pgid = i32::try_from(child.id()).unwrap();
     // The build is under way once cargo has written the patched lock file.
     let deadline = Instant::now() + Duration::from_secs(300);
     while std::fs::read(&lock).unwrap_or_default() == before {
@@ -291,20 +295,40 @@ fn ctrl_c_during_the_profiling_build_leaves_cargo_lock_as_it_was() {
         assert!(Instant::now() < deadline, "the lock file was never patched");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let pgid = i32::try_from(child.id()).unwrap();
-    // SAFETY: kill has no memory-safety preconditions; the group is the child's own.
-    assert_eq!(unsafe { libc::kill(-pgid, libc::SIGINT) }, 0);
+    let target = if whole_group { -pgid } else { pgid };
+    // SAFETY: kill has no memory-safety preconditions; the process (group) is the child's.
+    assert_eq!(unsafe { libc::kill(target, signal) }, 0);
+    let signalled = Instant::now();
     let status = child.wait().unwrap();
+    // Promptly: not after cargo finished the whole build on its own.
+    let took = signalled.elapsed();
+    let after = std::fs::read(&lock).unwrap();
+    // Compilers cargo left running when signalled alone: they write only into the crate's
+    // target folder, which goes with the temporary directory.
+    // SAFETY: as above.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
-        std::fs::read(&lock).unwrap() == before,
+        after == before,
         "Cargo.lock was left changed:\n{}\nstderr:\n{text}",
-        std::fs::read_to_string(&lock).unwrap_or_default()
+        String::from_utf8_lossy(&after)
     );
-    assert_eq!(
-        status.signal(),
-        Some(libc::SIGINT),
-        "{status}; stderr:\n{text}"
+    assert_eq!(status.signal(), Some(signal), "{status}; stderr:\n{text}");
+    assert!(
+        took < Duration::from_secs(30),
+        "ended {took:?} after the signal"
     );
     assert_no_panic(&text);
+}
+
+#[test]
+fn ctrl_c_during_the_profiling_build_leaves_cargo_lock_as_it_was() {
+    interrupt_the_build(libc::SIGINT, true);
+}
+
+#[test]
+fn sigterm_to_the_profiler_alone_during_the_build_leaves_cargo_lock_as_it_was() {
+    // cargo is not signalled by anyone else here: the profiler must pass the signal on and
+    // wait for cargo before it restores the lock file.
+    interrupt_the_build(libc::SIGTERM, false);
 }
