@@ -113,7 +113,7 @@ fn attributed_page_faults_contain_the_known_counts() {
             let reason = u["reason"].as_str().unwrap();
             assert!(!reason.is_empty());
             let md = std::fs::read_to_string(run.path("report.md")).unwrap();
-            for text in [md.as_str(), run.stdout().as_str()] {
+            for text in [md.as_str(), run.summary().as_str()] {
                 assert!(
                     text.contains("Not measured") && text.contains("`instructions`"),
                     "{text}"

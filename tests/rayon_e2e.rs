@@ -294,10 +294,10 @@ fn a_well_tuned_region_has_no_diagnosis() {
         .sum();
     assert!(uc * 10 > total * 7, "workers mostly run tasks: {region:#}");
     assert!(
-        run.stdout()
+        run.summary()
             .contains("No parallel-overhead diagnosis in 1 parallel region(s)."),
-        "stdout:\n{}",
-        run.stdout()
+        "summary:\n{}",
+        run.summary()
     );
 }
 
@@ -318,11 +318,11 @@ fn thresholds_come_from_the_command_line_and_reports_lead_with_the_diagnoses() {
     assert_eq!(d["threshold"], 1.0, "{d:#}");
     assert_eq!(d["evidence"]["overhead_threshold"], 0.0, "{d:#}");
 
-    let stdout = run.stdout();
-    let diagnoses = stdout.find("Diagnoses:").expect("a Diagnoses section");
+    let summary = run.summary();
+    let diagnoses = summary.find("Diagnoses:").expect("a Diagnoses section");
     assert!(
-        stdout[diagnoses..].contains("region `tuned`: too_fine_granularity"),
-        "stdout:\n{stdout}"
+        summary[diagnoses..].contains("region `tuned`: too_fine_granularity"),
+        "summary:\n{summary}"
     );
     let markdown = std::fs::read_to_string(run.path("report.md")).expect("report.md");
     let first_section = markdown.find("### ").expect("sections");

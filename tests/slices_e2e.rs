@@ -122,9 +122,9 @@ fn blocked_slices_are_ended_and_the_program_finishes() {
     let blocked = ended["blocked"].as_u64().unwrap() + ended["timeout"].as_u64().unwrap();
     assert!(blocked >= 1, "no slice ended as blocked: {slices:#}");
     assert!(
-        run.stdout().contains("blocked"),
+        run.summary().contains("blocked"),
         "the summary says why slices ended: {}",
-        run.stdout()
+        run.summary()
     );
     // Said by the slices' own sentence, with the count (the correction sentence says
     // "blocked" too, so the word alone proves nothing).
@@ -133,8 +133,8 @@ fn blocked_slices_are_ended_and_the_program_finishes() {
         n => format!("ended early: {n} blocked"),
     };
     assert!(
-        run.stdout().contains(&said),
+        run.summary().contains(&said),
         "the summary should say `{said}`: {}",
-        run.stdout()
+        run.summary()
     );
 }

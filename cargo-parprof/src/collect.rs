@@ -35,6 +35,10 @@ use crate::steal::machine_steal_ns;
 use crate::symbolize::{ExecEvent, ForkEvent, Mapping, SideBand};
 use crate::unwind::{SAMPLE_REGS_USER, STACK_COPY_BYTES, StackUnwinder, UserStack};
 
+/// The highest cpu-clock sampling frequency asked of the kernel: above it the samples'
+/// own interrupts take a large share of the CPU (one every 10 µs per thread).
+pub const MAX_FREQUENCY_HZ: u64 = 100_000;
+
 /// Set to `1` in the profiler's environment to take the same path as a kernel that refuses
 /// `perf_event_open` with `EACCES` (for tests of the degraded mode).
 pub const SIMULATE_REFUSED_ENV: &str = "PARPROF_SIMULATE_PERF_REFUSED";
@@ -121,7 +125,7 @@ impl Collector {
     /// yet (the events are enabled by its `exec`). Refusals by the kernel are not errors: they
     /// are recorded in [`Collector::capabilities`] and the run goes on without those records.
     pub fn attach(pid: u32, opts: &CollectOptions) -> Collector {
-        let freq = opts.frequency_hz.clamp(1, 100_000);
+        let freq = opts.frequency_hz.clamp(1, MAX_FREQUENCY_HZ);
         // cpu-clock is an hrtimer, so the kernel maps a frequency to a fixed period anyway;
         // asking for the period directly makes every sample worth exactly `period_ns`.
         let period_ns = 1_000_000_000 / freq;

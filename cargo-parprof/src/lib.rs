@@ -5,6 +5,7 @@ pub mod analysis;
 pub mod bench_harness;
 pub mod cli;
 pub mod collect;
+pub mod console;
 pub mod counters;
 pub mod cpu_quota;
 pub mod diff;

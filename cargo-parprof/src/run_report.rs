@@ -9,7 +9,7 @@ use crate::bench_harness::{self, BenchIndex, Harness};
 use crate::recording::{
     self, Completeness, DetailRequest, RayonHooks, RecordedOptions, Recording, RunMeta,
 };
-use crate::{diff, report};
+use crate::{console, diff, report};
 use anyhow::{Context, Result, bail};
 use parprof_rt::slice_results::{self, SliceResults};
 use std::borrow::Cow;
@@ -136,8 +136,11 @@ pub fn write(
             frames,
         },
     )?;
-    println!("{}", report::terminal::summary(analysis));
-    println!("parprof: report written to {}", out_dir.display());
+    console::summary(report::terminal::summary(analysis));
+    console::summary(format_args!(
+        "parprof: report written to {}",
+        out_dir.display()
+    ));
     Ok(())
 }
 
@@ -176,13 +179,13 @@ pub fn report_saved(
     }
     if let Some(index) = &layout.bench {
         let report = write_bench_summary(index, out_root)?;
-        println!(
+        console::summary(format_args!(
             "parprof: {} benchmarks reported; report written to {}",
             index.benchmarks.len(),
             report.display()
-        );
+        ));
     } else if layout.runs.len() > 1 {
-        println!("{}", diff::spread::write_summary(out_root)?);
+        console::summary(diff::spread::write_summary(out_root)?);
     }
     Ok(())
 }

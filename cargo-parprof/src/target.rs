@@ -329,12 +329,16 @@ pub fn build(
         cmd.arg("--config").arg(format!("{key}={value}"));
     }
     append_profiling_flags(&mut cmd);
-    let _lock_file = hooks.map(|h| {
-        for value in &h.config {
-            cmd.arg("--config").arg(value);
+    // Saved (and the ending signals caught) before cargo can touch the lock file.
+    let lock_file = match hooks {
+        Some(h) => {
+            for value in &h.config {
+                cmd.arg("--config").arg(value);
+            }
+            Some(LockFileGuard::save(&h.lock_file)?)
         }
-        LockFileGuard::save(&h.lock_file)
-    });
+        None => None,
+    };
     if !opts.features.is_empty() {
         cmd.arg("--features").arg(opts.features.join(","));
     }
@@ -345,19 +349,22 @@ pub fn build(
         cmd.arg("--no-default-features");
     }
     let mut child = cmd.spawn().context("could not run `cargo build`")?;
-    let stdout = child.stdout.take().context("cargo build has no stdout")?;
-    let mut executable = None;
-    for message in Message::parse_stream(std::io::BufReader::new(stdout)) {
-        if let Message::CompilerArtifact(artifact) =
-            message.context("unreadable message from cargo")?
-            && artifact.target.name == target.name
-            && target.kind.matches(&artifact.target.kind)
-            && let Some(exe) = artifact.executable
-        {
-            executable = Some(exe.into_std_path_buf());
+    if let Some(lock_file) = &lock_file {
+        lock_file.watch(child.id());
+    }
+    let executable = built_executable(&mut child, target);
+    if executable.is_err() {
+        // cargo must be gone before the lock file is restored, or it may write it again.
+        let _ = child.kill();
+    }
+    let status = child.wait().context("cargo build did not finish");
+    if let Some(lock_file) = &lock_file {
+        lock_file.unwatch();
+        if let Some(signal) = lock_file.interrupted_by() {
+            bail!("the profiling build was interrupted by signal {signal}");
         }
     }
-    let status = child.wait().context("cargo build did not finish")?;
+    let (executable, status) = (executable?, status?);
     if !status.success() {
         bail!(
             "building {} `{}` failed ({status})",
@@ -371,6 +378,26 @@ pub fn build(
             target.kind, target.name
         )
     })
+}
+
+/// The target's executable, from cargo's messages until it closes its stdout.
+fn built_executable(
+    child: &mut std::process::Child,
+    target: &ResolvedTarget,
+) -> Result<Option<PathBuf>> {
+    let stdout = child.stdout.take().context("cargo build has no stdout")?;
+    let mut executable = None;
+    for message in Message::parse_stream(std::io::BufReader::new(stdout)) {
+        if let Message::CompilerArtifact(artifact) =
+            message.context("unreadable message from cargo")?
+            && artifact.target.name == target.name
+            && target.kind.matches(&artifact.target.kind)
+            && let Some(exe) = artifact.executable
+        {
+            executable = Some(exe.into_std_path_buf());
+        }
+    }
+    Ok(executable)
 }
 
 /// Symbols and `limited` debug information kept, on top of the user's profile; an explicit

@@ -21,6 +21,11 @@ impl Run {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
     }
 
+    /// parprof's own summary: on stderr, since the profiled program owns stdout.
+    pub fn summary(&self) -> String {
+        self.stderr()
+    }
+
     pub fn path(&self, file: &str) -> PathBuf {
         self.dir.path().join(file)
     }
@@ -90,6 +95,35 @@ fn cargo_run_parprof(profile: &[&str]) -> Command {
             "parprof",
         ]);
     cmd
+}
+
+/// The `cargo-parprof` executable of this repository, built: for tests that signal the
+/// profiler itself, which `cargo run` would stand between.
+pub fn parprof_binary() -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .current_dir(repo_root())
+        .args([
+            "build",
+            "--quiet",
+            "--package",
+            "cargo-parprof",
+            "--bin",
+            "cargo-parprof",
+            "--message-format",
+            "json",
+        ])
+        .output()
+        .expect("cargo build");
+    assert!(output.status.success(), "{output:?}");
+    cargo_metadata::Message::parse_stream(&output.stdout[..])
+        .filter_map(Result::ok)
+        .find_map(|m| match m {
+            cargo_metadata::Message::CompilerArtifact(a) => a.executable,
+            _ => None,
+        })
+        .expect("the cargo-parprof executable")
+        .into_std_path_buf()
 }
 
 /// The real `cargo parprof <args> -o <out>`.

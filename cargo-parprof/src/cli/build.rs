@@ -2,6 +2,7 @@
 //! path is the last line of stdout, for scripts that copy it where the cores are.
 
 use super::options::BuildArgs;
+use crate::console;
 use crate::recording::RayonHooks;
 use crate::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
 use anyhow::{Context, Result};
@@ -112,6 +113,6 @@ pub fn build(command: &BuildCommand) -> Result<()> {
          {}{bench_flag}`",
         built.exe.display()
     );
-    println!("{}", built.exe.display());
+    console::result(built.exe.display());
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! `build` and `record` split that in two, for a program recorded where it was not built.
 
 mod build;
+mod limits;
 mod options;
 mod profile;
 mod record;
@@ -12,16 +13,17 @@ pub use profile::RunSummary;
 pub use record::{RecordArgs, record};
 
 use crate::bench_harness::{self, BenchEntry, BenchIndex, Harness};
-use crate::diff;
+use crate::record::output_dir;
 use crate::record::session::{Program, Settings};
 use crate::recording::RecordedOptions;
 use crate::run_history;
 use crate::run_report::{self, ReportRequest};
 use crate::target::TargetKind;
+use crate::{console, diff};
 use anyhow::{Context, Result};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser};
-use options::{FrameArgs, non_negative, parse_duration_ns, positive_seconds};
+use options::{FrameArgs, non_negative, positive_seconds};
 use profile::profile_repeated;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -99,8 +101,9 @@ pub struct ReportArgs {
     /// Output folder (default: RUN itself, whose reports are replaced)
     #[arg(short, long, value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// Period of the utilization over time, e.g. `500us`, `2ms` (default: the run's)
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    /// Period of the utilization over time, e.g. `500us`, `2ms`, at least 10us (default: the
+    /// run's)
+    #[arg(long, value_name = "DURATION", value_parser = limits::utilization_period)]
     pub period: Option<u64>,
     /// One root for all threads in the cpu flamegraph (default: as the run was reported)
     #[arg(long)]
@@ -228,7 +231,7 @@ pub fn diff(args: &DiffArgs) -> Result<i32> {
         let path = args.output.join(name);
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    print!("{}", diff::views::terminal(&comparison));
+    console::result(diff::views::terminal(&comparison).trim_end_matches('\n'));
     eprintln!("parprof: diff written to {}", args.output.display());
     let opts = diff::DiffOptions {
         fail_above_percent: args.fail_above,
@@ -263,13 +266,12 @@ pub fn report(args: &ReportArgs) -> Result<()> {
 
 /// Profiles a target end to end.
 pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
+    // The program's output owns stdout from here on.
+    console::summary_to_stderr();
     let built = build::build_target(&args.build)?;
     let target = &built.target;
     let parprof_dir = built.target_dir.join("parprof");
-    let output_dir = match &args.output {
-        Some(dir) => dir.clone(),
-        None => run_history::new_run_dir(&parprof_dir, &target.name),
-    };
+    let output_dir = output_folder(args.output.as_deref(), &parprof_dir, &target.name)?;
     let kind = target.kind.to_string();
     // `cargo run` keeps the caller's directory; `cargo bench`/`cargo test` run in the package root.
     let working_dir = matches!(target.kind, TargetKind::Bench | TargetKind::Test)
@@ -308,6 +310,23 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
         output_dir,
         target_exit_code,
     })
+}
+
+/// The folder a new run writes into: `output` (an earlier run there replaced), or a new
+/// folder of its own under `parprof_dir`.
+pub(crate) fn output_folder(
+    output: Option<&Path>,
+    parprof_dir: &Path,
+    name: &str,
+) -> Result<PathBuf> {
+    match output {
+        Some(dir) => {
+            output_dir::claim(dir)?;
+            Ok(dir.to_path_buf())
+        }
+        None => run_history::new_run_dir(parprof_dir, name)
+            .with_context(|| format!("cannot create a run folder in {}", parprof_dir.display())),
+    }
 }
 
 /// Removes the oldest default run folders beyond `keep`, saying so.
@@ -372,17 +391,17 @@ fn profile_benchmarks(
     }
     let index = BenchIndex::new(program.name, entries);
     let report = run_report::write_bench_summary(&index, output_dir)?;
-    println!(
+    console::summary(format_args!(
         "parprof: {} benchmarks profiled; report written to {}",
         index.benchmarks.len(),
         report.display()
-    );
+    ));
     Ok(exit_code)
 }
 
 #[cfg(test)]
 mod counter_flag_tests {
-    use super::options::{parse_counters, parse_read_interval_ns};
+    use super::options::{parse_counters, parse_duration_ns, parse_read_interval_ns};
     use super::*;
     use crate::counters::CounterOptions;
 

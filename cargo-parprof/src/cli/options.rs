@@ -2,6 +2,7 @@
 //! ([`BuildArgs`]), how a run is recorded and analysed ([`RecordingArgs`], with the thresholds
 //! and the exact per-call counters), and the parsers of their values.
 
+use super::limits;
 use crate::analysis::diagnoses::Thresholds;
 use crate::collect::{CallGraph, CollectOptions};
 use crate::counters::{CounterOptions, CounterSet};
@@ -76,8 +77,8 @@ impl FrameArgs {
 /// How a run is recorded and analysed: what `cargo parprof` and `cargo parprof record` share.
 #[derive(Args, Debug, Clone)]
 pub struct RecordingArgs {
-    /// cpu-clock sampling frequency, in Hz
-    #[arg(long, value_name = "HZ", default_value_t = 999)]
+    /// cpu-clock sampling frequency, in Hz (1 to 100000)
+    #[arg(long, value_name = "HZ", value_parser = limits::sampling_frequency, default_value_t = 999)]
     pub frequency: u64,
     /// Counters to attribute to probes, tasks and regions: perf's names, comma separated
     /// (e.g. `page-faults,task-clock,instructions`), or `none`. Default: instructions, cycles
@@ -85,8 +86,8 @@ pub struct RecordingArgs {
     /// page-faults, context-switches and cpu-migrations
     #[arg(long, value_name = "LIST", value_parser = parse_counters)]
     pub counters: Option<CounterSet>,
-    /// Period of the utilization over time, e.g. `500us`, `2ms`
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, default_value = "1ms")]
+    /// Period of the utilization over time, e.g. `500us`, `2ms` (at least 10us)
+    #[arg(long, value_name = "DURATION", value_parser = limits::utilization_period, default_value = "1ms")]
     pub period: u64,
     /// Time between two reads of the counters, at least 100us. Every read interrupts the
     /// program on each CPU it runs on; between reads, the counters are interpolated and
@@ -95,7 +96,7 @@ pub struct RecordingArgs {
     pub counter_interval: u64,
     /// Record N runs of the target into one folder (`run-1`, `run-2`, …): the spread of each
     /// probe and region over the runs, and what `cargo parprof diff` needs for its noise rule
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(long, value_name = "N", value_parser = limits::run_count, default_value_t = 1)]
     pub repeat: usize,
     /// One root for all threads in the cpu flamegraph (default: one root per thread)
     #[arg(long)]
@@ -132,8 +133,8 @@ pub struct SliceArgs {
     /// run — the reference that slices make affordable (a system call per probe event)
     #[arg(long, value_enum, value_name = "LEVEL")]
     pub detail: Option<Detail>,
-    /// Fork a slice only while running program threads ÷ usable CPUs is below this
-    #[arg(long, value_name = "LOAD", value_parser = non_negative, default_value_t = 1.0, requires = "slices")]
+    /// Fork a slice only while running program threads ÷ usable CPUs is below this (above 0)
+    #[arg(long, value_name = "LOAD", value_parser = limits::load_threshold, default_value_t = 1.0, requires = "slices")]
     pub load_threshold: f64,
     /// Slices alive at once (default: usable CPUs − program threads at start, at least 1)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), requires = "slices")]

@@ -1,10 +1,10 @@
 //! Profiling a program that is ready to run: record each run into its folder, analyse it and
 //! write its reports there; what the main command (after its build) and `record` share.
 
-use crate::diff;
 use crate::record::session::{self, Program, Settings};
 use crate::report::FrameView;
 use crate::run_report;
+use crate::{console, diff};
 use anyhow::Result;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -39,8 +39,11 @@ pub(super) fn profile_repeated(
         exit_code = exit_code.max(profile_once(program, settings, frames, program_args, &dir)?);
     }
     if runs > 1 {
-        println!("{}", diff::spread::write_summary(output_dir)?);
-        println!("parprof: {runs} runs written to {}", output_dir.display());
+        console::summary(diff::spread::write_summary(output_dir)?);
+        console::summary(format_args!(
+            "parprof: {runs} runs written to {}",
+            output_dir.display()
+        ));
     }
     Ok(exit_code)
 }

@@ -5,10 +5,10 @@
 use super::options::RecordingArgs;
 use super::profile::{RunSummary, profile_repeated};
 use crate::bench_harness::Harness;
+use crate::console;
 use crate::record::executable::{self, Executable};
 use crate::record::session::Program;
 use crate::recording::RayonHooks;
-use crate::run_history;
 use anyhow::{Context, Result};
 use clap::Parser;
 use std::ffi::OsString;
@@ -36,16 +36,15 @@ pub struct RecordArgs {
 
 /// Records the executable `--repeat` times and writes the reports of each run.
 pub fn record(args: &RecordArgs) -> Result<RunSummary> {
+    // The program's output owns stdout from here on.
+    console::summary_to_stderr();
     let (exe, program_args) = args
         .command
         .split_first()
         .context("no executable given: `cargo-parprof record -- EXE [ARGS]`")?;
     let exe = executable::inspect(Path::new(exe))?;
     say_what_is_recorded(&exe);
-    let output_dir = match &args.output {
-        Some(dir) => dir.clone(),
-        None => run_history::new_run_dir(Path::new("parprof"), &exe.name),
-    };
+    let output_dir = super::output_folder(args.output.as_deref(), Path::new("parprof"), &exe.name)?;
     let program = Program {
         exe: &exe.path,
         name: &exe.name,

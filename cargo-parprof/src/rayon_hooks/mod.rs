@@ -16,13 +16,17 @@
 //!    `--config patch.crates-io.rayon-core.path=<copy>`.
 //!
 //! Nothing of rayon is in this repository, and the user's code and `Cargo.toml` are unchanged;
-//! cargo rewrites `Cargo.lock` for a patched build, so the lock file is restored afterwards.
+//! cargo rewrites `Cargo.lock` for a patched build, so the lock file is restored afterwards,
+//! on every way out of the build, a signal included ([`lock_file`]).
 //! Each anchor must occur exactly once in the copy, whitespace aside ([`anchor`]: a vendored or
 //! patched copy that kept the code takes the hooks); a version whose code differs at a hook
 //! point (or that is not in [`SUPPORTED`]) is built unhooked, and the build and the report say
 //! which version, where, and what the user can do.
 
 mod anchor;
+mod lock_file;
+
+pub use lock_file::LockFileGuard;
 
 use crate::hook_marker;
 use crate::recording::RayonHooks;
@@ -420,35 +424,6 @@ fn walk(dir: &Path) -> Result<Vec<PathBuf>> {
 
 fn toml_string(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
-}
-
-/// Restores a workspace's `Cargo.lock` when dropped: a patched build rewrites it.
-pub struct LockFileGuard {
-    path: PathBuf,
-    saved: Option<Vec<u8>>,
-}
-
-impl LockFileGuard {
-    pub fn save(path: &Path) -> LockFileGuard {
-        let path = path.to_path_buf();
-        let saved = std::fs::read(&path).ok();
-        LockFileGuard { path, saved }
-    }
-}
-
-impl Drop for LockFileGuard {
-    fn drop(&mut self) {
-        let result = match &self.saved {
-            Some(bytes) => std::fs::write(&self.path, bytes),
-            None => std::fs::remove_file(&self.path),
-        };
-        if let Err(e) = result {
-            eprintln!(
-                "parprof: could not restore {} after the profiling build: {e}",
-                self.path.display()
-            );
-        }
-    }
 }
 
 #[cfg(test)]
