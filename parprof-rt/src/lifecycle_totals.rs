@@ -216,6 +216,9 @@ struct Frame {
     region: u32,
     begin: u64,
     task: bool,
+    /// Time of the tasks that ran nested in this one (a join's halves, work taken while
+    /// waiting in it): a task's own time is its duration less theirs.
+    nested: u64,
 }
 
 /// How the current stretch of a thread (user code or a gap) ends.
@@ -542,6 +545,7 @@ impl Tracker {
                     region,
                     begin: ts,
                     task: true,
+                    nested: 0,
                 });
                 if count {
                     let c = self.counters(region);
@@ -552,11 +556,15 @@ impl Tracker {
             Close::TaskEnd => {
                 if let Some(frame) = self.pop(true, region) {
                     self.last_region = frame.region;
+                    let took = ts.saturating_sub(frame.begin);
+                    if let Some(outer) = self.frames.iter_mut().rev().find(|f| f.task) {
+                        outer.nested += took;
+                    }
                     // The analysis times the tasks it saw begin in the current window.
                     let seen_whole = !count && frame.begin >= self.resumed_at;
                     if !seen_whole {
                         let c = self.counters(frame.region);
-                        c.task_duration(ts.saturating_sub(frame.begin));
+                        c.task_duration(took.saturating_sub(frame.nested));
                         if count {
                             c.task_ends.add(1);
                         }
@@ -570,6 +578,7 @@ impl Tracker {
                     region,
                     begin: ts,
                     task: false,
+                    nested: 0,
                 });
                 self.in_uc = true;
             }

@@ -170,7 +170,9 @@ impl TaskCounts {
     }
 }
 
-/// Task durations (begin to end, nested tasks included), in ns; 0 when there were no tasks.
+/// Tasks' own times, in ns: begin to end less the tasks nested in them (a join's halves, work
+/// taken while waiting in it), so that a recursion's root is not its longest task; 0 when
+/// there were no tasks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct TaskNs {
     pub min: u64,
@@ -381,6 +383,9 @@ struct Frame {
     /// Open when a detail window began: its begin is not in the trace, and its duration is
     /// counted by the program.
     partial: bool,
+    /// Time of the tasks that ran nested in this one: a task's own time is its duration
+    /// less theirs.
+    nested: u64,
 }
 
 #[derive(Debug, Default)]
@@ -770,6 +775,7 @@ impl LifecycleBuilder {
                     begin: ts,
                     task: true,
                     partial: false,
+                    nested: 0,
                 });
                 let acc = t.acc(region);
                 acc.tasks.count(origin);
@@ -779,12 +785,16 @@ impl LifecycleBuilder {
             }
             Close::TaskEnd => {
                 if let Some(frame) = t.pop(true, region) {
+                    let took = ts - frame.begin;
+                    if let Some(outer) = t.frames.iter_mut().rev().find(|f| f.task) {
+                        outer.nested += took;
+                    }
                     if !frame.partial {
                         self.regions
                             .entry(frame.region)
                             .or_default()
                             .durations
-                            .record(ts - frame.begin);
+                            .record(took.saturating_sub(frame.nested));
                     }
                     t.for_chain(parents, frame.region, |a| a.transitions.uc_lq += 1);
                 }
@@ -799,6 +809,7 @@ impl LifecycleBuilder {
                     begin: ts,
                     task: false,
                     partial: false,
+                    nested: 0,
                 });
                 t.acc(region).ran_region_code = true;
                 t.in_uc = true;

@@ -63,6 +63,7 @@ impl LifecycleBuilder {
                     begin: event.ts,
                     task: event.aux & 1 == 1,
                     partial: true,
+                    nested: 0,
                 });
                 t.in_uc = true;
             }
