@@ -23,7 +23,8 @@
 //! A fifth looks at the machine rather than the work: `oversubscription`, when the workers
 //! spent more than [`Thresholds::preempted`] of their time switched out while runnable in UC,
 //! LQ or GS (ready to run, but no CPU for them): more workers than the CPUs the program may use
-//! (affinity, cgroup quota), or CPUs taken by other programs.
+//! (affinity, cgroup quota), or CPUs taken by other programs. The latter is the machine's,
+//! so it is said once per run (see [`machine_oversubscription_once`]).
 //!
 //! The impact of a diagnosis is the overhead it explains, spread over the workers: the region
 //! would end that much sooner without it, hence the speedup if fixed.
@@ -568,6 +569,67 @@ fn oversubscription(
     })
 }
 
+/// Oversubscription that other programs caused (the pools fit the CPUs the program may use)
+/// is the machine's, not a region's: it is said once, on the region that lost the most time to
+/// it, with the share of every region it touched; the others keep their share in the regions'
+/// table (`preempted`). A pool larger than those CPUs stays a cause of each region it runs.
+pub fn machine_oversubscription_once(regions: &mut [RegionReport], usable_cpus: Option<f64>) {
+    let by_machine = |r: &RegionReport| {
+        usable_cpus.is_some_and(|cpus| r.workers as f64 <= cpus)
+            && r.diagnoses.iter().any(|d| d.code == Code::Oversubscription)
+    };
+    let touched: Vec<usize> = (0..regions.len())
+        .filter(|&i| by_machine(&regions[i]))
+        .collect();
+    let lost = |r: &RegionReport| {
+        r.diagnoses
+            .iter()
+            .find(|d| d.code == Code::Oversubscription)
+            .map_or(0, |d| d.impact.time_lost_ns)
+    };
+    let Some(&kept) = touched.iter().max_by_key(|&&i| lost(&regions[i])) else {
+        return;
+    };
+    if touched.len() < 2 {
+        return;
+    }
+    let others: Vec<String> = touched
+        .iter()
+        .filter(|&&i| i != kept)
+        .map(|&i| {
+            let r = &regions[i];
+            let d = r
+                .diagnoses
+                .iter()
+                .find(|d| d.code == Code::Oversubscription);
+            format!(
+                "`{}` ({:.0}%)",
+                r.name,
+                d.map_or(0.0, |d| d.evidence.value * 100.0)
+            )
+        })
+        .collect();
+    for &i in &touched {
+        if i != kept {
+            regions[i]
+                .diagnoses
+                .retain(|d| d.code != Code::Oversubscription);
+        }
+    }
+    if let Some(d) = regions[kept]
+        .diagnoses
+        .iter_mut()
+        .find(|d| d.code == Code::Oversubscription)
+    {
+        d.evidence.summary.push_str(&format!(
+            " One cause for the whole run: the same happened in {} other region{} — {}.",
+            others.len(),
+            if others.len() == 1 { "" } else { "s" },
+            others.join(", ")
+        ));
+    }
+}
+
 /// The evidence of a diagnosis in the pair of causes that `overhead` (at `share`, above
 /// `threshold`) opened.
 fn opened_by(
@@ -936,6 +998,47 @@ mod tests {
         assert_eq!(
             codes(&beside_hogs),
             vec![Code::TooFineGranularity, Code::Oversubscription]
+        );
+    }
+
+    /// Other programs taking the CPUs is said once, on the region that lost most to it; a
+    /// pool larger than the CPUs stays each region's.
+    #[test]
+    fn oversubscription_by_other_programs_is_said_once_per_run() {
+        let busy = |name: &str, uc_preempted: u64| {
+            let mut r = region(FEW, 100_000_000, 0, QUIET);
+            r.name = name.into();
+            r.preempted_ns.uc = uc_preempted;
+            r.diagnoses = diagnose(&r, &Thresholds::default(), Some(4.0));
+            r
+        };
+        let mut regions = vec![
+            busy("a", 800_000_000),
+            busy("b", 1_600_000_000),
+            busy("c", 0),
+        ];
+        machine_oversubscription_once(&mut regions, Some(4.0));
+        let with: Vec<&str> = regions
+            .iter()
+            .filter(|r| r.diagnoses.iter().any(|d| d.code == Code::Oversubscription))
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(with, ["b"]);
+        let summary = &regions[1].diagnoses[0].evidence.summary;
+        assert!(
+            summary.ends_with("1 other region — `a` (20%)."),
+            "{summary}"
+        );
+        // Pools of 4 workers on 2 CPUs: each region's own cause.
+        let mut regions = vec![busy("a", 800_000_000), busy("b", 1_600_000_000)];
+        for r in &mut regions {
+            r.diagnoses = diagnose(r, &Thresholds::default(), Some(2.0));
+        }
+        machine_oversubscription_once(&mut regions, Some(2.0));
+        assert!(
+            regions
+                .iter()
+                .all(|r| { r.diagnoses.iter().any(|d| d.code == Code::Oversubscription) })
         );
     }
 

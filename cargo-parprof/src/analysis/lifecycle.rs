@@ -892,6 +892,7 @@ impl LifecycleBuilder {
                 .cmp(&a.elapsed_ns)
                 .then_with(|| a.name.cmp(&b.name))
         });
+        diagnoses::machine_oversubscription_once(&mut reports, self.usable_cpus);
         let split = Split {
             workers: &cx.workers.iter().copied().collect::<HashSet<u32>>(),
             runs: &cx.windows,
