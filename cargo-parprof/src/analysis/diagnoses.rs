@@ -146,6 +146,11 @@ pub struct Diagnosis {
     pub threshold: f64,
     pub impact: Impact,
     pub advice: String,
+    /// Diagnoses that this one causes, folded under it: raised on their own they would name
+    /// a symptom (`excessive_stealing` of a region whose runs make fewer tasks than it has
+    /// workers: each task is stolen because idle workers wait for every one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub symptoms: Vec<Diagnosis>,
 }
 
 /// Figures of a region that the diagnoses share.
@@ -268,7 +273,38 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
     if let Some(d) = blocking(r, t, &f) {
         out.push(d);
     }
+    fold_symptoms(&mut out, &f, r.workers);
     out
+}
+
+/// Folds each diagnosis that another one causes under it, so that the cause leads: stealing
+/// in a region short of parallel slack whose runs make few tasks (not a linear spawn, which
+/// makes many) is how idle workers take each task as it appears, not a cause of its own.
+fn fold_symptoms(out: &mut Vec<Diagnosis>, f: &Figures, workers: usize) {
+    let few_tasks = f.tasks_per_run < (8 * workers) as f64;
+    let has = |out: &[Diagnosis], code| out.iter().any(|d: &Diagnosis| d.code == code);
+    if !(few_tasks
+        && has(out, Code::InsufficientParallelSlack)
+        && has(out, Code::ExcessiveStealing))
+    {
+        return;
+    }
+    let Some(at) = out.iter().position(|d| d.code == Code::ExcessiveStealing) else {
+        return;
+    };
+    let stealing = out.remove(at);
+    if let Some(slack) = out
+        .iter_mut()
+        .find(|d| d.code == Code::InsufficientParallelSlack)
+    {
+        slack.evidence.summary.push_str(&format!(
+            " Most tasks were stolen ({:.1} : 1): with so few tasks per run, idle workers take \
+             each one as it appears — a symptom of the same cause (`excessive_stealing`, folded \
+             here).",
+            stealing.evidence.value
+        ));
+        slack.symptoms.push(stealing);
+    }
 }
 
 fn figures(r: &RegionReport) -> Figures {
@@ -306,6 +342,7 @@ fn blocking(r: &RegionReport, t: &Thresholds, f: &Figures) -> Option<Diagnosis> 
     );
     Some(Diagnosis {
         code: Code::BlockingInTasks,
+        symptoms: Vec::new(),
         evidence: Evidence {
             metric: "blocked_share",
             value: share,
@@ -350,6 +387,7 @@ fn imbalance(
     );
     Diagnosis {
         code: Code::LoadImbalance,
+        symptoms: Vec::new(),
         evidence: opened("search_wait_per_worker_per_s", freq, summary),
         threshold: t.search_wait_per_worker_per_s,
         impact: f.impact(f.inactive_ns),
@@ -382,6 +420,7 @@ fn stealing(
     );
     Diagnosis {
         code: Code::ExcessiveStealing,
+        symptoms: Vec::new(),
         evidence: opened("stolen_per_local", ratio, summary),
         threshold: t.stolen_per_local,
         impact,
@@ -488,6 +527,7 @@ fn slack(
     };
     Diagnosis {
         code: Code::InsufficientParallelSlack,
+        symptoms: Vec::new(),
         evidence: opened(metric, value, summary),
         threshold,
         impact: f.impact(inactive_ns),
@@ -555,6 +595,7 @@ fn oversubscription(
     );
     Some(Diagnosis {
         code: Code::Oversubscription,
+        symptoms: Vec::new(),
         evidence: Evidence {
             metric: "preempted_share",
             value: share,
@@ -667,6 +708,7 @@ fn too_fine(
     );
     Diagnosis {
         code: Code::TooFineGranularity,
+        symptoms: Vec::new(),
         evidence: opened("tasks_per_worker_per_s", rate, summary),
         threshold: t.tasks_per_worker_per_s,
         impact: f.impact(f.active_ns),
@@ -1040,6 +1082,35 @@ mod tests {
                 .iter()
                 .all(|r| { r.diagnoses.iter().any(|d| d.code == Code::Oversubscription) })
         );
+    }
+
+    /// A join of two per run on a pool of 4: every task is stolen because the idle workers
+    /// wait for each one; the cause (slack) leads, stealing is folded under it.
+    #[test]
+    fn stealing_in_runs_of_few_tasks_is_folded_under_slack() {
+        let join_loop = TaskCounts {
+            local: 1_000,
+            stolen: 3_000,
+            injected: 1_000,
+            inline: 1_000,
+        };
+        let mut r = region(join_loop, ACTIVE, ACTIVE, BUSY);
+        r.instances = 1_000;
+        let d = diagnose(&r, &Thresholds::default(), None);
+        assert_eq!(
+            d.iter().map(|d| d.code).collect::<Vec<_>>(),
+            vec![Code::InsufficientParallelSlack]
+        );
+        assert_eq!(d[0].symptoms.len(), 1);
+        assert_eq!(d[0].symptoms[0].code, Code::ExcessiveStealing);
+        assert!(
+            d[0].evidence.summary.contains("(3.0 : 1)"),
+            "{}",
+            d[0].evidence.summary
+        );
+        // A spawn loop's many tasks per run: stealing is the cause there.
+        r.instances = 1;
+        assert!(codes(&r).contains(&Code::ExcessiveStealing));
     }
 
     #[test]
