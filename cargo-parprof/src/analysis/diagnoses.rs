@@ -378,7 +378,7 @@ fn imbalance(
     let summary = format!(
         "{:.0}% of the time workers could run is spent asleep while the region runs, yet workers rarely search again \
          ({} failed searches and sleeps per second each, under {}): they ran out of work and \
-         stayed idle. The longest task took {}, {longest:.0}× the median ({}).",
+         stayed idle. The longest task ran {} of its own (the tasks nested in it aside), {longest:.0}× the median ({}).",
         inactive_share * 100.0,
         human_count(freq),
         human_count(t.search_wait_per_worker_per_s),
