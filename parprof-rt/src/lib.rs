@@ -28,6 +28,7 @@ mod ring;
 mod sampling;
 mod slice_child;
 pub mod slice_results;
+mod slice_shared_memory;
 mod slice_slot;
 mod slices;
 mod speed_reference;

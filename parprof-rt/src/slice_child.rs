@@ -23,6 +23,7 @@ use crate::detail::{MAX_SITES, Measure};
 use crate::perf_group::{Group, MAX_COUNTERS, read_group};
 use crate::sampling;
 use crate::slice_results::CounterColumn;
+use crate::slice_shared_memory;
 use crate::slice_slot::{self, Slot};
 use crate::trace::EventKind;
 use std::cell::UnsafeCell;
@@ -90,6 +91,7 @@ const STEP_COUNTERS: u64 = 1;
 const STEP_TIMERS: u64 = 2;
 const STEP_SIGSYS: u64 = 3;
 const STEP_FILTER: u64 = 4;
+const STEP_SHARED: u64 = 5;
 
 /// Describes a failed set-up as the slot holds it.
 pub(crate) fn describe_setup_error(code: u64) -> String {
@@ -98,6 +100,7 @@ pub(crate) fn describe_setup_error(code: u64) -> String {
         STEP_TIMERS => "creating the timers",
         STEP_SIGSYS => "installing the SIGSYS handler",
         STEP_FILTER => "installing the seccomp filter",
+        STEP_SHARED => "making the program's shared memory read-only in the slice",
         _ => "setting up",
     };
     let errno = (code & 0xFFFF_FFFF) as i32;
@@ -129,6 +132,10 @@ pub(crate) fn start(setup: Setup) {
         // SAFETY: _exit ends the process without running anything of the program.
         unsafe { libc::_exit(0) }
     };
+    // Before the counters, whose own shared mappings the slice needs.
+    if let Err(e) = slice_shared_memory::make_read_only(setup.slot as usize) {
+        fail(STEP_SHARED, e);
+    }
     let group = match Group::open(setup.columns) {
         Ok(group) => group,
         Err(e) => fail(STEP_COUNTERS, e),
@@ -323,7 +330,7 @@ fn finish(end: u32, syscall: i64) -> ! {
 /// The seccomp filter and its SIGSYS handler.
 mod sigsys {
     use super::finish;
-    use crate::slice_slot;
+    use crate::{slice_shared_memory, slice_slot};
     use seccompiler::{
         BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
         SeccompRule,
@@ -334,13 +341,15 @@ mod sigsys {
 
     /// System calls a slice makes freely: memory, waiting, time, signals' return, its own
     /// identity and usage (programs count their own page faults and CPU time), ending.
+    /// The fourth argument of an `mprotect` the handler checked (the kernel ignores it).
+    const CHECKED: u64 = 0x7061_7270_726f_6621;
+
+    /// `mmap`, `mprotect` and `madvise` pass only as far as they keep the program's shared
+    /// memory out of the slice's reach (see [`filter`]).
     const ALLOWED: &[libc::c_long] = &[
-        libc::SYS_mmap,
         libc::SYS_munmap,
         libc::SYS_mremap,
         libc::SYS_brk,
-        libc::SYS_madvise,
-        libc::SYS_mprotect,
         libc::SYS_futex,
         libc::SYS_sched_yield,
         libc::SYS_clock_gettime,
@@ -396,6 +405,46 @@ mod sigsys {
                 rules.insert(libc::SYS_pread64, arg_in(0, &[schedstat])?);
             }
             rules.insert(libc::SYS_fcntl, arg_in(1, &[libc::F_GETFD, libc::F_GETFL])?);
+            // Shared memory: an `mmap` private or not writable; an `mprotect` that asks no
+            // write access, or that the handler checked and made again (its unused fourth
+            // argument set to `CHECKED`); an `madvise` that does not punch holes in a file.
+            let bits_clear = |arg: u8, bits: u64| {
+                SeccompCondition::new(
+                    arg,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(bits),
+                    0,
+                )
+            };
+            let write = libc::PROT_WRITE as u64;
+            rules.insert(
+                libc::SYS_mmap,
+                vec![
+                    SeccompRule::new(vec![bits_clear(3, libc::MAP_SHARED as u64)?])?,
+                    SeccompRule::new(vec![bits_clear(2, write)?])?,
+                ],
+            );
+            rules.insert(
+                libc::SYS_mprotect,
+                vec![
+                    SeccompRule::new(vec![bits_clear(2, write)?])?,
+                    SeccompRule::new(vec![SeccompCondition::new(
+                        3,
+                        SeccompCmpArgLen::Qword,
+                        SeccompCmpOp::Eq,
+                        CHECKED,
+                    )?])?,
+                ],
+            );
+            rules.insert(
+                libc::SYS_madvise,
+                vec![SeccompRule::new(vec![SeccompCondition::new(
+                    2,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::Ne,
+                    libc::MADV_REMOVE as u64,
+                )?])?],
+            );
             SeccompFilter::new(rules, SeccompAction::Trap, SeccompAction::Allow, arch)?.try_into()
         };
         let program = build().map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -405,18 +454,41 @@ mod sigsys {
         })
     }
 
+    /// The handlers of the filter's traps, and of faults: a write to the program's shared
+    /// memory (read-only in the slice) ends it as such; any other fault as killed.
     pub(super) fn install() -> io::Result<()> {
-        // SAFETY: a plain sigaction with a zeroed, then filled, struct.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_sigsys as *const () as usize;
-            action.sa_flags = libc::SA_SIGINFO;
-            libc::sigemptyset(&mut action.sa_mask);
-            if libc::sigaction(libc::SIGSYS, &action, std::ptr::null_mut()) != 0 {
-                return Err(io::Error::last_os_error());
+        let handlers: [(libc::c_int, usize); 3] = [
+            (libc::SIGSYS, on_sigsys as *const () as usize),
+            (libc::SIGSEGV, on_fault as *const () as usize),
+            (libc::SIGBUS, on_fault as *const () as usize),
+        ];
+        for (signal, handler) in handlers {
+            // SAFETY: a plain sigaction with a zeroed, then filled, struct.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = handler;
+                action.sa_flags = libc::SA_SIGINFO;
+                libc::sigemptyset(&mut action.sa_mask);
+                if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
             }
         }
         Ok(())
+    }
+
+    extern "C" fn on_fault(
+        _sig: libc::c_int,
+        info: *mut libc::siginfo_t,
+        _context: *mut libc::c_void,
+    ) {
+        // SAFETY: the kernel passes the fault's siginfo to an SA_SIGINFO handler.
+        let addr = unsafe { (*info).si_addr() } as u64;
+        if slice_shared_memory::intersects_shared(addr, 1) {
+            finish(slice_slot::END_SHARED_WRITE, 0);
+        }
+        // SAFETY: ends the slice without running any of the program's code.
+        unsafe { libc::_exit(0) }
     }
 
     /// The trapped call's number and arguments, and where its result goes.
@@ -482,6 +554,26 @@ mod sigsys {
                 iov_bytes(call.args[1], call.args[2])
             },
             libc::SYS_fsync | libc::SYS_fdatasync => 0,
+            libc::SYS_mprotect
+                if !slice_shared_memory::intersects_shared(call.args[0], call.args[1]) =>
+            {
+                // SAFETY: the program's own call, made again with the mark the filter passes.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_mprotect,
+                        call.args[0],
+                        call.args[1],
+                        call.args[2],
+                        CHECKED,
+                    )
+                };
+                if r < 0 {
+                    // SAFETY: errno of this thread, set by the call above.
+                    (-i64::from(unsafe { *libc::__errno_location() })) as u64
+                } else {
+                    r as u64
+                }
+            }
             nr => finish(slice_slot::END_FORBIDDEN, nr),
         };
         // SAFETY: the result register of the interrupted context.

@@ -81,6 +81,9 @@ pub enum SliceEnd {
     Blocked,
     /// It made a system call with an effect outside itself.
     ForbiddenSyscall { syscall: i64 },
+    /// It wrote memory the program shares (a `MAP_SHARED` mapping, which a slice holds
+    /// read-only): the write never happened.
+    SharedWrite,
     /// It died without saying why (killed by a signal, or by the parent's backstop).
     Killed,
     /// `PARPROF_DETAIL=full`: a thread's whole run.
@@ -142,6 +145,7 @@ fn end_text(end: SliceEnd) -> String {
         SliceEnd::Timeout => "timeout".into(),
         SliceEnd::Blocked => "blocked".into(),
         SliceEnd::ForbiddenSyscall { syscall } => format!("forbidden_syscall:{syscall}"),
+        SliceEnd::SharedWrite => "shared_write".into(),
         SliceEnd::Killed => "killed".into(),
         SliceEnd::Full => "full".into(),
     }
@@ -153,6 +157,7 @@ fn parse_end(text: &str) -> Option<SliceEnd> {
         "timeout" => SliceEnd::Timeout,
         "blocked" => SliceEnd::Blocked,
         "killed" => SliceEnd::Killed,
+        "shared_write" => SliceEnd::SharedWrite,
         "full" => SliceEnd::Full,
         _ => SliceEnd::ForbiddenSyscall {
             syscall: text.strip_prefix("forbidden_syscall:")?.parse().ok()?,

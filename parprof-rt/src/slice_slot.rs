@@ -17,6 +17,7 @@ pub(crate) const END_BLOCKED: u32 = 3;
 pub(crate) const END_FORBIDDEN: u32 = 4;
 /// The child could not set itself up; `setup_error` says why.
 pub(crate) const END_SETUP_FAILED: u32 = 5;
+pub(crate) const END_SHARED_WRITE: u32 = 6;
 
 #[repr(C)]
 pub(crate) struct Slot {
@@ -104,6 +105,7 @@ pub(crate) fn end_of(slot: &Slot) -> SliceEnd {
         END_FORBIDDEN => SliceEnd::ForbiddenSyscall {
             syscall: slot.syscall.load(Ordering::Relaxed),
         },
+        END_SHARED_WRITE => SliceEnd::SharedWrite,
         _ => SliceEnd::Killed,
     }
 }

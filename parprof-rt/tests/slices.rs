@@ -125,6 +125,69 @@ fn wait_for(pair: &(Mutex<usize>, Condvar), value: usize) {
     }
 }
 
+/// A `MAP_SHARED` mapping of `len` bytes of `fd` (-1: anonymous), read and write.
+fn map_shared(fd: i32, len: usize) -> *mut u64 {
+    let flags = if fd < 0 {
+        libc::MAP_SHARED | libc::MAP_ANONYMOUS
+    } else {
+        libc::MAP_SHARED
+    };
+    // SAFETY: a fresh mapping, checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    p.cast()
+}
+
+/// One step of the shared-memory program: some work, then a bump of a counter in a shared
+/// file mapping, one in shared anonymous memory, and one in a file mapped here from an
+/// inherited descriptor.
+#[probe]
+fn bump(file: *mut u64, anon: *mut u64, inherited: i32) {
+    std::hint::black_box(compute(2_000));
+    // SAFETY: the mappings are live and 8-byte aligned; one thread writes them.
+    unsafe {
+        file.write_volatile(file.read_volatile() + 1);
+        anon.write_volatile(anon.read_volatile() + 1);
+        let mapped = map_shared(inherited, 4096);
+        mapped.write_volatile(mapped.read_volatile() + 1);
+        libc::munmap(mapped.cast(), 4096);
+    }
+}
+
+/// The shared-memory program: `steps` bumps, then the counters it sees (the files' are read
+/// again by the test).
+fn shared_role(steps: usize, file: &Path) {
+    let open = |name: &str| {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(true)
+            .open(file.with_extension(name))
+            .unwrap();
+        f.set_len(4096).unwrap();
+        f
+    };
+    let (counted, inherited) = (open("counted"), open("inherited"));
+    use std::os::fd::AsRawFd;
+    let file_counter = map_shared(counted.as_raw_fd(), 4096);
+    let anon_counter = map_shared(-1, 4096);
+    for _ in 0..steps {
+        bump(file_counter, anon_counter, inherited.as_raw_fd());
+    }
+    // SAFETY: the mapping is live.
+    println!("anon={}", unsafe { anon_counter.read_volatile() });
+}
+
 struct Run {
     stdout: String,
     results: SliceResults,
@@ -307,6 +370,39 @@ fn blocking_slices() {
     );
 }
 
+/// Slices never write the program's shared memory: three counters bumped in probed calls
+/// while slices run ahead end exactly at the number of calls.
+fn shared_memory_slices() {
+    let steps = 300;
+    let r = run(
+        "shared",
+        &[
+            ("SLICES_TEST_ARGS", &steps.to_string()),
+            (
+                "PARPROF_SLICES",
+                "period_ns=5000000,length_ns=20000000,load=1.0",
+            ),
+        ],
+    );
+    let counter = |name: &str| {
+        let bytes = std::fs::read(r.dir.path().join(format!("lines.{name}"))).unwrap();
+        u64::from_ne_bytes(bytes[..8].try_into().unwrap())
+    };
+    let ends: Vec<SliceEnd> = r.results.slices.iter().map(|s| s.end).collect();
+    eprintln!(
+        "shared: checkpoints {:?}, ends {ends:?}",
+        r.results.checkpoints
+    );
+    assert!(
+        !ends.is_empty(),
+        "no slice ran: {:?}",
+        r.results.checkpoints
+    );
+    assert_eq!(r.stdout.trim(), format!("anon={steps}"));
+    assert_eq!(counter("counted"), steps as u64);
+    assert_eq!(counter("inherited"), steps as u64);
+}
+
 fn pages_full_detail() {
     let steps = 300;
     let r = run(
@@ -344,6 +440,7 @@ fn main() {
         match role.as_str() {
             "pages" => pages_role(args[0], args[1], Path::new(&file)),
             "blocking" => blocking_role(args[0]),
+            "shared" => shared_role(args[0], Path::new(&file)),
             _ => panic!("unknown role {role}"),
         }
         return;
@@ -352,9 +449,10 @@ fn main() {
         return;
     }
     let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
-    let tests: [(&str, fn()); 3] = [
+    let tests: [(&str, fn()); 4] = [
         ("pages_with_slices", pages_with_slices),
         ("blocking_slices", blocking_slices),
+        ("shared_memory_slices", shared_memory_slices),
         ("pages_full_detail", pages_full_detail),
     ];
     for (name, test) in tests {

@@ -74,6 +74,8 @@ pub struct EndedEarly {
     pub blocked: u64,
     /// Made a system call that could have an effect outside it (open, send, kill, spawn…).
     pub forbidden_syscall: u64,
+    /// Wrote memory the program shares (held read-only in a slice, so nothing was written).
+    pub shared_write: u64,
     /// Ended by a signal before writing its results (its calls so far are kept).
     pub killed: u64,
 }
@@ -333,6 +335,7 @@ fn ended_early(slices: &[Slice]) -> EndedEarly {
             SliceEnd::Timeout => ended.timeout += 1,
             SliceEnd::Blocked => ended.blocked += 1,
             SliceEnd::ForbiddenSyscall { .. } => ended.forbidden_syscall += 1,
+            SliceEnd::SharedWrite => ended.shared_write += 1,
             SliceEnd::Killed => ended.killed += 1,
         }
     }
@@ -440,6 +443,7 @@ mod tests {
             slice(SliceEnd::ForbiddenSyscall { syscall: 257 }, vec![]),
             slice(SliceEnd::ForbiddenSyscall { syscall: 257 }, vec![]),
             slice(SliceEnd::ForbiddenSyscall { syscall: 62 }, vec![]),
+            slice(SliceEnd::SharedWrite, vec![]),
             slice(SliceEnd::Killed, vec![]),
         ];
         assert_eq!(
@@ -448,6 +452,7 @@ mod tests {
                 timeout: 1,
                 blocked: 2,
                 forbidden_syscall: 3,
+                shared_write: 1,
                 killed: 1
             }
         );

@@ -247,6 +247,7 @@ pub(crate) fn slices_sentence(s: &SlicesAnalysis) -> String {
         let mut ended: Vec<String> = [
             (e.blocked, "blocked"),
             (e.timeout, "out of wall time"),
+            (e.shared_write, "at a write to memory the program shares"),
             (e.killed, "killed"),
         ]
         .iter()
