@@ -1,5 +1,6 @@
 //! The reports: each is a view of one [`Analysis`]; none recomputes an analysis.
 
+mod counter_cells;
 pub mod firefox_profile;
 pub mod flamegraph;
 mod frame_names;

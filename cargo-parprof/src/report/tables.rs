@@ -1,6 +1,7 @@
 //! The tables the reports share — parallel regions, probes, threads: one set of columns and
 //! cells, rendered by `report.md` and `report.html`.
 
+use super::counter_cells;
 use super::regions::{codes, preempted_percent, state_percents, task_origins};
 use super::{
     correction_percent, correction_sentence, human_count, human_duration, slices_sentence,
@@ -189,11 +190,15 @@ pub fn slices(analysis: &Analysis) -> Option<Table> {
                 });
                 if with_attributed {
                     row.push(p.attributed.get(counter).map_or("–".to_owned(), |a| {
-                        format!(
-                            "{} ± {}",
-                            per_call_figure(counter, a.value),
-                            per_call_figure(counter, a.error)
-                        )
+                        if counter_cells::trusted(a.value, a.error) {
+                            format!(
+                                "{} ± {}",
+                                per_call_figure(counter, a.value),
+                                per_call_figure(counter, a.error)
+                            )
+                        } else {
+                            format!("— ({})", counter_cells::cause("probe", a.value, a.error))
+                        }
                     }));
                 }
             }
