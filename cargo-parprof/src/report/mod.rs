@@ -2,6 +2,7 @@
 
 mod counter_cells;
 pub mod firefox_profile;
+mod flame_labels;
 pub mod flamegraph;
 mod frame_names;
 pub mod html;
