@@ -38,17 +38,17 @@ pub fn trusted(value: f64, error: f64) -> bool {
 pub fn cause(kind: &str, value: f64, error: f64) -> String {
     let size = match relative(value, error) {
         r if r >= 1.0 => "error > value".to_owned(),
-        r => format!("error {:.0}% of value", r * 100.0),
+        r => format!("error {:.0}%", r * 100.0),
     };
     let competitors = if kind == "region" {
-        "shared with concurrent regions"
+        "shared with other regions"
     } else {
-        "shared with other threads' work"
+        "shared with other threads"
     };
     format!("{size}: {competitors}")
 }
 
-/// The cell's text: `1.5k ±17%`, or `— (error > value: shared with other threads' work)`.
+/// The cell's text: `1.5k ±17%`, or `— (error > value: shared with other threads)`.
 pub fn text(kind: &str, counter: &str, value: f64, error: f64) -> String {
     if trusted(value, error) {
         format!(
@@ -81,15 +81,15 @@ mod tests {
     fn larger_errors_show_their_cause_instead() {
         assert_eq!(
             text("probe", "page-faults", 10.0, 6.2),
-            "— (error 62% of value: shared with other threads' work)"
+            "— (error 62%: shared with other threads)"
         );
         assert_eq!(
             text("region", "page-faults", 10.0, 30.0),
-            "— (error > value: shared with concurrent regions)"
+            "— (error > value: shared with other regions)"
         );
         assert_eq!(
             text("tasks", "page-faults", 0.0, 1.0),
-            "— (error > value: shared with other threads' work)"
+            "— (error > value: shared with other threads)"
         );
         for (v, e) in [(f64::NAN, 1.0), (1.0, f64::INFINITY), (-1.0, 2.0)] {
             assert!(!trusted(v, e), "{v} ± {e}");

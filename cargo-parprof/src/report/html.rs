@@ -765,8 +765,8 @@ mod tests {
         assert!(!html.contains("±>100%"), "{html}");
         assert!(html.contains(
             "title=\"10 ± 30 (1/n share of each time slice)\">— <span class=\"err\">\
-             (error &gt; value: shared with other threads&#39; work)</span>"
+             (error &gt; value: shared with other threads)</span>"
         ));
-        assert!(html.contains("(error 60% of value: shared with concurrent regions)"));
+        assert!(html.contains("(error 60%: shared with other regions)"));
     }
 }
