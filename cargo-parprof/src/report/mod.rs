@@ -11,6 +11,7 @@ pub mod json;
 pub mod markdown;
 pub mod plot;
 mod plumbing;
+mod region_labels;
 mod regions;
 pub mod tables;
 pub mod terminal;
