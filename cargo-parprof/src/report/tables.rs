@@ -69,7 +69,9 @@ pub fn regions(analysis: &Analysis) -> Table {
             .collect(),
         note: Some(
             "UC, LQ, GS, W: share of the workers' time running tasks, looking in their own deque, \
-             searching other deques, asleep; preempted: the part of it spent switched out while runnable."
+             searching other deques, asleep. preempted: switched out while runnable, in any of the \
+             four states, as a share of the workers' time (a diagnosis names its own share: of the \
+             states it looks at, less the profiler's trace writer)."
                 .into(),
         ),
     }
@@ -146,7 +148,11 @@ pub fn threads(analysis: &Analysis) -> Table {
                 ]
             })
             .collect(),
-        note: None,
+        note: Some(
+            "Each thread's time over the whole run: on CPU; preempted: switched out while \
+             runnable; blocked: switched out waiting (a lock, I/O, a sleep)."
+                .into(),
+        ),
     }
 }
 
