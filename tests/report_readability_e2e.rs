@@ -76,7 +76,10 @@ fn report_html_reads_without_backticks_or_drowned_figures() {
     let text = seen["text"].as_str().expect("the page's text");
     assert!(text.contains("Tasks, probes and regions"), "{text}");
     assert!(!text.contains('`'), "a backtick is shown:\n{text}");
-    assert!(!text.contains("±>100%"), "a drowned figure is shown:\n{text}");
+    assert!(
+        !text.contains("±>100%"),
+        "a drowned figure is shown:\n{text}"
+    );
 
     if let Some(d) = drowned {
         // The cause is shown in its place, and the sum leaves it out.
@@ -176,10 +179,7 @@ fn check_labels(svg: &str, what: &str) {
         );
         elided += usize::from(kept_end && label.contains('…'));
     }
-    assert!(
-        elided > 0,
-        "{what}: no label lost its middle: {labels:#?}"
-    );
+    assert!(elided > 0, "{what}: no label lost its middle: {labels:#?}");
 }
 
 #[test]
@@ -197,7 +197,10 @@ fn cpu_svg_labels_keep_the_function_name() {
             "no chromium at {}: run .ci/install-browser",
             chromium.display()
         );
-        eprintln!("SKIPPED the browser half: no chromium at {}", chromium.display());
+        eprintln!(
+            "SKIPPED the browser half: no chromium at {}",
+            chromium.display()
+        );
         return;
     }
     let out = Command::new(&chromium)
@@ -211,7 +214,11 @@ fn cpu_svg_labels_keep_the_function_name() {
         .arg(format!("file://{}", run.path("cpu.svg").display()))
         .output()
         .expect("run chromium");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let dom = String::from_utf8_lossy(&out.stdout);
     check_labels(&dom, "cpu.svg in Chromium");
 }

@@ -255,7 +255,10 @@ mod tests {
             shorten("rayon_demo::nbody::next_velocity_par::{closure}", 43),
             "rayon_demo::…::next_velocity_par::{closure}"
         );
-        assert_eq!(shorten("a::b::c::f::{closure#1}", 20), "a::…::f::{closure#1}");
+        assert_eq!(
+            shorten("a::b::c::f::{closure#1}", 20),
+            "a::…::f::{closure#1}"
+        );
         assert_eq!(shorten("a::b::c::f::{closure#1}", 17), "…::f::{closure#1}");
         assert_eq!(shorten("a::b::c::f::{closure#1}", 16), "f::{closure#1}");
         assert_eq!(shorten("a::b::c::f::{closure#1}", 8), "f::{clo…");
@@ -273,7 +276,10 @@ mod tests {
             top_level_segments("a::Vec<core::x::Y>::f"),
             ["a", "Vec<core::x::Y>", "f"]
         );
-        assert_eq!(top_level_segments("F<fn() -> a::b>::g"), ["F<fn() -> a::b>", "g"]);
+        assert_eq!(
+            top_level_segments("F<fn() -> a::b>::g"),
+            ["F<fn() -> a::b>", "g"]
+        );
         // Odd names never panic.
         for odd in ["::", ":::", "a::", "::a", ">>::<<", "é::ü", ""] {
             let _ = shorten(odd, 3);
@@ -288,10 +294,7 @@ mod tests {
             <g><title>a&lt;b&gt; (1 samples, 0.9%)</title><rect x=\"0%\" width=\"0.5%\"/><text x=\"0%\">a..</text></g></svg></svg>";
         let out = relabel(svg, Geometry::default());
         // 20% of 1200 px at 7.08 px a character: 33 characters.
-        assert!(
-            out.contains(">…::wait_until_out_of_work</text>"),
-            "{out}"
-        );
+        assert!(out.contains(">…::wait_until_out_of_work</text>"), "{out}");
         assert!(out.contains("a&lt;b&gt; (1 samples, 0.9%)</title>"));
         assert!(out.contains("<text x=\"0%\"></text>"), "{out}");
         assert!(out.contains("function parprof_shorten(name, fit)"));

@@ -18,12 +18,12 @@
 //! The output is deterministic: folded lines are sorted, the options are fixed and colours come
 //! from a hash of the frame name (inferno's `deterministic`), never from a random generator.
 
+use super::flame_labels::{Geometry, relabel};
 use super::frame_names::display_name;
 use super::plumbing::{fold_plumbing, plumbing_of};
 use super::{FrameView, ReportOptions, human_duration};
 use crate::analysis::{Analysis, OffCpuStacks, SampledStack, fold_recursion};
 use inferno::flamegraph::color::{Color, MultiPalette, Palette, PaletteMap};
-use super::flame_labels::{Geometry, relabel};
 use inferno::flamegraph::{self, Options};
 use std::collections::BTreeMap;
 use std::io::{self, Write};

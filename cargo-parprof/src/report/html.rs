@@ -7,9 +7,9 @@
 //! are embedded as `data:` documents in sandboxed iframes: inlined, their scripts would look
 //! up elements by id and take the page's first `<svg>` for their own, and break each other.
 
+use super::counter_cells;
 use super::regions::{diagnosed, impact_text};
 use super::tables;
-use super::counter_cells;
 use super::{completeness_text, correction_sentence, exit_text, relative_error};
 use crate::analysis::Analysis;
 use crate::analysis::attribution::ShareKind;
@@ -236,7 +236,7 @@ fn items_section(html: &mut String, items: &[HtmlItem]) {
          <button type=\"button\" id=\"clear\">clear selection</button></div>\n\
          <p id=\"shown-count\" class=\"note\" aria-live=\"polite\"></p>\n\
          <div id=\"selection\" aria-live=\"polite\"><p class=\"none\">Nothing selected.</p></div>\n\
-         <table id=\"item-table\">\n<thead><tr><th></th><th>kind</th><th>name</th>",
+         <div class=\"table\"><table id=\"item-table\">\n<thead><tr><th></th><th>kind</th><th>name</th>",
         legend = rich(counter_cells::LEGEND),
         options = counters
             .iter()
@@ -264,21 +264,27 @@ fn items_section(html: &mut String, items: &[HtmlItem]) {
                         format_number(x.error),
                         x.share.describe()
                     );
-                    let shown = if counter_cells::trusted(x.value, x.error) {
-                        format!(
-                            "{} <span class=\"err\">{}</span>",
-                            counter_figure(c, x.value),
-                            relative_error(x.value, x.error).trim()
+                    let (class, shown) = if counter_cells::trusted(x.value, x.error) {
+                        (
+                            "num",
+                            format!(
+                                "{} <span class=\"err\">{}</span>",
+                                counter_figure(c, x.value),
+                                relative_error(x.value, x.error).trim()
+                            ),
                         )
                     } else {
-                        format!(
-                            "— <span class=\"err\">({})</span>",
-                            escape(&counter_cells::cause(&item.kind, x.value, x.error))
+                        (
+                            "num uncertain",
+                            format!(
+                                "— <span class=\"err\">({})</span>",
+                                escape(&counter_cells::cause(&item.kind, x.value, x.error))
+                            ),
                         )
                     };
                     let _ = write!(
                         html,
-                        "<td class=\"num\" title=\"{numbers}\">{shown}</td>",
+                        "<td class=\"{class}\" title=\"{numbers}\">{shown}</td>"
                     );
                 }
                 None => html.push_str("<td class=\"num\">–</td>"),
@@ -291,7 +297,7 @@ fn items_section(html: &mut String, items: &[HtmlItem]) {
             "<tr><td colspan=\"3\" class=\"none\">No counters were attributed.</td></tr>\n",
         );
     }
-    html.push_str("</tbody>\n</table>\n</section>\n");
+    html.push_str("</tbody>\n</table></div>\n</section>\n");
 }
 
 fn table_section(html: &mut String, table: &HtmlTable) {
@@ -456,6 +462,8 @@ th, td { border-bottom: 1px solid #eee; padding: .25rem .5rem; text-align: left;
 th { position: sticky; top: 0; background: #fafafa; }
 td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
 .err { color: #888; }
+/* The cause of a figure drowned in its error is a phrase: it wraps in a narrow column. */
+td.uncertain { white-space: normal; font-size: .85em; min-width: 9em; max-width: 14em; }
 tr.picked { background: #eef5ff; }
 .controls { margin: .5rem 0; display: flex; flex-wrap: wrap; gap: .4rem 1rem; align-items: center; } #filter { width: 20rem; max-width: 100%; }
 #selection { margin: .5rem 0 1rem; padding: .5rem .8rem; background: #f7f9fc; border: 1px solid #dde5f0; border-radius: 4px; }
@@ -759,12 +767,15 @@ mod tests {
     #[test]
     fn figures_drowned_in_their_error_show_its_cause() {
         let html = render(&HtmlInput {
-            items: vec![item("probe", "p", 10.0, 30.0), item("region", "r", 10.0, 6.0)],
+            items: vec![
+                item("probe", "p", 10.0, 30.0),
+                item("region", "r", 10.0, 6.0),
+            ],
             ..HtmlInput::default()
         });
         assert!(!html.contains("±>100%"), "{html}");
         assert!(html.contains(
-            "title=\"10 ± 30 (1/n share of each time slice)\">— <span class=\"err\">\
+            "class=\"num uncertain\" title=\"10 ± 30 (1/n share of each time slice)\">— <span class=\"err\">\
              (error &gt; value: shared with other threads)</span>"
         ));
         assert!(html.contains("(error 60%: shared with other regions)"));

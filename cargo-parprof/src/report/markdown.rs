@@ -1,8 +1,8 @@
 //! `report.md`: short enough for a pull-request comment.
 
+use super::counter_cells;
 use super::regions::{diagnosed, impact_text};
 use super::tables::{self, Table};
-use super::counter_cells;
 use super::{TOP_PROBES, completeness_text, correction_sentence, exit_text};
 use crate::analysis::Analysis;
 use crate::analysis::attributed_counters::{AttributedItem, ItemKind};

@@ -277,7 +277,10 @@ mod tests {
         ];
         let svg = utilization_svg(&sample(), &regions).unwrap();
         for name in ["parallel_next_generation", "count_alive"] {
-            assert!(svg.lines().any(|l| l.trim() == name), "{name} not named: {svg}");
+            assert!(
+                svg.lines().any(|l| l.trim() == name),
+                "{name} not named: {svg}"
+            );
         }
     }
 

@@ -39,7 +39,11 @@ pub fn place(
             let fits_band = end - start >= width;
             if fits_band && rows.first().is_none_or(free) {
                 set_row(&mut rows, 0, x + width);
-                placed.push(Placed { band, x_px: x, row: 0 });
+                placed.push(Placed {
+                    band,
+                    x_px: x,
+                    row: 0,
+                });
             }
             continue;
         }
@@ -85,8 +89,16 @@ mod tests {
         assert_eq!(
             placed,
             [
-                Placed { band: 0, x_px: 100.0, row: 0 },
-                Placed { band: 1, x_px: 125.0, row: 1 },
+                Placed {
+                    band: 0,
+                    x_px: 100.0,
+                    row: 0
+                },
+                Placed {
+                    band: 1,
+                    x_px: 125.0,
+                    row: 1
+                },
             ]
         );
     }
@@ -112,7 +124,8 @@ mod tests {
         let many: Vec<(String, f64, f64)> = (0..20)
             .map(|i| (format!("region{i}"), 10.0 + i as f64, 11.0 + i as f64))
             .collect();
-        let many: Vec<(&str, f64, f64)> = many.iter().map(|(n, a, b)| (n.as_str(), *a, *b)).collect();
+        let many: Vec<(&str, f64, f64)> =
+            many.iter().map(|(n, a, b)| (n.as_str(), *a, *b)).collect();
         let placed = place(&many, 1000.0, 3, px);
         assert_eq!(placed.len(), 20, "every region named");
         assert!(placed.iter().all(|p| p.row < 3));
