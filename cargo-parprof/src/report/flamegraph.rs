@@ -222,8 +222,10 @@ pub fn write_cpu_svg(
 ) -> anyhow::Result<()> {
     let samples = &analysis.cpu_samples;
     let subtitle = format!(
-        "cpu-clock samples every {}, one root per thread; recursion folded; inlined frames end in _[i]; \
-         {} of {} samples in the profiler's probes and writer thread, left out",
+        // At most about 160 characters: inferno centres the subtitle on one line, and cuts
+        // what is wider than the drawing at both ends.
+        "cpu-clock samples every {}, a root per thread; recursion folded; inlined frames end in _[i]; \
+         {} of {} samples in the profiler left out",
         human_duration(samples.period_ns),
         samples.profiler,
         samples.total,
