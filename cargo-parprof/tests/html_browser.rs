@@ -92,7 +92,7 @@ fn synthetic_input() -> HtmlInput {
             HtmlItem {
                 kind: "probe".into(),
                 name: "hot_kernel<f32>".into(),
-                counters: vec![counter("page-faults", 7.0, 1.0, ShareKind::Equal)],
+                counters: vec![counter("page-faults", 7.0, 0.5, ShareKind::Equal)],
             },
             HtmlItem {
                 kind: "region".into(),
@@ -101,6 +101,12 @@ fn synthetic_input() -> HtmlInput {
                     counter("page-faults", 300.0, 100.0, ShareKind::OnCpuWeighted),
                     counter("task-clock", 4.0, 0.25, ShareKind::OnCpuWeighted),
                 ],
+            },
+            // Drowned in its error: shown as its cause, left out of sums.
+            HtmlItem {
+                kind: "probe".into(),
+                name: "beside_others".into(),
+                counters: vec![counter("page-faults", 10.0, 40.0, ShareKind::Equal)],
             },
         ],
     }
@@ -111,7 +117,7 @@ fn report_html_renders_and_sums_the_selected_items() {
     let dir = tempfile::tempdir().expect("temp dir");
     let report = dir.path().join("report.html");
     std::fs::write(&report, render(&synthetic_input())).expect("write report.html");
-    let Some(seen) = check_in_browser(&report, &[0, 2], None) else {
+    let Some(seen) = check_in_browser(&report, &[0, 2, 3], None) else {
         return;
     };
 
@@ -144,9 +150,20 @@ fn report_html_renders_and_sums_the_selected_items() {
         shown.contains("task sum_rows task 1") && shown.contains("region sum_rows"),
         "{shown}"
     );
-    // Items 0 and 2: values and errors are summed.
+    // Items 0 and 2: values and errors are summed; item 3's figure, drowned in its error,
+    // is left out.
     let totals = &seen["totals"];
     assert_eq!(totals["page-faults"]["value"], "1,800", "{seen}");
+    assert_eq!(totals["page-faults"]["left"], "1", "{seen}");
+    assert_eq!(totals["task-clock"]["left"], "none", "{seen}");
+    let text = seen["text"].as_str().unwrap_or("");
+    assert!(
+        text.contains("— (error > value: shared with other threads)") && !text.contains("±>100%"),
+        "{text}"
+    );
+    // Within 10%: the one item attributed that well.
+    assert_eq!(seen["withinTenPercent"][0]["index"], 1, "{seen}");
+    assert_eq!(seen["withinTenPercent"].as_array().map(Vec::len), Some(1));
     assert_eq!(totals["page-faults"]["error"], "± 350");
     assert_eq!(totals["task-clock"]["value"], "6.5");
     assert_eq!(totals["task-clock"]["error"], "± 0.75");

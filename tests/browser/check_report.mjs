@@ -1,6 +1,7 @@
 // Loads a report.html in headless Chromium and prints what a person would see, as JSON:
-// console errors, the rendered size of every figure, and the selection totals after
-// ticking the given items. Usage: node check_report.mjs REPORT.html INDEX...
+// console errors, the rendered size of every figure, the selection totals after ticking the
+// given items, the items left when only those attributed within 10% are shown, and the
+// page's visible text. Usage: node check_report.mjs REPORT.html INDEX...
 // The browser is the system's chromium (PARPROF_CHROMIUM overrides the path).
 import { chromium } from "playwright-core";
 import { pathToFileURL } from "node:url";
@@ -25,7 +26,7 @@ const browser = await chromium.launch({
     "--disable-sync",
   ],
 });
-const result = { consoleErrors: [], requests: [], sections: [], figures: [], frames: [], before: "", totals: {}, shown: "" };
+const result = { consoleErrors: [], requests: [], sections: [], figures: [], frames: [], before: "", totals: {}, shown: "", text: "", withinTenPercent: null };
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   const url = pathToFileURL(path.resolve(report)).href;
@@ -80,10 +81,20 @@ try {
     result.shown = await page.textContent("#selection");
     result.totals = await page.$$eval("#selection-totals tr[data-counter]", (rows) =>
       Object.fromEntries(
-        rows.map((r) => [r.getAttribute("data-counter"), { value: r.querySelector(".value").textContent, error: r.querySelector(".error").textContent, share: r.lastChild.textContent }]),
+        rows.map((r) => [r.getAttribute("data-counter"), { value: r.querySelector(".value").textContent, error: r.querySelector(".error").textContent, left: (r.querySelector(".left") || {}).textContent, share: r.lastChild.textContent }]),
       ),
     );
+    // The items left when only those attributed within 10% are asked for: their rows' text.
+    if (await page.$("#max-error")) {
+      await page.selectOption("#max-error", "0.1");
+      result.withinTenPercent = await page.$$eval("#item-table tbody tr[data-index]", (rows) =>
+        rows.filter((r) => r.style.display !== "none").map((r) => ({ index: Number(r.getAttribute("data-index")), text: r.innerText })),
+      );
+      await page.selectOption("#max-error", "all");
+    }
   }
+  // What a person reads: the page's rendered text (no scripts, nothing hidden).
+  result.text = await page.evaluate(() => document.body.innerText);
   if (process.env.PARPROF_SCREENSHOT) {
     // Chromium paints a frame only while it is in view: the whole page in one view, then the
     // picture of it.

@@ -12,17 +12,19 @@
 //!   are named without generic arguments, and rayon's and std's frames between two frames of
 //!   the program are folded into one (`[rayon: 14 frames]`); `--full-names` and
 //!   `--all-frames` keep the symbols' names and every frame. The program's frames are drawn
-//!   in warm colours, the libraries' in grey-blue.
+//!   in warm colours, the libraries' in grey-blue. A label too long for its box loses its
+//!   middle, not the function's own name (`flame_labels`); the tooltip keeps the whole name.
 //!
 //! The output is deterministic: folded lines are sorted, the options are fixed and colours come
 //! from a hash of the frame name (inferno's `deterministic`), never from a random generator.
 
+use super::flame_labels::{Geometry, relabel};
 use super::frame_names::display_name;
 use super::plumbing::{fold_plumbing, plumbing_of};
 use super::{FrameView, ReportOptions, human_duration};
 use crate::analysis::{Analysis, OffCpuStacks, SampledStack, fold_recursion};
 use inferno::flamegraph::color::{Color, MultiPalette, Palette, PaletteMap};
-use inferno::flamegraph::{self, Options, TextTruncateDirection};
+use inferno::flamegraph::{self, Options};
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
@@ -154,8 +156,6 @@ fn options(title: &str, subtitle: String, count_name: &str, name_type: &str) -> 
     options.name_type = name_type.to_owned();
     options.colors = Palette::Multi(MultiPalette::Rust);
     options.deterministic = true;
-    // Labels too long for their box keep their end: the function's own name.
-    options.text_truncate_direction = TextTruncateDirection::Left;
     options
 }
 
@@ -187,7 +187,15 @@ fn render(
     // `Options` borrows the palette: shortened to this call's lifetime to hold it.
     let mut options: Options<'_> = options;
     options.palette_map = Some(&mut colours);
-    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)?;
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
+    // Labels lose their middle, not the function's own name (inferno cuts one side).
+    let geometry = Geometry {
+        image_width: options.image_width.map_or(1200.0, |w| w as f64),
+        font_size: options.font_size as f64,
+        font_width: options.font_width,
+    };
+    out.write_all(relabel(&String::from_utf8_lossy(&svg), geometry).as_bytes())?;
     Ok(())
 }
 
@@ -214,8 +222,10 @@ pub fn write_cpu_svg(
 ) -> anyhow::Result<()> {
     let samples = &analysis.cpu_samples;
     let subtitle = format!(
-        "cpu-clock samples every {}, one root per thread; recursion folded; inlined frames end in _[i]; \
-         {} of {} samples in the profiler's probes and writer thread, left out",
+        // At most about 160 characters: inferno centres the subtitle on one line, and cuts
+        // what is wider than the drawing at both ends.
+        "cpu-clock samples every {}, a root per thread; recursion folded; inlined frames end in _[i]; \
+         {} of {} samples in the profiler left out",
         human_duration(samples.period_ns),
         samples.profiler,
         samples.total,

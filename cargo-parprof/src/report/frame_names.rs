@@ -10,7 +10,7 @@
 pub fn display_name(full: &str) -> String {
     let full = impl_block_as_type(full);
     let without_trait = match full.strip_prefix('<') {
-        Some(rest) => qualified_self(rest),
+        Some(rest) => qualified_self(rest, 0),
         None => full,
     };
     normalise_closures(&without_generics(&without_trait))
@@ -33,14 +33,27 @@ fn impl_block_as_type(full: &str) -> String {
     format!("{self_type}{}", impl_block_as_type(tail))
 }
 
+/// Qualified paths inside qualified paths followed this deep.
+const MAX_QUALIFIED_NESTING: usize = 8;
+
 /// `A<T> as Trait>::f` (the text after a leading `<`) → `A<T>::f`: the implementing type's
 /// path and the method, the trait left out.
-fn qualified_self(rest: &str) -> String {
+fn qualified_self(rest: &str, nesting: usize) -> String {
     let close = matching_close(rest).unwrap_or(rest.len());
     let inside = &rest[..close];
     let tail = rest.get(close + 1..).unwrap_or("");
     let self_type = top_level_split(inside, " as ").unwrap_or(inside);
-    format!("{self_type}{tail}")
+    // The implementing type may be qualified itself (a type defined in a trait method's body:
+    // `<<A as Trait>::f::Callback as Other>::g`): without this, its path would be lost with
+    // the brackets.
+    // Bounded: real symbols nest a few levels; a name of a thousand `<` must not exhaust the
+    // stack.
+    match self_type.strip_prefix('<') {
+        Some(inner) if nesting < MAX_QUALIFIED_NESTING => {
+            format!("{}{tail}", qualified_self(inner, nesting + 1))
+        }
+        _ => format!("{self_type}{tail}"),
+    }
 }
 
 /// The index of the `>` that closes a `<` just before `text`, at depth 0.
@@ -152,6 +165,10 @@ mod tests {
             ),
             ("<&T as core::fmt::Debug>::fmt", "&T::fmt"),
             (
+                "<<rayon::iter::len::MaxLen<I> as rayon::iter::IndexedParallelIterator>::with_producer::Callback<CB> as rayon::iter::plumbing::ProducerCallback<T>>::callback_[i]",
+                "rayon::iter::len::MaxLen::with_producer::Callback::callback_[i]",
+            ),
+            (
                 "core::iter::range::<impl core::iter::traits::iterator::Iterator for core::ops::range::Range<A>>::next_[i]",
                 "core::ops::range::Range::next_[i]",
             ),
@@ -176,6 +193,7 @@ mod tests {
             "<<>>",
             "->",
             "{closure#",
+            &"<".repeat(100_000),
         ] {
             let _ = display_name(text);
         }

@@ -7,6 +7,7 @@
 //! are embedded as `data:` documents in sandboxed iframes: inlined, their scripts would look
 //! up elements by id and take the page's first `<svg>` for their own, and break each other.
 
+use super::counter_cells;
 use super::regions::{diagnosed, impact_text};
 use super::tables;
 use super::{completeness_text, correction_sentence, exit_text, relative_error};
@@ -219,15 +220,28 @@ fn items_section(html: &mut String, items: &[HtmlItem]) {
             counters.push(&c.counter);
         }
     }
-    html.push_str(
+    let _ = write!(
+        html,
         "<section id=\"items\">\n<h2>Tasks, probes and regions</h2>\n\
          <p>Select one or several to see the sum of their attributed counters. Each value is \
          a share of the counter's deltas in the time slices the item was active in; the error \
-         is the part of those deltas that went to other items active at the same time, summed.</p>\n\
+         is the part of those deltas that went to other items active at the same time, summed. \
+         {legend}</p>\n\
          <div class=\"controls\"><input type=\"search\" id=\"filter\" placeholder=\"filter by name or kind\" \
-         aria-label=\"filter\"> <button type=\"button\" id=\"clear\">clear selection</button></div>\n\
+         aria-label=\"filter\"> <label>attributed within <select id=\"max-error\">\
+         <option value=\"0.1\">10%</option><option value=\"0.25\">25%</option>\
+         <option value=\"0.5\">50%</option><option value=\"all\" selected>any error</option></select></label> \
+         <label>for <select id=\"error-counter\"><option value=\"\" selected>every counter</option>{options}</select></label> \
+         <label><input type=\"checkbox\" id=\"sum-uncertain\"> sum figures with an error over half of them</label> \
+         <button type=\"button\" id=\"clear\">clear selection</button></div>\n\
+         <p id=\"shown-count\" class=\"note\" aria-live=\"polite\"></p>\n\
          <div id=\"selection\" aria-live=\"polite\"><p class=\"none\">Nothing selected.</p></div>\n\
-         <table id=\"item-table\">\n<thead><tr><th></th><th>kind</th><th>name</th>",
+         <div class=\"table\"><table id=\"item-table\">\n<thead><tr><th></th><th>kind</th><th>name</th>",
+        legend = rich(counter_cells::LEGEND),
+        options = counters
+            .iter()
+            .map(|c| format!("<option value=\"{0}\">{0}</option>", escape(c)))
+            .collect::<String>()
     );
     for c in &counters {
         let _ = write!(html, "<th>{}</th>", escape(c));
@@ -244,15 +258,33 @@ fn items_section(html: &mut String, items: &[HtmlItem]) {
         for c in &counters {
             match item.counters.iter().find(|x| x.counter == *c) {
                 Some(x) => {
-                    let value = counter_figure(c, x.value);
-                    let _ = write!(
-                        html,
-                        "<td class=\"num\" title=\"{} ± {} ({})\">{} <span class=\"err\">{}</span></td>",
+                    let numbers = format!(
+                        "{} ± {} ({})",
                         format_number(x.value),
                         format_number(x.error),
-                        x.share.describe(),
-                        value,
-                        relative_error(x.value, x.error).trim()
+                        x.share.describe()
+                    );
+                    let (class, shown) = if counter_cells::trusted(x.value, x.error) {
+                        (
+                            "num",
+                            format!(
+                                "{} <span class=\"err\">{}</span>",
+                                counter_figure(c, x.value),
+                                relative_error(x.value, x.error).trim()
+                            ),
+                        )
+                    } else {
+                        (
+                            "num uncertain",
+                            format!(
+                                "— <span class=\"err\">({})</span>",
+                                escape(&counter_cells::cause(&item.kind, x.value, x.error))
+                            ),
+                        )
+                    };
+                    let _ = write!(
+                        html,
+                        "<td class=\"{class}\" title=\"{numbers}\">{shown}</td>"
                     );
                 }
                 None => html.push_str("<td class=\"num\">–</td>"),
@@ -265,7 +297,7 @@ fn items_section(html: &mut String, items: &[HtmlItem]) {
             "<tr><td colspan=\"3\" class=\"none\">No counters were attributed.</td></tr>\n",
         );
     }
-    html.push_str("</tbody>\n</table>\n</section>\n");
+    html.push_str("</tbody>\n</table></div>\n</section>\n");
 }
 
 fn table_section(html: &mut String, table: &HtmlTable) {
@@ -430,8 +462,10 @@ th, td { border-bottom: 1px solid #eee; padding: .25rem .5rem; text-align: left;
 th { position: sticky; top: 0; background: #fafafa; }
 td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
 .err { color: #888; }
+/* The cause of a figure drowned in its error is a phrase: it wraps in a narrow column. */
+td.uncertain { white-space: normal; font-size: .85em; min-width: 9em; max-width: 14em; }
 tr.picked { background: #eef5ff; }
-.controls { margin: .5rem 0; } #filter { width: 20rem; max-width: 100%; }
+.controls { margin: .5rem 0; display: flex; flex-wrap: wrap; gap: .4rem 1rem; align-items: center; } #filter { width: 20rem; max-width: 100%; }
 #selection { margin: .5rem 0 1rem; padding: .5rem .8rem; background: #f7f9fc; border: 1px solid #dde5f0; border-radius: 4px; }
 #selection table { width: auto; }
 "##;
@@ -441,6 +475,8 @@ const SCRIPT: &str = r##"
   "use strict";
   var items = JSON.parse(document.getElementById("parprof-data").textContent);
   var picked = new Set();
+  // Same rule as the cells (counter_cells.rs): over half its value, a figure is not summed.
+  var MAX_SUMMED = 0.5;
   var shareText = {
     equal: "1/n share of each time slice",
     on_cpu_weighted: "share weighted by on-CPU time in each time slice",
@@ -453,6 +489,16 @@ const SCRIPT: &str = r##"
     var decimals = Math.min(6, Math.max(0, 2 - Math.floor(Math.log10(Math.abs(v)))));
     return String(Number(v.toFixed(decimals)));
   }
+  function relErr(c) {
+    if (!isFinite(c.value) || !isFinite(c.error)) return Infinity;
+    if (c.error <= 0) return 0;
+    if (c.value <= 0) return Infinity;
+    return c.error / c.value;
+  }
+  function maxError() {
+    var v = document.getElementById("max-error").value;
+    return v === "all" ? Infinity : Number(v);
+  }
   function el(tag, text, cls) {
     var e = document.createElement(tag);
     if (text !== undefined) e.textContent = text;
@@ -463,33 +509,57 @@ const SCRIPT: &str = r##"
     var box = document.getElementById("selection");
     box.textContent = "";
     if (picked.size === 0) { box.appendChild(el("p", "Nothing selected.", "none")); return; }
+    var all = document.getElementById("sum-uncertain").checked;
+    var limit = Math.min(maxError(), all ? Infinity : MAX_SUMMED);
     var totals = new Map();
     var names = [];
     picked.forEach(function (i) {
       var item = items[i];
       names.push(item.kind + " " + item.name);
       item.counters.forEach(function (c) {
-        var t = totals.get(c.counter) || { value: 0, error: 0, shares: new Set() };
-        t.value += c.value; t.error += c.error; t.shares.add(c.share);
+        var t = totals.get(c.counter) || { value: 0, error: 0, left: 0, shares: new Set() };
+        if (relErr(c) <= limit) { t.value += c.value; t.error += c.error; t.shares.add(c.share); }
+        else t.left += 1;
         totals.set(c.counter, t);
       });
     });
     box.appendChild(el("p", "Selected (" + picked.size + "): " + names.join(", ")));
     var table = el("table"); table.id = "selection-totals";
     var head = el("tr");
-    ["counter", "sum of values", "sum of errors", "share"].forEach(function (h) { head.appendChild(el("th", h)); });
+    ["counter", "sum of values", "sum of errors", "left out (error too large)", "share"].forEach(function (h) { head.appendChild(el("th", h)); });
     table.appendChild(head);
     totals.forEach(function (t, name) {
       var row = el("tr"); row.setAttribute("data-counter", name);
       row.appendChild(el("td", name));
       row.appendChild(el("td", fmt(t.value), "num value"));
       row.appendChild(el("td", "\u00b1 " + fmt(t.error), "num error"));
-      var share = t.shares.size === 1 ? shareText[t.shares.values().next().value] : shareText.mixed;
+      row.appendChild(el("td", t.left ? String(t.left) : "none", "num left"));
+      var share = t.shares.size === 0 ? "\u2013" : t.shares.size === 1 ? shareText[t.shares.values().next().value] : shareText.mixed;
       row.appendChild(el("td", share));
       table.appendChild(row);
     });
     if (totals.size === 0) box.appendChild(el("p", "No counters for this selection.", "none"));
     else box.appendChild(table);
+  }
+  // Rows shown: those matching the name filter and attributed within the chosen error.
+  function filterRows() {
+    var q = document.getElementById("filter").value.toLowerCase();
+    var limit = maxError();
+    var only = document.getElementById("error-counter").value;
+    var rows = document.querySelectorAll("#item-table tbody tr[data-index]");
+    var shown = 0;
+    rows.forEach(function (row) {
+      var item = items[Number(row.getAttribute("data-index"))];
+      var hit = !q || (item.kind + " " + item.name).toLowerCase().indexOf(q) >= 0;
+      if (hit && limit !== Infinity) {
+        var counters = item.counters.filter(function (c) { return !only || c.counter === only; });
+        hit = counters.length > 0 && counters.every(function (c) { return relErr(c) <= limit; });
+      }
+      row.style.display = hit ? "" : "none";
+      if (hit) shown += 1;
+    });
+    document.getElementById("shown-count").textContent =
+      shown === rows.length ? "Showing all " + rows.length + " items." : "Showing " + shown + " of " + rows.length + " items.";
   }
   document.querySelectorAll("input.pick").forEach(function (box) {
     box.addEventListener("change", function () {
@@ -504,14 +574,12 @@ const SCRIPT: &str = r##"
     document.querySelectorAll("input.pick").forEach(function (b) { b.checked = false; b.closest("tr").classList.remove("picked"); });
     render();
   });
-  document.getElementById("filter").addEventListener("input", function (e) {
-    var q = e.target.value.toLowerCase();
-    document.querySelectorAll("#item-table tbody tr[data-index]").forEach(function (row) {
-      var item = items[Number(row.getAttribute("data-index"))];
-      var hit = !q || (item.kind + " " + item.name).toLowerCase().indexOf(q) >= 0;
-      row.style.display = hit ? "" : "none";
-    });
+  document.getElementById("filter").addEventListener("input", filterRows);
+  ["max-error", "error-counter"].forEach(function (id) {
+    document.getElementById(id).addEventListener("change", function () { filterRows(); render(); });
   });
+  document.getElementById("sum-uncertain").addEventListener("change", render);
+  filterRows();
   render();
 })();
 "##;
@@ -693,5 +761,23 @@ mod tests {
         assert!(html.contains("<th>page-faults</th>"));
         assert!(html.contains(">1.5k <span class=\"err\">±17%</span>"));
         assert_eq!(html.matches("class=\"pick\"").count(), 2);
+        assert!(html.contains("<option value=\"page-faults\">page-faults</option>"));
+    }
+
+    #[test]
+    fn figures_drowned_in_their_error_show_its_cause() {
+        let html = render(&HtmlInput {
+            items: vec![
+                item("probe", "p", 10.0, 30.0),
+                item("region", "r", 10.0, 6.0),
+            ],
+            ..HtmlInput::default()
+        });
+        assert!(!html.contains("±>100%"), "{html}");
+        assert!(html.contains(
+            "class=\"num uncertain\" title=\"10 ± 30 (1/n share of each time slice)\">— <span class=\"err\">\
+             (error &gt; value: shared with other threads)</span>"
+        ));
+        assert!(html.contains("(error 60%: shared with other regions)"));
     }
 }

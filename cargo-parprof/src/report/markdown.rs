@@ -1,11 +1,11 @@
 //! `report.md`: short enough for a pull-request comment.
 
+use super::counter_cells;
 use super::regions::{diagnosed, impact_text};
 use super::tables::{self, Table};
-use super::{TOP_PROBES, completeness_text, correction_sentence, exit_text, relative_error};
+use super::{TOP_PROBES, completeness_text, correction_sentence, exit_text};
 use crate::analysis::Analysis;
 use crate::analysis::attributed_counters::{AttributedItem, ItemKind};
-use crate::units::counter_figure;
 use std::fmt::Write;
 
 /// Threads listed (by on-CPU time).
@@ -146,6 +146,7 @@ fn write_counters(analysis: &Analysis, md: &mut String) {
     let mut items: Vec<_> = c.items.iter().collect();
     let first = |i: &AttributedItem| i.counters.first().map_or(0.0, |x| x.value);
     items.sort_by(|a, b| first(b).total_cmp(&first(a)));
+    let mut uncertain = false;
     for item in items.iter().take(TOP_COUNTER_ITEMS) {
         let _ = match item.kind {
             // Named `tasks of <region>` already.
@@ -153,11 +154,16 @@ fn write_counters(analysis: &Analysis, md: &mut String) {
             kind => write!(md, "| {} `{}` |", kind.label(), cell(&item.name)),
         };
         for x in &item.counters {
+            uncertain |= !counter_cells::trusted(x.value, x.error);
             let _ = write!(
                 md,
-                " {}{} |",
-                counter_figure(&x.counter, x.value),
-                relative_error(x.value, x.error)
+                " {} |",
+                cell(&counter_cells::text(
+                    item.kind.label(),
+                    &x.counter,
+                    x.value,
+                    x.error
+                ))
             );
         }
         md.push('\n');
@@ -168,6 +174,9 @@ fn write_counters(analysis: &Analysis, md: &mut String) {
             "\n…and {} more in `report.json` and `report.html`.",
             items.len() - TOP_COUNTER_ITEMS
         );
+    }
+    if uncertain {
+        let _ = writeln!(md, "\n{}", counter_cells::LEGEND);
     }
     md.push('\n');
 }

@@ -1,6 +1,8 @@
 //! The reports: each is a view of one [`Analysis`]; none recomputes an analysis.
 
+mod counter_cells;
 pub mod firefox_profile;
+mod flame_labels;
 pub mod flamegraph;
 mod frame_names;
 pub mod html;
@@ -9,6 +11,7 @@ pub mod json;
 pub mod markdown;
 pub mod plot;
 mod plumbing;
+mod region_labels;
 mod regions;
 pub mod tables;
 pub mod terminal;

@@ -1,8 +1,10 @@
 //! `utilization.svg`: work executed vs. slots available over time (method 4), with the
-//! parallel regions marked, drawn with plotters' SVG backend. The same input gives the same
+//! parallel regions marked and named (labels staggered on rows where they would overlap),
+//! drawn with plotters' SVG backend. The same input gives the same
 //! bytes: no fonts are measured (plotters' built-in text size estimate) and nothing random or
 //! time-dependent goes into the file.
 
+use super::region_labels::place;
 use crate::analysis::Analysis;
 use crate::analysis::utilization::{ON_CPU_UNIT, Utilization};
 use plotters::prelude::*;
@@ -18,6 +20,10 @@ const LABEL_CHAR_PX: f64 = 7.0;
 const EXECUTED: RGBColor = RGBColor(31, 119, 180);
 const AVAILABLE: RGBColor = RGBColor(110, 110, 110);
 const REGION: RGBColor = RGBColor(255, 170, 60);
+/// Region labels: darker than the bands, to read over the data.
+const LABEL: RGBColor = RGBColor(170, 90, 0);
+/// Height of a row of region labels, px.
+const LABEL_ROW_PX: f64 = 14.0;
 
 /// A parallel region to mark: its name and its span on `CLOCK_MONOTONIC` ns (the time line
 /// of [`Utilization::origin_ns`]).
@@ -130,9 +136,10 @@ fn draw<DB: DrawingBackend>(
         .disable_x_mesh()
         .draw()?;
 
-    // Regions first, under the data; a label only where it fits in its band.
-    let (plot_px, _) = chart.plotting_area().dim_in_pixel();
+    // Regions first, under the data; their labels last, over it.
+    let (plot_px, plot_height_px) = chart.plotting_area().dim_in_pixel();
     let px_per_ms = f64::from(plot_px) / end_ms;
+    let mut bands: Vec<(&str, f64, f64)> = Vec::new();
     for (name, start, end) in regions {
         let (a, b) = (
             to_ms(start.saturating_sub(u.origin_ns)),
@@ -145,13 +152,7 @@ fn draw<DB: DrawingBackend>(
             [(a, 0.0), (b, y_max)],
             REGION.mix(0.15).filled(),
         )))?;
-        if (b - a) * px_per_ms >= name.chars().count() as f64 * LABEL_CHAR_PX {
-            chart.draw_series(std::iter::once(Text::new(
-                name.clone(),
-                (a, y_max),
-                ("sans-serif", 12).into_font().color(&REGION.mix(0.9)),
-            )))?;
-        }
+        bands.push((name, a * px_per_ms, b * px_per_ms));
     }
 
     // Each period as a step: its value holds from its start to its end.
@@ -171,6 +172,21 @@ fn draw<DB: DrawingBackend>(
         steps(|p| p.available),
         AVAILABLE.stroke_width(2),
     ))?;
+
+    // Every region named; labels that would overlap go on rows below (the upper half).
+    let max_rows = (f64::from(plot_height_px) / 2.0 / LABEL_ROW_PX) as usize;
+    let y_per_px = y_max / f64::from(plot_height_px.max(1));
+    let text_px = |name: &str| name.chars().count() as f64 * LABEL_CHAR_PX;
+    for label in place(&bands, f64::from(plot_px), max_rows, text_px) {
+        chart.draw_series(std::iter::once(Text::new(
+            bands[label.band].0.to_owned(),
+            (
+                label.x_px / px_per_ms,
+                y_max - label.row as f64 * LABEL_ROW_PX * y_per_px,
+            ),
+            ("sans-serif", 12).into_font().color(&LABEL),
+        )))?;
+    }
     draw_legend(&legend_area, !regions.is_empty())
 }
 
@@ -250,6 +266,21 @@ mod tests {
             "CPUs busy",
         ] {
             assert!(a.contains(text), "missing {text}");
+        }
+    }
+
+    #[test]
+    fn regions_close_in_time_are_both_named() {
+        let regions = vec![
+            ("parallel_next_generation".to_string(), 7_000_000, 7_100_000),
+            ("count_alive".to_string(), 7_150_000, 7_200_000),
+        ];
+        let svg = utilization_svg(&sample(), &regions).unwrap();
+        for name in ["parallel_next_generation", "count_alive"] {
+            assert!(
+                svg.lines().any(|l| l.trim() == name),
+                "{name} not named: {svg}"
+            );
         }
     }
 

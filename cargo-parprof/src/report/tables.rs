@@ -1,6 +1,7 @@
 //! The tables the reports share — parallel regions, probes, threads: one set of columns and
 //! cells, rendered by `report.md` and `report.html`.
 
+use super::counter_cells;
 use super::regions::{codes, preempted_percent, state_percents, task_origins};
 use super::{
     correction_percent, correction_sentence, human_count, human_duration, slices_sentence,
@@ -68,7 +69,9 @@ pub fn regions(analysis: &Analysis) -> Table {
             .collect(),
         note: Some(
             "UC, LQ, GS, W: share of the workers' time running tasks, looking in their own deque, \
-             searching other deques, asleep; preempted: the part of it spent switched out while runnable."
+             searching other deques, asleep. preempted: switched out while runnable, in any of the \
+             four states, as a share of the workers' time (a diagnosis names its own share: of the \
+             states it looks at, less the profiler's trace writer)."
                 .into(),
         ),
     }
@@ -145,7 +148,11 @@ pub fn threads(analysis: &Analysis) -> Table {
                 ]
             })
             .collect(),
-        note: None,
+        note: Some(
+            "Each thread's time over the whole run: on CPU; preempted: switched out while \
+             runnable; blocked: switched out waiting (a lock, I/O, a sleep)."
+                .into(),
+        ),
     }
 }
 
@@ -189,11 +196,15 @@ pub fn slices(analysis: &Analysis) -> Option<Table> {
                 });
                 if with_attributed {
                     row.push(p.attributed.get(counter).map_or("–".to_owned(), |a| {
-                        format!(
-                            "{} ± {}",
-                            per_call_figure(counter, a.value),
-                            per_call_figure(counter, a.error)
-                        )
+                        if counter_cells::trusted(a.value, a.error) {
+                            format!(
+                                "{} ± {}",
+                                per_call_figure(counter, a.value),
+                                per_call_figure(counter, a.error)
+                            )
+                        } else {
+                            format!("— ({})", counter_cells::cause("probe", a.value, a.error))
+                        }
                     }));
                 }
             }

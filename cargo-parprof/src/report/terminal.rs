@@ -141,7 +141,10 @@ fn write_regions(analysis: &Analysis, out: &mut String) {
             );
         }
     }
-    let _ = writeln!(out, "\nParallel regions (share of worker time per state):");
+    let _ = writeln!(
+        out,
+        "\nParallel regions (share of worker time per state; preempted: switched out while runnable, any state, of worker time):"
+    );
     write_region_table(&tables::regions(analysis), out);
 }
 
