@@ -320,7 +320,10 @@ fn figures(r: &RegionReport) -> Figures {
         // Never nothing, so that shares and rates stay finite.
         runnable_ns: (worker_ns - preempted).max(worker_ns * 1e-3),
         active_ns: r.active_overhead_ns.saturating_sub(p.lq + p.gs) as f64,
-        inactive_ns: r.inactive_overhead_ns.saturating_sub(p.w) as f64,
+        // Asleep while another worker waited for a CPU with the work: the CPUs' shortage too.
+        inactive_ns: r
+            .inactive_overhead_ns
+            .saturating_sub(p.w + r.asleep_while_others_preempted_ns) as f64,
     }
 }
 
@@ -762,6 +765,7 @@ mod tests {
             inactive_overhead_ns: w_ns,
             preempted_ns: StateNs::default(),
             blocked_ns: StateNs::default(),
+            asleep_while_others_preempted_ns: 0,
             profiler_cpu_ns: 0,
             wait_source: WaitSource::Switches,
             gs_gs_source: SearchRounds::Counted,

@@ -257,6 +257,11 @@ pub struct RegionReport {
     /// the workers. UC's part is the blocked time in the region's runs beyond W's; LQ and GS
     /// are 0 (rayon's search does not block).
     pub blocked_ns: StateNs,
+    /// Of `W` not preempted, the time workers slept while another worker of the region was
+    /// switched out while runnable: they had no work because the work waited for a CPU, not
+    /// because the region ran out of it (at most each worker's own `W` less its preempted
+    /// part), summed over the workers.
+    pub asleep_while_others_preempted_ns: u64,
     /// CPU time the profiler's trace writer ran while the region ran: on a machine with no
     /// spare CPU it preempts workers, which `oversubscription` does not blame on the program.
     pub profiler_cpu_ns: u64,
@@ -1105,6 +1110,7 @@ impl LifecycleBuilder {
             inactive_overhead_ns: state_ns.w,
             preempted_ns,
             blocked_ns,
+            asleep_while_others_preempted_ns: asleep_while_others_preempted(&per_worker, runs, cx),
             profiler_cpu_ns: ns(self.profiler_cpu_ticks(runs, cx.offcpu)),
             wait_source: if self.hooked {
                 WaitSource::Hooks
@@ -1222,6 +1228,43 @@ fn uc_blocked(acc: &Acc, blocked_in_runs: u64) -> u64 {
     blocked_in_runs
         .saturating_sub(acc.w)
         .min(acc.uc.saturating_sub(acc.preempted.uc))
+}
+
+/// [`RegionReport::asleep_while_others_preempted_ns`]: each worker's sleeps (switched out
+/// voluntarily) inside the region's runs while some worker of the region was switched out
+/// while runnable, at most the worker's own `W` less its preempted part.
+fn asleep_while_others_preempted(
+    workers: &[WorkerLifecycle],
+    runs: &[(u64, u64)],
+    cx: &Finishing<'_>,
+) -> u64 {
+    let intervals = |tid: u32, preempted: bool| -> Vec<(u64, u64)> {
+        cx.offcpu
+            .intervals(tid)
+            .iter()
+            .filter(|o| o.preempted == preempted)
+            .map(|o| (o.start, o.end))
+            .collect()
+    };
+    // A thread is never both asleep and preempted: the union may hold each worker's own.
+    let preempted = merge(
+        workers
+            .iter()
+            .flat_map(|w| intervals(w.tid, true))
+            .collect(),
+    );
+    let preempted_in_runs: Vec<(u64, u64)> = intersections(&preempted, runs).collect();
+    workers
+        .iter()
+        .map(|w| {
+            let asleep = intervals(w.tid, false);
+            let ticks: u64 = intersections(&asleep, &preempted_in_runs)
+                .map(|(a, b)| b - a)
+                .sum();
+            cx.ns(ticks)
+                .min(w.state_ns.w.saturating_sub(w.preempted_ns.w))
+        })
+        .sum()
 }
 
 /// Time switched out while runnable during the stretches the program counted (detail paused)
@@ -1840,6 +1883,23 @@ mod tests {
         assert_eq!(p.uc, 300, "{r:#?}");
         assert_eq!(p.lq + p.gs, 300, "{r:#?}");
         assert_eq!(p.w, 0);
+    }
+
+    /// A worker asleep while the other, holding the work, waits for a CPU: its idle time is
+    /// the CPUs' shortage, not the region's imbalance.
+    #[test]
+    fn sleep_while_another_worker_waits_for_a_cpu_is_counted_apart() {
+        let mut b = builder(2);
+        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin)]);
+        // Worker 0 runs one long task; worker 1 runs a short one, then searches and sleeps.
+        feed(&mut b, 0, &[begin(0, TaskOrigin::Injected), end(1_000)]);
+        let mut sleep = ev(120, EventKind::SleepBegin, 0, TaskOrigin::Inline);
+        sleep.id = 0;
+        feed(&mut b, 1, &[begin(10, TaskOrigin::Stolen), end(100), sleep]);
+        feed(&mut b, MAIN, &[region(1_000, EventKind::RegionEnd)]);
+        // Worker 0 preempted 300..700; worker 1 asleep 120..1000.
+        let r = finish(b, &offcpu(&[(0, 300, 700, true), (1, 120, 1_000, false)]));
+        assert_eq!(r.asleep_while_others_preempted_ns, 400, "{r:#?}");
     }
 
     #[test]
