@@ -637,16 +637,11 @@ extern "C" fn flush_at_exit() {
     shutdown();
 }
 
-/// Set around the fork of a slice, whose child measures on (see `slice_child`).
-pub(crate) static FORKING_SLICE: AtomicBool = AtomicBool::new(false);
-
-/// A child of `fork()` (not a slice) has no writer thread, and its copy of the trace file is
-/// the parent's: recording stops in it, so its probes cost one branch and its exit does not
-/// wait for a writer that does not exist.
+/// A child of `fork()` has no writer thread, and its copy of the trace file is the parent's:
+/// recording stops in it, so its probes cost one branch and its exit does not wait for a
+/// writer that does not exist. (Slices are forked without the fork handlers: see `slices`.)
 extern "C" fn stop_in_forked_child() {
-    if !FORKING_SLICE.load(Ordering::Relaxed) {
-        MODE.store(OFF, Ordering::Release);
-    }
+    MODE.store(OFF, Ordering::Release);
 }
 
 /// Stops recording, writes everything buffered and the end chunk. Idempotent; waits at most

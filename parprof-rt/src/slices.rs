@@ -437,13 +437,21 @@ fn fork_slice(s: &Slices, p: &mut Parent, busy_cpus: &[u32]) {
     let site_limit = recorder::next_site_id().min(MAX_SITES as u32);
     slice_slot::reset(s.slots.get(slot), site_limit);
     let start_ts = clock::now();
-    recorder::FORKING_SLICE.store(true, Ordering::Relaxed);
-    // SAFETY: the child only runs this thread's code, which touches no lock another thread
-    // may have held at the fork (see `slice_child`).
-    let forked = unsafe { libc::fork() };
-    if forked != 0 {
-        recorder::FORKING_SLICE.store(false, Ordering::Relaxed);
-    }
+    // A fork with no exit signal (a "clone" child): the program's `wait()` and its SIGCHLD
+    // handler never see a slice, which is reaped with `__WALL`. The C library's fork handlers
+    // do not run: the child only runs this thread's code (see `slice_child`).
+    // SAFETY: clone with no flags and no new stack is fork without its handlers; the child
+    // continues on a copy of this stack.
+    let forked = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    } as libc::pid_t;
     match forked {
         -1 => p.checkpoints.fork_failed += 1,
         0 => slice_child::start(slice_child::Setup {
@@ -478,15 +486,16 @@ fn reap(s: &Slices, p: &mut Parent, wait_for: &[libc::pid_t]) {
     let mut i = 0;
     while i < p.live.len() {
         let pid = p.live[i].pid;
+        // `__WALL`: a slice is a child with no exit signal, which plain waits skip.
         let flags = if wait_for.contains(&pid) {
-            0
+            libc::__WALL
         } else {
-            libc::WNOHANG
+            libc::WNOHANG | libc::__WALL
         };
         let mut status = 0;
         // SAFETY: waiting for our own child.
         let r = unsafe { libc::waitpid(pid, &mut status, flags) };
-        // ECHILD: the program reaped it (waitpid(-1)); it is gone all the same.
+        // ECHILD: the program reaped it (a wait with `__WALL`); it is gone all the same.
         let gone = r == pid
             || (r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD));
         if gone {

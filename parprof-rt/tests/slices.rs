@@ -188,6 +188,30 @@ fn shared_role(steps: usize, file: &Path) {
     println!("anon={}", unsafe { anon_counter.read_volatile() });
 }
 
+/// The reaping program: `rounds` times, probed work (where slices fork), then a child of its
+/// own, reaped with `wait()` (any child); prints how many waits returned another pid.
+fn reaper_role(rounds: usize) {
+    let mut strangers = 0;
+    for _ in 0..rounds {
+        std::hint::black_box(compute(3_000));
+        // SAFETY: the child only exits.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // SAFETY: ends the child at once, running nothing of the parent's.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for any child of this process.
+        let reaped = unsafe { libc::wait(&mut status) };
+        if reaped != child {
+            strangers += 1;
+            // SAFETY: still this process's own child, to reap.
+            unsafe { libc::waitpid(child, &mut status, 0) };
+        }
+    }
+    println!("strangers={strangers}");
+}
+
 struct Run {
     stdout: String,
     results: SliceResults,
@@ -403,6 +427,28 @@ fn shared_memory_slices() {
     assert_eq!(counter("inherited"), steps as u64);
 }
 
+/// The program's `wait()` never returns a slice: slices are children without an exit signal.
+fn wait_never_sees_slices() {
+    let rounds = 40;
+    let r = run(
+        "reaper",
+        &[
+            ("SLICES_TEST_ARGS", &rounds.to_string()),
+            (
+                "PARPROF_SLICES",
+                "period_ns=2000000,length_ns=20000000,load=1.0",
+            ),
+        ],
+    );
+    eprintln!("reaper: checkpoints {:?}", r.results.checkpoints);
+    assert!(
+        r.results.checkpoints.forked >= 1,
+        "{:?}",
+        r.results.checkpoints
+    );
+    assert_eq!(r.stdout.trim(), "strangers=0");
+}
+
 fn pages_full_detail() {
     let steps = 300;
     let r = run(
@@ -441,6 +487,7 @@ fn main() {
             "pages" => pages_role(args[0], args[1], Path::new(&file)),
             "blocking" => blocking_role(args[0]),
             "shared" => shared_role(args[0], Path::new(&file)),
+            "reaper" => reaper_role(args[0]),
             _ => panic!("unknown role {role}"),
         }
         return;
@@ -449,10 +496,11 @@ fn main() {
         return;
     }
     let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
-    let tests: [(&str, fn()); 4] = [
+    let tests: [(&str, fn()); 5] = [
         ("pages_with_slices", pages_with_slices),
         ("blocking_slices", blocking_slices),
         ("shared_memory_slices", shared_memory_slices),
+        ("wait_never_sees_slices", wait_never_sees_slices),
         ("pages_full_detail", pages_full_detail),
     ];
     for (name, test) in tests {
