@@ -1,5 +1,6 @@
 //! The reports: each is a view of one [`Analysis`]; none recomputes an analysis.
 
+mod callers_note;
 mod counter_cells;
 pub mod firefox_profile;
 mod flame_labels;
@@ -54,6 +55,11 @@ pub fn notes(analysis: &Analysis) -> Vec<String> {
     notes.extend(speed_followed_note(analysis));
     notes.extend(unsteady_calibration_note(analysis));
     notes.extend(slices_in_counters_note(analysis));
+    let probe_names = analysis.probes.iter().map(|p| p.name.as_str()).collect();
+    notes.extend(callers_note::children_beyond_callers_note(
+        &analysis.call_paths,
+        &probe_names,
+    ));
     notes
 }
 
