@@ -8,37 +8,6 @@ mod common;
 
 use common::{Run, cargo_parprof, codes, exclusive, only_region, regions};
 use serde_json::Value;
-use std::process::{Child, Command, Stdio};
-
-/// CPU-bound processes that end when dropped.
-struct BusyCpus(Vec<Child>);
-
-impl BusyCpus {
-    /// Two busy loops per CPU: the scheduler's credit for the workers' sleeps then runs out
-    /// within milliseconds, and they wait for a CPU for most of the region.
-    fn start() -> BusyCpus {
-        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let loops = (0..2 * cpus)
-            .map(|_| {
-                Command::new("sh")
-                    .args(["-c", "while :; do :; done"])
-                    .stdin(Stdio::null())
-                    .spawn()
-                    .expect("start a busy loop")
-            })
-            .collect();
-        BusyCpus(loops)
-    }
-}
-
-impl Drop for BusyCpus {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
 
 /// `example` built by `cargo parprof build`, then recorded with `args` while the busy loops
 /// run (the build itself runs alone).
@@ -60,7 +29,9 @@ fn record_beside_busy_cpus(example: &str, args: &[&str]) -> Run {
         .expect("the executable's path")
         .to_owned();
     let dir = tempfile::tempdir().expect("temporary directory");
-    let _busy = BusyCpus::start();
+    // Two busy loops per CPU: the scheduler's credit for the workers' sleeps then runs out
+    // within milliseconds, and they wait for a CPU for most of the region.
+    let _busy = common::BusyMachine::start(2);
     let output = cargo_parprof()
         .arg("record")
         .arg("-o")

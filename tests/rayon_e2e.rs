@@ -144,41 +144,13 @@ fn few_tasks_for_many_workers_is_insufficient_parallel_slack() {
     );
 }
 
-/// Programs that keep every core busy for as long as they live.
-struct BusyMachine(Vec<std::process::Child>);
-
-impl BusyMachine {
-    fn start() -> BusyMachine {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        BusyMachine(
-            (0..cores)
-                .map(|_| {
-                    std::process::Command::new("sh")
-                        .args(["-c", "while :; do :; done"])
-                        .spawn()
-                        .expect("start a busy loop")
-                })
-                .collect(),
-        )
-    }
-}
-
-impl Drop for BusyMachine {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// `cargo parprof --example <example>` while programs beside it keep every core busy; the
 /// run's only region.
 fn profile_saturated(example: &str) -> (Run, Value) {
     let run = {
         // The other tests of this file must not run beside the busy loops.
         let _machine = common::exclusive();
-        let _busy = BusyMachine::start();
+        let _busy = common::BusyMachine::start(1);
         common::parprof_while_holding(&["--example", example], &[])
     };
     assert!(run.output.status.success(), "stderr:\n{}", run.stderr());

@@ -259,3 +259,33 @@ pub fn diagnosis(region: &Value, code: &str) -> Value {
     );
     d
 }
+
+/// CPU-bound shell loops, `per_cpu` for each CPU, for as long as this lives: a machine whose
+/// CPUs other programs keep busy.
+pub struct BusyMachine(Vec<std::process::Child>);
+
+impl BusyMachine {
+    pub fn start(per_cpu: usize) -> BusyMachine {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        BusyMachine(
+            (0..per_cpu * cpus)
+                .map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .stdin(std::process::Stdio::null())
+                        .spawn()
+                        .expect("start a busy loop")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for BusyMachine {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
