@@ -161,11 +161,13 @@ struct Figures {
     runs: f64,
     /// Tasks one run of the region makes.
     tasks_per_run: f64,
-    /// Worker time less the time workers were switched out while runnable: that time is the
-    /// CPUs' shortage (`oversubscription`'s), so the other causes are judged, and every rate
-    /// taken, over the rest.
+    /// Worker time less the time workers waited for a CPU: switched out while runnable with
+    /// work (UC, LQ, GS), or idle while another worker held the work without a CPU. That time
+    /// is the CPUs' shortage (`oversubscription`'s), so the other causes are judged, and every
+    /// rate taken, over the rest.
     runnable_ns: f64,
-    /// LQ + GS and W while not switched out runnable: what the schedule itself lost.
+    /// LQ + GS while not switched out runnable, and W less the idle time spent while another
+    /// worker held the work without a CPU: what the schedule itself lost.
     active_ns: f64,
     inactive_ns: f64,
 }
@@ -310,7 +312,10 @@ fn fold_symptoms(out: &mut Vec<Diagnosis>, f: &Figures, workers: usize) {
 fn figures(r: &RegionReport) -> Figures {
     let worker_ns = r.worker_ns();
     let p = &r.preempted_ns;
-    let preempted = (p.uc + p.lq + p.gs + p.w) as f64;
+    // Idle while another worker held work without a CPU: the CPUs' shortage too. Idle
+    // otherwise, yielding (switched out runnable) or asleep, is idle.
+    let waited_for_others = r.idle_while_others_preempted_ns.min(r.inactive_overhead_ns);
+    let without_cpu = (p.uc + p.lq + p.gs + waited_for_others) as f64;
     Figures {
         workers: r.workers as f64,
         elapsed_s: r.elapsed_ns as f64 / 1e9,
@@ -318,12 +323,9 @@ fn figures(r: &RegionReport) -> Figures {
         runs: r.instances.max(1) as f64,
         tasks_per_run: r.tasks.total() as f64 / r.instances.max(1) as f64,
         // Never nothing, so that shares and rates stay finite.
-        runnable_ns: (worker_ns - preempted).max(worker_ns * 1e-3),
+        runnable_ns: (worker_ns - without_cpu).max(worker_ns * 1e-3),
         active_ns: r.active_overhead_ns.saturating_sub(p.lq + p.gs) as f64,
-        // Asleep while another worker waited for a CPU with the work: the CPUs' shortage too.
-        inactive_ns: r
-            .inactive_overhead_ns
-            .saturating_sub(p.w + r.asleep_while_others_preempted_ns) as f64,
+        inactive_ns: (r.inactive_overhead_ns - waited_for_others) as f64,
     }
 }
 
@@ -765,7 +767,7 @@ mod tests {
             inactive_overhead_ns: w_ns,
             preempted_ns: StateNs::default(),
             blocked_ns: StateNs::default(),
-            asleep_while_others_preempted_ns: 0,
+            idle_while_others_preempted_ns: 0,
             profiler_cpu_ns: 0,
             wait_source: WaitSource::Switches,
             gs_gs_source: SearchRounds::Counted,
@@ -1004,19 +1006,22 @@ mod tests {
     /// beside programs that take the CPUs is oversubscribed, not imbalanced or short of slack.
     #[test]
     fn idle_time_without_a_cpu_is_oversubscription_not_imbalance() {
-        // 1 s of W (25% of worker time), 0.95 s of it switched out while runnable.
+        // 1 s of W (25% of worker time), 0.95 s of it while another worker held the work
+        // switched out while runnable.
         let mut beside_hogs = region(FEW, 100_000_000, ACTIVE, QUIET);
         beside_hogs.preempted_ns = StateNs {
             uc: 600_000_000,
             w: 950_000_000,
             ..StateNs::default()
         };
+        beside_hogs.idle_while_others_preempted_ns = 950_000_000;
         assert_eq!(codes(&beside_hogs), vec![Code::Oversubscription]);
         let mut searching = region(FEW, 100_000_000, ACTIVE, BUSY);
         searching.preempted_ns = beside_hogs.preempted_ns;
+        searching.idle_while_others_preempted_ns = 950_000_000;
         assert_eq!(codes(&searching), vec![Code::Oversubscription]);
-        // Idle time the workers could have run is still the schedule's.
-        beside_hogs.preempted_ns.w = 100_000_000;
+        // Idle yielding while no worker holds work is idle, switched out or not.
+        beside_hogs.idle_while_others_preempted_ns = 0;
         assert_eq!(
             codes(&beside_hogs),
             vec![Code::LoadImbalance, Code::Oversubscription]

@@ -257,11 +257,11 @@ pub struct RegionReport {
     /// the workers. UC's part is the blocked time in the region's runs beyond W's; LQ and GS
     /// are 0 (rayon's search does not block).
     pub blocked_ns: StateNs,
-    /// Of `W` not preempted, the time workers slept while another worker of the region was
-    /// switched out while runnable: they had no work because the work waited for a CPU, not
-    /// because the region ran out of it (at most each worker's own `W` less its preempted
-    /// part), summed over the workers.
-    pub asleep_while_others_preempted_ns: u64,
+    /// Of `W`, the time workers were idle while another worker of the region, holding work
+    /// (outside its gaps), was switched out while runnable: they had no work because the work
+    /// waited for a CPU, not because the region ran out of it (at most each worker's own `W`),
+    /// summed over the workers.
+    pub idle_while_others_preempted_ns: u64,
     /// CPU time the profiler's trace writer ran while the region ran: on a machine with no
     /// spare CPU it preempts workers, which `oversubscription` does not blame on the program.
     pub profiler_cpu_ns: u64,
@@ -610,6 +610,8 @@ pub struct LifecycleBuilder {
     profiler_threads: Vec<u32>,
     /// The program's own counts, by (thread, region): the last snapshot of each.
     program_totals: HashMap<(u32, u32), LifecycleTotals>,
+    /// Each worker's gaps, merged, once classified: where it held no work.
+    gap_spans: IdMap<u32, Vec<(u64, u64)>>,
 }
 
 impl EventConsumer for LifecycleBuilder {
@@ -644,6 +646,7 @@ impl LifecycleBuilder {
             usable_cpus: None,
             profiler_threads: Vec::new(),
             program_totals: HashMap::new(),
+            gap_spans: IdMap::default(),
         }
     }
 
@@ -974,6 +977,8 @@ impl LifecycleBuilder {
     /// folded gaps and the preempted part of its UC time.
     fn classify_worker(&mut self, tid: u32, cx: &Finishing<'_>) {
         let gaps = self.worker_gaps(tid);
+        self.gap_spans
+            .insert(tid, merge(gaps.iter().map(|g| (g.start, g.end)).collect()));
         let t = self.threads.entry(tid).or_default();
         for gap in &gaps {
             let off = cx.offcpu.overlapping(tid, gap.start, gap.end);
@@ -1110,7 +1115,12 @@ impl LifecycleBuilder {
             inactive_overhead_ns: state_ns.w,
             preempted_ns,
             blocked_ns,
-            asleep_while_others_preempted_ns: asleep_while_others_preempted(&per_worker, runs, cx),
+            idle_while_others_preempted_ns: idle_while_others_preempted(
+                &per_worker,
+                runs,
+                &self.gap_spans,
+                cx,
+            ),
             profiler_cpu_ns: ns(self.profiler_cpu_ticks(runs, cx.offcpu)),
             wait_source: if self.hooked {
                 WaitSource::Hooks
@@ -1230,41 +1240,73 @@ fn uc_blocked(acc: &Acc, blocked_in_runs: u64) -> u64 {
         .min(acc.uc.saturating_sub(acc.preempted.uc))
 }
 
-/// [`RegionReport::asleep_while_others_preempted_ns`]: each worker's sleeps (switched out
-/// voluntarily) inside the region's runs while some worker of the region was switched out
-/// while runnable, at most the worker's own `W` less its preempted part.
-fn asleep_while_others_preempted(
+/// [`RegionReport::idle_while_others_preempted_ns`]: each worker's gaps inside the region's
+/// runs while another worker of the region, outside its own gaps (holding work), was
+/// switched out while runnable; at most the worker's own `W`.
+fn idle_while_others_preempted(
     workers: &[WorkerLifecycle],
     runs: &[(u64, u64)],
+    gap_spans: &IdMap<u32, Vec<(u64, u64)>>,
     cx: &Finishing<'_>,
 ) -> u64 {
-    let intervals = |tid: u32, preempted: bool| -> Vec<(u64, u64)> {
-        cx.offcpu
-            .intervals(tid)
-            .iter()
-            .filter(|o| o.preempted == preempted)
-            .map(|o| (o.start, o.end))
-            .collect()
-    };
-    // A thread is never both asleep and preempted: the union may hold each worker's own.
-    let preempted = merge(
-        workers
-            .iter()
-            .flat_map(|w| intervals(w.tid, true))
-            .collect(),
-    );
-    let preempted_in_runs: Vec<(u64, u64)> = intersections(&preempted, runs).collect();
-    workers
+    let no_gaps = Vec::new();
+    let gaps = |tid: u32| gap_spans.get(&tid).unwrap_or(&no_gaps);
+    // Per worker: switched out while runnable outside its gaps, inside the runs.
+    let holding: Vec<Vec<(u64, u64)>> = workers
         .iter()
         .map(|w| {
-            let asleep = intervals(w.tid, false);
-            let ticks: u64 = intersections(&asleep, &preempted_in_runs)
+            let preempted: Vec<(u64, u64)> = cx
+                .offcpu
+                .intervals(w.tid)
+                .iter()
+                .filter(|o| o.preempted)
+                .map(|o| (o.start, o.end))
+                .collect();
+            let in_runs: Vec<(u64, u64)> = intersections(&preempted, runs).collect();
+            difference(&in_runs, gaps(w.tid))
+        })
+        .collect();
+    workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let others = merge(
+                holding
+                    .iter()
+                    .enumerate()
+                    .filter(|&(j, _)| j != i)
+                    .flat_map(|(_, spans)| spans.iter().copied())
+                    .collect(),
+            );
+            let ticks: u64 = intersections(gaps(w.tid), &others)
                 .map(|(a, b)| b - a)
                 .sum();
-            cx.ns(ticks)
-                .min(w.state_ns.w.saturating_sub(w.preempted_ns.w))
+            cx.ns(ticks).min(w.state_ns.w)
         })
         .sum()
+}
+
+/// The parts of the sorted, disjoint intervals `a` outside those of `b`.
+fn difference(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::with_capacity(a.len());
+    let mut j = 0;
+    for &(mut start, end) in a {
+        while j < b.len() && b[j].1 <= start {
+            j += 1;
+        }
+        let mut k = j;
+        while k < b.len() && b[k].0 < end {
+            if b[k].0 > start {
+                out.push((start, b[k].0));
+            }
+            start = start.max(b[k].1);
+            k += 1;
+        }
+        if start < end {
+            out.push((start, end));
+        }
+    }
+    out
 }
 
 /// Time switched out while runnable during the stretches the program counted (detail paused)
@@ -1899,7 +1941,7 @@ mod tests {
         feed(&mut b, MAIN, &[region(1_000, EventKind::RegionEnd)]);
         // Worker 0 preempted 300..700; worker 1 asleep 120..1000.
         let r = finish(b, &offcpu(&[(0, 300, 700, true), (1, 120, 1_000, false)]));
-        assert_eq!(r.asleep_while_others_preempted_ns, 400, "{r:#?}");
+        assert_eq!(r.idle_while_others_preempted_ns, 400, "{r:#?}");
     }
 
     #[test]
