@@ -11,7 +11,7 @@ mod common;
 
 use common::{exclusive, repo_root};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// The `run: |` block of the step with `id: profile`, unindented.
@@ -39,34 +39,6 @@ fn workflow_script() -> String {
         script.push('\n');
     }
     script
-}
-
-/// The `cargo-parprof` binary of this repository, built.
-fn cargo_parprof_binary() -> PathBuf {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(cargo)
-        .current_dir(repo_root())
-        .args([
-            "build",
-            "--quiet",
-            "--package",
-            "cargo-parprof",
-            "--bin",
-            "cargo-parprof",
-            "--message-format",
-            "json",
-        ])
-        .output()
-        .expect("cargo build");
-    assert!(output.status.success(), "{output:?}");
-    cargo_metadata::Message::parse_stream(&output.stdout[..])
-        .filter_map(Result::ok)
-        .find_map(|m| match m {
-            cargo_metadata::Message::CompilerArtifact(a) => a.executable,
-            _ => None,
-        })
-        .expect("the cargo-parprof executable")
-        .into_std_path_buf()
 }
 
 fn git(repo: &Path, args: &[&str]) -> String {
@@ -141,7 +113,7 @@ fn json(path: &Path) -> Value {
 
 #[test]
 fn the_documented_workflow_names_the_benchmark_that_got_slower() {
-    let exe = cargo_parprof_binary();
+    let exe = common::parprof_binary();
     let work = tempfile::tempdir().unwrap();
     // `cargo parprof` finds this repository's build as a cargo subcommand on PATH.
     let bin = work.path().join("bin");

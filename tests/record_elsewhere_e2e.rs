@@ -30,19 +30,6 @@ fn build(example: &str) -> PathBuf {
     exe
 }
 
-/// The `cargo-parprof` executable that `cargo run` built for these tests (beside their
-/// `deps/` folder).
-fn parprof_binary() -> PathBuf {
-    let test_exe = std::env::current_exe().expect("the test's path");
-    let profile_dir = test_exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("<target>/<profile>/deps/<test>");
-    let exe = profile_dir.join("cargo-parprof");
-    assert!(exe.is_file(), "{} was not built", exe.display());
-    exe
-}
-
 fn texts(output: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -91,7 +78,7 @@ fn assert_lifecycle(region: &Value) {
 #[test]
 fn a_program_built_here_is_recorded_elsewhere_and_reported_as_if_profiled_directly() {
     let exe = build(EXAMPLE);
-    let parprof = parprof_binary();
+    let parprof = common::parprof_binary();
     let elsewhere = tempfile::tempdir().expect("temporary directory");
     let copied_exe = elsewhere.path().join(EXAMPLE);
     std::fs::copy(&exe, &copied_exe).expect("copy the executable");
@@ -162,7 +149,7 @@ fn only_region_of(report: &Value) -> Value {
 /// `record` with a program that is no program: a clear message, nothing recorded.
 #[test]
 fn what_cannot_run_is_refused_with_a_clear_message() {
-    let parprof = parprof_binary_built();
+    let parprof = common::parprof_binary();
     let dir = tempfile::tempdir().expect("temporary directory");
     let text = dir.path().join("notes.txt");
     std::fs::write(&text, "not a program").expect("write a text file");
@@ -188,7 +175,7 @@ fn what_cannot_run_is_refused_with_a_clear_message() {
 /// once.
 #[test]
 fn a_program_not_built_by_parprof_is_recorded_without_the_lifecycle() {
-    let parprof = parprof_binary_built();
+    let parprof = common::parprof_binary();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let built = Command::new(cargo)
         .current_dir(common::repo_root())
@@ -222,23 +209,4 @@ fn a_program_not_built_by_parprof_is_recorded_without_the_lifecycle() {
         stderr.contains("not built by `cargo parprof build`"),
         "{stderr}"
     );
-}
-
-/// [`parprof_binary`], built first when this test runs alone.
-fn parprof_binary_built() -> PathBuf {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(common::repo_root())
-        .args([
-            "build",
-            "--quiet",
-            "--package",
-            "cargo-parprof",
-            "--bin",
-            "cargo-parprof",
-        ])
-        .status()
-        .expect("run cargo build");
-    assert!(status.success());
-    parprof_binary()
 }
