@@ -353,10 +353,11 @@ fn two_loops_over_one_element_type_are_two_regions_named_after_their_functions()
     let run = demo("demo_nbody_steps", &["2000", "6"], Annotation::None);
     assert_eq!(run.printed("steps"), 6);
     let regions = regions(&run);
-    let named: Vec<(&str, u64)> = regions
+    let mut named: Vec<(&str, u64)> = regions
         .iter()
         .map(|r| (function(r), r["instances"].as_u64().unwrap()))
         .collect();
+    named.sort();
     assert_eq!(
         named,
         [

@@ -31,6 +31,10 @@ pub(crate) struct CallSite {
     /// As the debug information gives it; empty when it gives none.
     pub file: String,
     pub line: u32,
+    /// The next function of the program's own up the stack, when there is one: a helper that
+    /// starts the operation for several callers (`join8` of two matrix products) is as many
+    /// call sites.
+    pub caller: Option<String>,
 }
 
 /// The innermost frame of the program's own on the calling thread's stack; `None` when the
@@ -47,6 +51,7 @@ pub(crate) fn from_stack() -> Option<CallSite> {
 /// its location) whose symbol is the program's.
 fn innermost_program_frame(printed: &str) -> Option<CallSite> {
     let mut lines = printed.lines().peekable();
+    let mut site: Option<CallSite> = None;
     while let Some(line) = lines.next() {
         let Some(symbol) = frame_symbol(line) else {
             continue;
@@ -55,14 +60,26 @@ fn innermost_program_frame(printed: &str) -> Option<CallSite> {
         if is_machinery(symbol) {
             continue;
         }
-        let (file, line) = location.unwrap_or_default();
-        return Some(CallSite {
-            name: function_name(symbol),
-            file,
-            line,
-        });
+        let name = function_name(symbol);
+        match &mut site {
+            None => {
+                let (file, line) = location.unwrap_or_default();
+                site = Some(CallSite {
+                    name,
+                    file,
+                    line,
+                    caller: None,
+                });
+            }
+            // A closure of the same function, or its inlined copy, is not its caller.
+            Some(s) if s.name == name => {}
+            Some(s) => {
+                s.caller = Some(name);
+                break;
+            }
+        }
     }
-    None
+    site
 }
 
 /// `symbol` of a frame line `   12: symbol`.
@@ -81,16 +98,27 @@ fn location(line: &str) -> Option<(String, u32)> {
     Some((file.to_owned(), line.parse().ok()?))
 }
 
-/// The crate a symbol belongs to: its path's first segment; for `<T as Trait>::f`, `T`'s.
-fn crate_of(symbol: &str) -> &str {
-    let path = symbol.trim_start_matches(['<', '&', '*']);
+/// The crate of a path: its first segment (`None` for a type of no crate: `usize`, `[T]`).
+fn crate_of(path: &str) -> Option<&str> {
+    let path = path.trim_start_matches(['<', '&', '*', '[', '(']);
     let path = path.strip_prefix("mut ").unwrap_or(path);
-    path.split("::").next().unwrap_or(path)
+    path.contains("::")
+        .then(|| path.split("::").next().unwrap_or(path))
 }
 
+/// Whether a frame is the machinery's rather than the program's. A trait impl
+/// (`<T as Trait>::f`) is the program's when its type or its trait is: `<Grid as
+/// rayon::ParallelIterator>` is, `<usize as rayon::range::IndexedRangeInteger>` is not.
 fn is_machinery(symbol: &str) -> bool {
+    let programs = |path: &str| crate_of(path).is_some_and(|c| !MACHINERY.contains(&c));
+    if let Some(inner) = symbol.strip_prefix('<')
+        && let Some((ty, rest)) = inner.split_once(" as ")
+    {
+        let trait_path = rest.split('>').next().unwrap_or(rest);
+        return !(programs(ty) || programs(trait_path));
+    }
     // Unnamed frames, the unwinder's and the C library's (`__libc_start_main`), have no `::`.
-    !symbol.contains("::") || MACHINERY.contains(&crate_of(symbol))
+    !programs(symbol)
 }
 
 /// The symbol without its hash, generic arguments and closure suffixes:
@@ -160,6 +188,7 @@ mod tests {
                 name: "demo_nbody_steps::tick_par".into(),
                 file: "examples/demo_nbody_steps.rs".into(),
                 line: 41,
+                caller: Some("demo_nbody_steps::main".into()),
             })
         );
     }
@@ -199,5 +228,9 @@ mod tests {
             "<rayon::slice::Iter<T> as rayon::iter::ParallelIterator>::drive"
         ));
         assert!(is_machinery("__libc_start_main"));
+        assert!(is_machinery(
+            "<usize as rayon::range::IndexedRangeInteger>::with_producer"
+        ));
+        assert!(!is_machinery("<usize as demo::Step>::step"));
     }
 }

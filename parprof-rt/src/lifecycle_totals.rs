@@ -148,10 +148,15 @@ impl Counters {
         }
     }
 
-    fn task_duration(&self, ticks: u64) {
-        self.durations[duration_bucket(ticks)].add(1);
-        if ticks < self.min_task.get() {
-            self.min_task.set(ticks);
+    /// A task's own time: counted in the histogram (and the shortest) when it is a `leaf`, a
+    /// piece of work that ran no nested task (the split tasks of a recursion do little of
+    /// their own and would make the median theirs); the longest is over every task.
+    fn task_duration(&self, ticks: u64, leaf: bool) {
+        if leaf {
+            self.durations[duration_bucket(ticks)].add(1);
+            if ticks < self.min_task.get() {
+                self.min_task.set(ticks);
+            }
         }
         if ticks > self.max_task.get() {
             self.max_task.set(ticks);
@@ -564,7 +569,7 @@ impl Tracker {
                     let seen_whole = !count && frame.begin >= self.resumed_at;
                     if !seen_whole {
                         let c = self.counters(frame.region);
-                        c.task_duration(took.saturating_sub(frame.nested));
+                        c.task_duration(took.saturating_sub(frame.nested), frame.nested == 0);
                         if count {
                             c.task_ends.add(1);
                         }

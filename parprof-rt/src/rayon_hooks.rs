@@ -188,12 +188,12 @@ impl PoolEntry {
 }
 
 /// Implicit-region sites by the addresses of the operation's type name (one per monomorphised
-/// call) and of the caller's location, and by call-site name and location, so that one call
-/// site made of several operation types is one region.
+/// call) and of the caller's location, and by call site (function, location, calling
+/// function), so that one call site made of several operation types is one region.
 #[allow(clippy::type_complexity)]
 static IMPLICIT_REGIONS: Mutex<(
     BTreeMap<(usize, usize), u32>,
-    BTreeMap<(String, String, u32), u32>,
+    BTreeMap<(String, String, u32, Option<String>), u32>,
 )> = Mutex::new((BTreeMap::new(), BTreeMap::new()));
 
 #[cold]
@@ -208,14 +208,22 @@ fn implicit_region(operation: &'static str, caller: &'static Location<'static>) 
         return id;
     }
     let site = match call_site::from_stack() {
-        Some(CallSite { name, file, line }) => (name, file, line),
+        Some(CallSite {
+            name,
+            file,
+            line,
+            caller,
+        }) => (name, file, line, caller),
         // No debug information: the operation's type names it, and rayon-core's caller
         // locates it unless that is inside rayon (a parallel iterator's own join).
-        None if in_rayon_sources(caller.file()) => (call_site_name(operation), String::new(), 0),
+        None if in_rayon_sources(caller.file()) => {
+            (call_site_name(operation), String::new(), 0, None)
+        }
         None => (
             call_site_name(operation),
             caller.file().to_owned(),
             caller.line(),
+            None,
         ),
     };
     let id = match by_site.get(&site) {
@@ -223,11 +231,8 @@ fn implicit_region(operation: &'static str, caller: &'static Location<'static>) 
         None => {
             // One slot per implicit region for the program's lifetime: a handful of statics.
             let slot: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
-            let (name, file, line) = &site;
-            let name = match line {
-                0 => name.clone(),
-                _ => format!("{name} ({file}:{line})"),
-            };
+            let (name, file, line, caller) = &site;
+            let name = display_name(name, file, *line, caller.as_deref());
             let id = recorder::register_site(slot, SiteKind::ImplicitRegion, name, file, *line);
             by_site.insert(site, id);
             id
@@ -235,6 +240,20 @@ fn implicit_region(operation: &'static str, caller: &'static Location<'static>) 
     };
     by_address.insert(key, id);
     id
+}
+
+/// `function (file:line, from caller)`: the caller only when it is not `main` (a helper
+/// called from several functions is a region per caller), named by its last segment.
+fn display_name(function: &str, file: &str, line: u32, caller: Option<&str>) -> String {
+    let caller = caller
+        .map(|c| c.rsplit("::").next().unwrap_or(c))
+        .filter(|&c| c != "main");
+    match (line, caller) {
+        (0, None) => function.to_owned(),
+        (0, Some(c)) => format!("{function} (from {c})"),
+        (_, None) => format!("{function} ({file}:{line})"),
+        (_, Some(c)) => format!("{function} ({file}:{line}, from {c})"),
+    }
 }
 
 /// Whether a source path lies in rayon's or rayon-core's own sources (cargo's registry

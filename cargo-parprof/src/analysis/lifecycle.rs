@@ -171,8 +171,9 @@ impl TaskCounts {
 }
 
 /// Tasks' own times, in ns: begin to end less the tasks nested in them (a join's halves, work
-/// taken while waiting in it), so that a recursion's root is not its longest task; 0 when
-/// there were no tasks.
+/// taken while waiting in it), so that a recursion's root is not its longest task. `min` and
+/// `median` are of the pieces of work (tasks that ran no nested task: the split tasks of a
+/// recursion do little of their own), `max` of every task; 0 when there were no tasks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct TaskNs {
     pub min: u64,
@@ -575,7 +576,10 @@ struct RegionAcc {
     /// Closed runs: (begin, end).
     windows: Vec<(u64, u64)>,
     tasks: TaskCounts,
+    /// Own times of the tasks that ran no nested task.
     durations: DurationDistribution,
+    /// The longest own time of any task, in ticks.
+    longest_own: u64,
     /// Gaps that ended with a local pop: their median is the LQ part of a search.
     local_gaps: DurationDistribution,
     /// Tasks counted by the program while their worker's detail was paused.
@@ -798,11 +802,14 @@ impl LifecycleBuilder {
                         outer.nested += took;
                     }
                     if !frame.partial {
-                        self.regions
-                            .entry(frame.region)
-                            .or_default()
-                            .durations
-                            .record(took.saturating_sub(frame.nested));
+                        // The distribution is of the pieces of work (tasks that ran no nested
+                        // task); the longest is over every task's own time.
+                        let racc = self.regions.entry(frame.region).or_default();
+                        let own = took.saturating_sub(frame.nested);
+                        racc.longest_own = racc.longest_own.max(own);
+                        if frame.nested == 0 {
+                            racc.durations.record(own);
+                        }
                     }
                     t.for_chain(parents, frame.region, |a| a.transitions.uc_lq += 1);
                 }
@@ -1107,7 +1114,7 @@ impl LifecycleBuilder {
             task_ns: TaskNs {
                 min: ns(d.min().unwrap_or(0)),
                 median: ns(d.median().map_or(0, |(m, _)| m)),
-                max: ns(d.max().unwrap_or(0)),
+                max: ns(d.max().unwrap_or(0).max(racc.longest_own)),
             },
             state_ns,
             transitions,

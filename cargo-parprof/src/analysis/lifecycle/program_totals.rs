@@ -133,6 +133,7 @@ impl LifecycleBuilder {
         if c.user_code_ticks > 0 || c.tasks.iter().any(|&n| n > 0) {
             acc.ran_region_code = true;
         }
+        region.longest_own = region.longest_own.max(c.max_task_ticks);
         for &(bucket, n) in &c.task_durations {
             let midpoint = duration_bucket_midpoint(usize::from(bucket));
             region
