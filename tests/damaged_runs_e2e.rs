@@ -160,7 +160,7 @@ fn damaged_run_folders_are_reported_or_refused_never_panic_or_hang() {
     let run = common::profile_example("quickstart", &[], &[]);
     let parprof = common::parprof_binary();
     let _machine = common::exclusive();
-    let mut rng = Rng(0x5EED_0F_DA_4A6E);
+    let mut rng = Rng(0x5EED_0FDA_4A6E);
     let mut outcomes = Outcomes::default();
     for file in ["trace-", "records.ppr"] {
         for how in [Damage::Cut, Damage::Flip, Damage::Field, Damage::Absurd] {
