@@ -38,7 +38,10 @@ pub(crate) struct CallSite {
 }
 
 /// The innermost frame of the program's own on the calling thread's stack; `None` when the
-/// stack cannot be read or symbolized (no debug information), or holds no such frame.
+/// stack cannot be read or symbolized (no debug information), or holds no such frame. Never
+/// inlined: the profile tells the symbolization's samples, the profiler's own time, by this
+/// frame.
+#[inline(never)]
 pub(crate) fn from_stack() -> Option<CallSite> {
     let trace = Backtrace::force_capture();
     if trace.status() != BacktraceStatus::Captured {

@@ -38,14 +38,33 @@ fn is_profiler_frame(function: &str) -> bool {
         || function.contains("_rdtsc")
 }
 
-/// Frames the profiler's code calls into without running user code: the standard library,
-/// the vDSO and libc (clock reads, allocation, the writer's I/O), unsymbolised addresses.
+/// Frames the profiler's code calls into without running user code: the standard library
+/// and the crates inside it that symbolize a backtrace (an implicit region's call site), the
+/// vDSO and libc (clock reads, allocation, the writer's I/O), unsymbolised addresses.
 fn is_runtime_library_frame(function: &str) -> bool {
     let path = function.trim_start_matches('<');
+    // A trait's method for a generic type (`<T as alloc::string::ToString>::to_string`) is
+    // the trait's crate's.
+    let path = match path.split_once(" as ") {
+        Some((ty, trait_path)) if !ty.contains("::") => trait_path,
+        _ => path,
+    };
     [
         "core::",
         "std::",
         "alloc::",
+        "addr2line::",
+        "gimli::",
+        "object::",
+        "miniz_oxide::",
+        "rustc_demangle::",
+        // The C library's allocator and memory functions.
+        "malloc",
+        "calloc",
+        "realloc",
+        "free",
+        "_int_",
+        "mem",
         "[",
         "0x",
         "__",
@@ -402,6 +421,15 @@ mod tests {
         assert_eq!(without_profiler_frames(probe), None);
         let clock = names(&["main", "parprof_rt::clock::now", "[vdso]"]);
         assert_eq!(without_profiler_frames(clock), None);
+        let call_site = names(&[
+            "main",
+            "demo::sort",
+            "parprof_rt::call_site::from_stack",
+            "<T as alloc::string::ToString>::to_string",
+            "addr2line::Context::find_frames",
+            "gimli::read::unit::Unit::new",
+        ]);
+        assert_eq!(without_profiler_frames(call_site), None);
         let wrapped = names(&["main", "parprof_rt::region::join", "user::work"]);
         assert_eq!(
             without_profiler_frames(wrapped),
