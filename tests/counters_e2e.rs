@@ -175,7 +175,8 @@ fn attributed_page_faults_contain_the_known_counts() {
 
 /// Loads the real report.html in headless Chromium (see `cargo-parprof/tests/html_browser.rs`
 /// and `.ci/install-browser`): no console errors, nothing fetched, every figure rendered, and
-/// selecting two probes shows the sum of their page faults. Skipped with a message when the
+/// selecting two probes shows the sum of their page faults that are attributed within half
+/// their value, and how many were left out. Skipped with a message when the
 /// browser is not installed, except under `CI`.
 fn check_in_browser(page: &std::path::Path, report: &Value) {
     let items = report["counters"]["items"].as_array().unwrap();
@@ -202,13 +203,22 @@ fn check_in_browser(page: &std::path::Path, report: &Value) {
             "figure not rendered: {f}"
         );
     }
-    let sum: f64 = picked
+    // The sum leaves out the figures whose error exceeds half of them, and says how many.
+    let figures: Vec<(f64, f64)> = picked
         .iter()
-        .map(|name| attributed(report, "probe", name, "page-faults").0)
-        .sum();
-    let shown = seen["totals"]["page-faults"]["value"]
+        .map(|name| {
+            let (value, error, _) = attributed(report, "probe", name, "page-faults");
+            (value, error)
+        })
+        .collect();
+    let trusted = |&&(value, error): &&(f64, f64)| error <= value / 2.0;
+    let sum = figures.iter().filter(trusted).fold(0.0, |s, (v, _)| s + v);
+    let left_out = figures.iter().filter(|f| !trusted(f)).count();
+    let totals = &seen["totals"]["page-faults"];
+    let shown = totals["value"]
         .as_str()
         .unwrap_or_default()
         .replace(',', "");
     assert_eq!(shown, format!("{}", sum.round()), "{seen}");
+    assert_eq!(totals["left"], left_out.to_string(), "{seen}");
 }
