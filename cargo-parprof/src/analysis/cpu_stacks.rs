@@ -38,40 +38,68 @@ fn is_profiler_frame(function: &str) -> bool {
         || function.contains("_rdtsc")
 }
 
+const PRIMITIVES: &[&str] = &[
+    "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32",
+    "f64", "bool", "char", "str",
+];
+
+/// A frame name without the `<`, `&`, `&mut `, `*mut `, `*const ` its type path starts with.
+fn type_path(name: &str) -> &str {
+    let mut path = name;
+    loop {
+        let trimmed = path.trim_start_matches(['<', '&', '*']);
+        let trimmed = ["mut ", "const "]
+            .iter()
+            .find_map(|p| trimmed.strip_prefix(p))
+            .unwrap_or(trimmed);
+        if trimmed.len() == path.len() {
+            return path;
+        }
+        path = trimmed;
+    }
+}
+
 /// Frames the profiler's code calls into without running user code: the standard library
 /// and the crates inside it that symbolize a backtrace (an implicit region's call site), the
 /// vDSO and libc (clock reads, allocation, the writer's I/O), unsymbolised addresses.
 fn is_runtime_library_frame(function: &str) -> bool {
-    let path = function.trim_start_matches('<');
-    // A trait's method for a generic type (`<T as alloc::string::ToString>::to_string`) is
-    // the trait's crate's.
+    let path = type_path(function);
+    // A trait's method for a generic or primitive type (`<T as alloc::string::ToString>::
+    // to_string`, `<u8 as <[_]>::to_vec_in::ConvertVec>::to_vec`) is the trait's crate's.
     let path = match path.split_once(" as ") {
-        Some((ty, trait_path)) if !ty.contains("::") => trait_path,
+        Some((ty, trait_path)) if !ty.contains("::") => type_path(trait_path),
         _ => path,
     };
-    [
-        "core::",
-        "std::",
-        "alloc::",
-        "addr2line::",
-        "gimli::",
-        "object::",
-        "miniz_oxide::",
-        "rustc_demangle::",
-        // The C library's allocator and memory functions.
-        "malloc",
-        "calloc",
-        "realloc",
-        "free",
-        "_int_",
-        "mem",
-        "[",
-        "0x",
-        "__",
-        "clock_gettime",
-    ]
-    .iter()
-    .any(|prefix| path.starts_with(prefix))
+    // Methods of primitive types (`usize::checked_sub`) are core's.
+    let primitive = path
+        .split_once("::")
+        .is_some_and(|(ty, _)| PRIMITIVES.contains(&ty.trim_end_matches('>')));
+    primitive
+        || [
+            "core::",
+            "std::",
+            "alloc::",
+            "addr2line::",
+            "gimli::",
+            "object::",
+            "miniz_oxide::",
+            "rustc_demangle::",
+            "adler2::",
+            "hashbrown::",
+            // The C library's allocator and memory functions.
+            "malloc",
+            "calloc",
+            "realloc",
+            "free",
+            "_int_",
+            "mem",
+            "[",
+            "0x",
+            "__",
+            "clock_gettime",
+        ]
+        .iter()
+        .any(|prefix| path.starts_with(prefix))
 }
 
 /// Splits the profiler's own time from the program's. A sample is the profiler's when its
@@ -427,6 +455,10 @@ mod tests {
             "parprof_rt::call_site::from_stack",
             "<T as alloc::string::ToString>::to_string",
             "addr2line::Context::find_frames",
+            "<&mut <std::backtrace_rs::symbolize::gimli::Context>::new::{closure#0} as core::ops::FnOnce<()>>::call_once",
+            "<*mut addr2line::unit::ResUnit>::add",
+            "<u8 as <[_]>::to_vec_in::ConvertVec>::to_vec",
+            "<usize>::checked_sub",
             "gimli::read::unit::Unit::new",
         ]);
         assert_eq!(without_profiler_frames(call_site), None);
