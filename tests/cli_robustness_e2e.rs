@@ -222,17 +222,6 @@ fn a_folder_reused_with_o_holds_the_new_run_only_and_nothing_else_is_removed() {
     assert_one_run(&run);
 }
 
-const FIXTURE_MANIFEST: &str = r#"[package]
-name = "lockfixture"
-version = "0.1.0"
-edition = "2021"
-
-[dependencies]
-rayon = "1.10"
-
-[workspace]
-"#;
-
 const FIXTURE_MAIN: &str = r#"use rayon::prelude::*;
 fn main() {
     let total: u64 = (0..1_000_000u64).into_par_iter().sum();
@@ -243,7 +232,11 @@ fn main() {
 /// A crate using rayon, with its lock file resolved as cargo leaves it; returns its manifest.
 fn write_fixture(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(dir.join("src")).unwrap();
-    std::fs::write(dir.join("Cargo.toml"), FIXTURE_MANIFEST).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        common::rayon_crate_manifest("lockfixture"),
+    )
+    .unwrap();
     std::fs::write(dir.join("src/main.rs"), FIXTURE_MAIN).unwrap();
     // This repository's lock file: the same rayon, already downloaded by its own build;
     // `cargo metadata` then trims it to the crate's own packages, as any cargo command would.

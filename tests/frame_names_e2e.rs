@@ -16,17 +16,6 @@ use std::path::Path;
 
 const ODD_FOLDER: &str = "Not-The-Crate.v2";
 
-const MANIFEST: &str = r#"[package]
-name = "framedemo"
-version = "0.1.0"
-edition = "2021"
-
-[dependencies]
-rayon = "1.10"
-
-[workspace]
-"#;
-
 const LIBRARY: &str = r#"//! A library whose parallel code the test profiles.
 pub mod physics {
     use rayon::prelude::*;
@@ -111,7 +100,11 @@ fn main() {
 fn write_crate(root: &Path) -> std::path::PathBuf {
     let dir = root.join(ODD_FOLDER);
     std::fs::create_dir_all(dir.join("src/bin")).unwrap();
-    std::fs::write(dir.join("Cargo.toml"), MANIFEST).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        common::rayon_crate_manifest("framedemo"),
+    )
+    .unwrap();
     // This repository's lock file: the same rayon, already downloaded by its own build.
     std::fs::copy(repo_root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     std::fs::write(dir.join("src/lib.rs"), LIBRARY).unwrap();

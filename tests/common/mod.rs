@@ -289,3 +289,11 @@ impl Drop for BusyMachine {
         }
     }
 }
+
+/// The manifest of a fixture crate `name` that depends on rayon, a workspace of its own.
+pub fn rayon_crate_manifest(name: &str) -> String {
+    format!(
+        "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\nrayon = \"1.10\"\n\n[workspace]\n"
+    )
+}
