@@ -5,6 +5,7 @@ use super::offcpu::OffCpuIndex;
 use super::threads::WRITER_THREAD;
 use crate::kernel::{Frame, KernelRecords, SwitchRecord};
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// Suffix of an inlined frame: the annotation flamegraph tools (inferno's palettes included)
 /// recognise as "inlined".
@@ -129,15 +130,40 @@ fn without_profiler_frames(frames: Vec<String>) -> Option<Vec<String>> {
 /// are removed, so the samples of a recursive call count under its outermost call. Rayon's
 /// `join_context` → `bridge_producer_consumer::helper` → `join_context` cycles and a
 /// recursive quicksort both fold to one level; the leaf frames are kept.
+///
+/// Linear in the stack's depth (a deep recursion has hundreds of frames): each frame kept is
+/// found by its hash.
 pub fn fold_recursion(frames: Vec<String>) -> Vec<String> {
-    let mut folded: Vec<String> = Vec::with_capacity(frames.len());
+    let hash = |frame: &str| {
+        let mut h = DefaultHasher::new();
+        frame.hash(&mut h);
+        h.finish()
+    };
+    let mut folded: Vec<(u64, String)> = Vec::with_capacity(frames.len());
+    // Where each frame kept is, by hash; a colliding frame is found by a scan.
+    let mut position: HashMap<u64, usize> = HashMap::with_capacity(frames.len());
     for frame in frames {
-        match folded.iter().position(|f| *f == frame) {
-            Some(first) => folded.truncate(first + 1),
-            None => folded.push(frame),
+        let h = hash(&frame);
+        let first = match position.get(&h) {
+            Some(&at) if folded[at].1 == frame => Some(at),
+            Some(_) => folded.iter().position(|(_, f)| *f == frame),
+            None => None,
+        };
+        match first {
+            Some(first) => {
+                for (h, _) in folded.drain(first + 1..) {
+                    if position.get(&h).is_some_and(|&at| at > first) {
+                        position.remove(&h);
+                    }
+                }
+            }
+            None => {
+                position.entry(h).or_insert(folded.len());
+                folded.push((h, frame));
+            }
         }
     }
-    folded
+    folded.into_iter().map(|(_, frame)| frame).collect()
 }
 
 /// The frames of one sample, root first: symbolised names, else raw addresses.
@@ -436,6 +462,23 @@ mod tests {
         assert_eq!(fold_recursion(stack), names(&["main", "sort", "partition"]));
         let plain = names(&["main", "a", "b"]);
         assert_eq!(fold_recursion(plain.clone()), plain);
+    }
+
+    proptest::proptest! {
+        /// The linear fold keeps exactly what the definition does: each frame once, a repeat
+        /// cutting back to the frame's first appearance.
+        #[test]
+        fn recursion_folds_as_defined(stack in proptest::collection::vec(0u8..12, 0..400)) {
+            let frames: Vec<String> = stack.iter().map(|f| format!("f{f}")).collect();
+            let mut defined: Vec<String> = Vec::new();
+            for frame in &frames {
+                match defined.iter().position(|f| f == frame) {
+                    Some(first) => defined.truncate(first + 1),
+                    None => defined.push(frame.clone()),
+                }
+            }
+            proptest::prop_assert_eq!(fold_recursion(frames), defined);
+        }
     }
 
     #[test]

@@ -17,13 +17,18 @@ use fxprof_processed_profile::{
 };
 use parprof_rt::trace::WRITER_THREAD_NAME as WRITER_THREAD;
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 
 /// Writes the profile, gzip-compressed.
 pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
     let profile = build(analysis);
     let mut gz = GzEncoder::new(out, Compression::fast());
-    serde_json::to_writer(&mut gz, &profile)?;
+    // The serializer writes token by token; the encoder prepares its whole output buffer at
+    // each write, so it is given large ones.
+    let mut buffered = BufWriter::with_capacity(1 << 16, &mut gz);
+    serde_json::to_writer(&mut buffered, &profile)?;
+    buffered.flush()?;
+    drop(buffered);
     gz.finish()?;
     Ok(())
 }

@@ -315,43 +315,57 @@ pub fn write_all(
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let active = flamegraph::active_folded(analysis);
     let cpu = flamegraph::stacks_folded(&analysis.cpu_samples.stacks, options);
-    let mut written = vec![
-        write_file(out_dir, "report.json", |w| json::write(analysis, w))?,
-        write_file(out_dir, "report.md", |w| {
-            Ok(w.write_all(markdown::render(analysis).as_bytes())?)
-        })?,
-        write_file(out_dir, "active.folded", |w| {
-            Ok(flamegraph::write_folded(&active, w)?)
-        })?,
-        write_file(out_dir, "active.svg", |w| {
-            flamegraph::write_active_svg(analysis, &active, w)
-        })?,
-        write_file(out_dir, "cpu.folded", |w| {
-            Ok(flamegraph::write_folded(&cpu, w)?)
-        })?,
-        write_file(out_dir, "cpu.svg", |w| {
-            flamegraph::write_cpu_svg(analysis, &cpu, w)
-        })?,
-        write_file(out_dir, "timeline.json", |w| timeline::write(analysis, w))?,
-        write_file(out_dir, "profile.json.gz", |w| {
-            firefox_profile::write(analysis, w)
-        })?,
+    let offcpu = (analysis.offcpu_stacks.as_ref())
+        .map(|offcpu| (offcpu, flamegraph::stacks_folded(&offcpu.stacks, options)));
+    let utilization = match &analysis.utilization {
+        Some(u) => Some(plot::utilization_svg(u, &plot::region_spans(analysis, u))?),
+        None => None,
+    };
+    let mut views: Vec<View> = vec![
+        ("report.json", Box::new(|w| json::write(analysis, w))),
+        (
+            "report.md",
+            Box::new(|w| Ok(w.write_all(markdown::render(analysis).as_bytes())?)),
+        ),
+        (
+            "active.folded",
+            Box::new(|w| Ok(flamegraph::write_folded(&active, w)?)),
+        ),
+        (
+            "active.svg",
+            Box::new(|w| flamegraph::write_active_svg(analysis, &active, w)),
+        ),
+        (
+            "cpu.folded",
+            Box::new(|w| Ok(flamegraph::write_folded(&cpu, w)?)),
+        ),
+        (
+            "cpu.svg",
+            Box::new(|w| flamegraph::write_cpu_svg(analysis, &cpu, w)),
+        ),
+        ("timeline.json", Box::new(|w| timeline::write(analysis, w))),
+        (
+            "profile.json.gz",
+            Box::new(|w| firefox_profile::write(analysis, w)),
+        ),
     ];
-    if let Some(offcpu) = &analysis.offcpu_stacks {
-        let folded = flamegraph::stacks_folded(&offcpu.stacks, options);
-        written.push(write_file(out_dir, "offcpu.folded", |w| {
-            Ok(flamegraph::write_folded(&folded, w)?)
-        })?);
-        written.push(write_file(out_dir, "offcpu.svg", |w| {
-            flamegraph::write_offcpu_svg(offcpu, &folded, w)
-        })?);
+    if let Some((offcpu, folded)) = &offcpu {
+        views.push((
+            "offcpu.folded",
+            Box::new(|w| Ok(flamegraph::write_folded(folded, w)?)),
+        ));
+        views.push((
+            "offcpu.svg",
+            Box::new(|w| flamegraph::write_offcpu_svg(offcpu, folded, w)),
+        ));
     }
-    if let Some(u) = &analysis.utilization {
-        let svg = plot::utilization_svg(u, &plot::region_spans(analysis, u))?;
-        written.push(write_file(out_dir, "utilization.svg", |w| {
-            Ok(w.write_all(svg.as_bytes())?)
-        })?);
+    if let Some(svg) = &utilization {
+        views.push((
+            "utilization.svg",
+            Box::new(|w| Ok(w.write_all(svg.as_bytes())?)),
+        ));
     }
+    let mut written = write_in_parallel(out_dir, views)?;
     // The page embeds the figures just written.
     let figures = [
         (
@@ -381,6 +395,47 @@ pub fn write_all(
         Ok(w.write_all(page.as_bytes())?)
     })?);
     Ok(written)
+}
+
+/// A file of the run folder and what writes it.
+type View<'a> = (
+    &'static str,
+    Box<dyn FnOnce(&mut dyn Write) -> anyhow::Result<()> + Send + 'a>,
+);
+
+/// The views that take longest on a run with many samples and spans: started first.
+const SLOWEST_VIEWS: [&str; 2] = ["profile.json.gz", "timeline.json"];
+
+/// Writes the views on as many threads as the machine has CPUs (they only read the
+/// analysis), the slowest first, so that they take about the time of the longest rather than
+/// of all together. The files come back in the order given; the first error, in that order,
+/// is the one reported.
+fn write_in_parallel(out_dir: &Path, views: Vec<View>) -> anyhow::Result<Vec<PathBuf>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut views: Vec<_> = views.into_iter().enumerate().collect();
+    views.sort_by_key(|(_, (name, _))| !SLOWEST_VIEWS.contains(name));
+    let queue = std::sync::Mutex::new(views.into_iter());
+    let mut results: Vec<(usize, anyhow::Result<PathBuf>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                        let Some((at, (name, write))) = next else {
+                            return done;
+                        };
+                        done.push((at, write_file(out_dir, name, write)));
+                    }
+                })
+            })
+            .collect();
+        (workers.into_iter())
+            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    results.sort_by_key(|(at, _)| *at);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 fn write_file(
