@@ -596,7 +596,18 @@ impl Tracker {
     }
 
     /// Removes the innermost open frame of the given kind (normally the top one).
+    #[inline(always)]
     fn pop(&mut self, task: bool, region: u32) -> Option<Frame> {
+        match self.frames.last() {
+            Some(top) if top.task == task && top.region == region => self.frames.pop(),
+            _ => self.pop_inner(task, region),
+        }
+    }
+
+    /// [`Tracker::pop`] of a frame below the top one (an unwinding task, a region left out of
+    /// order).
+    #[cold]
+    fn pop_inner(&mut self, task: bool, region: u32) -> Option<Frame> {
         let at = self
             .frames
             .iter()
