@@ -83,6 +83,40 @@ fn tasks_that_share_a_lock_are_blocking_in_tasks() {
     let blocked = region["blocked_ns"]["UC"].as_u64().unwrap();
     let uc = region["state_ns"]["UC"].as_u64().unwrap();
     assert!(blocked > 0 && blocked <= uc, "{region:#}");
+    // The regions table counts it apart, not as work.
+    let total: u64 = ["UC", "LQ", "GS", "W"]
+        .iter()
+        .map(|s| region["state_ns"][s].as_u64().unwrap())
+        .sum();
+    let markdown = std::fs::read_to_string(run.path("report.md")).expect("report.md");
+    let shown = |column: &str| table_percent(&markdown, column);
+    let percent = |ns: u64| ns as f64 * 100.0 / total as f64;
+    assert!(
+        (shown("UC") - percent(uc - blocked)).abs() <= 0.5,
+        "UC without the blocked time: {markdown}"
+    );
+    assert!(
+        (shown("blocked") - percent(blocked)).abs() <= 0.5,
+        "{markdown}"
+    );
+}
+
+/// A whole percent of the first row of report.md's regions table, in `column`.
+fn table_percent(markdown: &str, column: &str) -> f64 {
+    let cells = |line: &str| -> Vec<String> {
+        line.trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_owned())
+            .collect()
+    };
+    let mut lines = markdown
+        .lines()
+        .skip_while(|l| !l.starts_with("| region |"));
+    let header = cells(lines.next().expect("the regions table"));
+    let row = cells(lines.nth(1).expect("a region's row"));
+    let at = header.iter().position(|h| h == column).expect(column);
+    row[at].trim_end_matches('%').parse().expect("a percent")
 }
 
 #[test]

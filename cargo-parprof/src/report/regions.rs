@@ -26,11 +26,13 @@ pub(crate) fn impact_text(region: &RegionReport, d: &Diagnosis) -> String {
     )
 }
 
-/// Shares of the region's worker time in UC, LQ, GS and W, as whole percents.
-pub(crate) fn state_percents(region: &RegionReport) -> [String; 4] {
+/// Shares of the region's worker time in UC (running, or switched out while runnable), UC
+/// blocked (a lock, a channel, I/O, a sleep: not work), LQ, GS and W, as whole percents.
+pub(crate) fn state_percents(region: &RegionReport) -> [String; 5] {
     let s = &region.state_ns;
     let total = s.uc + s.lq + s.gs + s.w;
-    [s.uc, s.lq, s.gs, s.w].map(|ns| {
+    let blocked = region.blocked_ns.uc.min(s.uc);
+    [s.uc - blocked, blocked, s.lq, s.gs, s.w].map(|ns| {
         if total == 0 {
             "–".to_owned()
         } else {

@@ -37,6 +37,7 @@ pub fn regions(analysis: &Analysis) -> Table {
             "local / stolen / injected / inline",
             "median task",
             "UC",
+            "blocked",
             "LQ",
             "GS",
             "W",
@@ -49,7 +50,7 @@ pub fn regions(analysis: &Analysis) -> Table {
             .regions
             .iter()
             .map(|r| {
-                let [uc, lq, gs, w] = state_percents(r);
+                let [uc, blocked, lq, gs, w] = state_percents(r);
                 vec![
                     r.name.clone(),
                     r.instances.to_string(),
@@ -59,6 +60,7 @@ pub fn regions(analysis: &Analysis) -> Table {
                     task_origins(r),
                     human_duration(r.task_ns.median),
                     uc,
+                    blocked,
                     lq,
                     gs,
                     w,
@@ -69,7 +71,8 @@ pub fn regions(analysis: &Analysis) -> Table {
             .collect(),
         note: Some(
             "UC, LQ, GS, W: share of the workers' time running tasks, looking in their own deque, \
-             searching other deques, asleep. preempted: switched out while runnable, in any of the \
+             searching other deques, asleep; blocked: in a task but switched out waiting (a lock, a \
+             channel, I/O, a sleep), not counted in UC. preempted: switched out while runnable, in any of the \
              four states, as a share of the workers' time (a diagnosis names its own share: of the \
              states it looks at, less the profiler's trace writer)."
                 .into(),
