@@ -182,7 +182,8 @@ fn block_comment_end(chars: &[char], start: usize) -> usize {
 /// Where the string literal opening at `start` ends (`"…"`, `b"…"`, `c"…"`, `r#"…"#`, `br"…"`),
 /// or `None` when no string literal opens there.
 fn string_literal_end(chars: &[char], start: usize) -> Option<usize> {
-    let preceded_by_ident = start > 0 && (chars[start - 1].is_alphanumeric() || chars[start - 1] == '_');
+    let preceded_by_ident =
+        start > 0 && (chars[start - 1].is_alphanumeric() || chars[start - 1] == '_');
     if preceded_by_ident {
         return None;
     }
@@ -199,7 +200,14 @@ fn string_literal_end(chars: &[char], start: usize) -> Option<usize> {
         }
         i += 1;
         while i < chars.len() {
-            if chars[i] == '"' && chars[i + 1..].iter().take(hashes).filter(|&&c| c == '#').count() == hashes {
+            if chars[i] == '"'
+                && chars[i + 1..]
+                    .iter()
+                    .take(hashes)
+                    .filter(|&&c| c == '#')
+                    .count()
+                    == hashes
+            {
                 return Some(i + 1 + hashes);
             }
             i += 1;
@@ -259,9 +267,18 @@ fn without_test_items(tokens: Vec<Spanned>) -> Vec<Spanned> {
 
 /// Where the attribute at `i` ends if it is `#[cfg(test)]` or `#[test]`.
 fn test_attribute_end(tokens: &[Spanned], i: usize) -> Option<usize> {
-    let words: Vec<Token> = tokens[i..].iter().take(7).map(|t| t.token.clone()).collect();
+    let words: Vec<Token> = tokens[i..]
+        .iter()
+        .take(7)
+        .map(|t| t.token.clone())
+        .collect();
     let ident = |s: &str| Token::Ident(s.to_string());
-    let test = [Token::Punct('#'), Token::Punct('['), ident("test"), Token::Punct(']')];
+    let test = [
+        Token::Punct('#'),
+        Token::Punct('['),
+        ident("test"),
+        Token::Punct(']'),
+    ];
     let cfg_test = [
         Token::Punct('#'),
         Token::Punct('['),
@@ -506,7 +523,12 @@ fn used_paths(tokens: &[Spanned]) -> Vec<NamedPath> {
 }
 
 /// Reads the use tree at `start` under `prefix` into `paths`; returns where it ends.
-fn use_tree(tokens: &[Spanned], start: usize, prefix: &[String], paths: &mut Vec<NamedPath>) -> usize {
+fn use_tree(
+    tokens: &[Spanned],
+    start: usize,
+    prefix: &[String],
+    paths: &mut Vec<NamedPath>,
+) -> usize {
     let mut segments = prefix.to_vec();
     let mut i = start;
     if matches!(tokens.get(i).map(|t| &t.token), Some(Token::PathSep)) {
@@ -521,7 +543,10 @@ fn use_tree(tokens: &[Spanned], start: usize, prefix: &[String], paths: &mut Vec
         match &spanned.token {
             Token::Punct('{') => {
                 i += 1;
-                while !matches!(tokens.get(i).map(|t| &t.token), Some(Token::Punct('}')) | None) {
+                while !matches!(
+                    tokens.get(i).map(|t| &t.token),
+                    Some(Token::Punct('}')) | None
+                ) {
                     i = use_tree(tokens, i, &segments, paths);
                     if matches!(tokens.get(i).map(|t| &t.token), Some(Token::Punct(','))) {
                         i += 1;
@@ -569,9 +594,13 @@ fn inline_paths(tokens: &[Spanned], children: &BTreeSet<&str>) -> Vec<NamedPath>
             Token::Punct(';') => in_use = false,
             Token::Ident(first)
                 if !in_use
-                    && (matches!(first.as_str(), "crate" | "super" | "self") || children.contains(first.as_str()))
+                    && (matches!(first.as_str(), "crate" | "super" | "self")
+                        || children.contains(first.as_str()))
                     && matches!(tokens.get(i + 1).map(|t| &t.token), Some(Token::PathSep))
-                    && !matches!(i.checked_sub(1).map(|p| &tokens[p].token), Some(Token::PathSep)) =>
+                    && !matches!(
+                        i.checked_sub(1).map(|p| &tokens[p].token),
+                        Some(Token::PathSep)
+                    ) =>
             {
                 let line = tokens[i].line;
                 let mut segments = vec![first.clone()];
@@ -604,7 +633,9 @@ impl ModuleTree {
         let file_edges: BTreeMap<(usize, usize), Evidence> = self.edges.clone();
         let mut problems: Vec<String> = strongly_connected(all.len(), &file_edges)
             .into_iter()
-            .map(|component| self.describe_cycle("files", &component, &file_edges, &|f| self.name(f)))
+            .map(|component| {
+                self.describe_cycle("files", &component, &file_edges, &|f| self.name(f))
+            })
             .collect();
         for folder in self.files.iter().map(|file| &file.module) {
             problems.extend(self.folder_cycles(folder));
@@ -636,7 +667,12 @@ impl ModuleTree {
             {
                 edges.entry((a, b)).or_insert_with(|| Evidence {
                     line: evidence.line,
-                    path: format!("{} line {}: {}", self.name(from), evidence.line, evidence.path),
+                    path: format!(
+                        "{} line {}: {}",
+                        self.name(from),
+                        evidence.line,
+                        evidence.path
+                    ),
                 });
             }
         }
@@ -655,7 +691,11 @@ impl ModuleTree {
 
     /// Whether the members in `component` are all single files already reported as a file cycle.
     fn is_file_cycle(&self, component: &[usize], member: &dyn Fn(usize) -> Option<usize>) -> bool {
-        let files_of = |m: usize| (0..self.files.len()).filter(|&f| member(f) == Some(m)).count();
+        let files_of = |m: usize| {
+            (0..self.files.len())
+                .filter(|&f| member(f) == Some(m))
+                .count()
+        };
         component.iter().all(|&m| files_of(m) == 1)
     }
 
@@ -680,7 +720,12 @@ impl ModuleTree {
             } else {
                 format!("line {}: {}", evidence.line, evidence.path)
             };
-            let _ = write!(text, "\n  {} → {}   ({place})", name(pair[0]), name(pair[1]));
+            let _ = write!(
+                text,
+                "\n  {} → {}   ({place})",
+                name(pair[0]),
+                name(pair[1])
+            );
         }
         text
     }
@@ -822,7 +867,11 @@ fn function_lengths(tokens: &[Spanned]) -> Vec<(String, usize, usize)> {
             continue;
         };
         let close = item_end(tokens, open) - 1;
-        lengths.push((name.to_string(), token.line, tokens[close].line - token.line + 1));
+        lengths.push((
+            name.to_string(),
+            token.line,
+            tokens[close].line - token.line + 1,
+        ));
     }
     lengths
 }
@@ -880,7 +929,12 @@ mod reader_tests {
         );
         assert_eq!(
             segments(&inline_paths(&tokens, &children)),
-            ["crate::units::ms", "super::g", "lifecycle::finish", "crate::a::B"]
+            [
+                "crate::units::ms",
+                "super::g",
+                "lifecycle::finish",
+                "crate::a::B"
+            ]
         );
     }
 

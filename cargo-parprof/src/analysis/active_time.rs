@@ -902,7 +902,7 @@ impl Totals<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::{SwitchKind, SwitchRecord};
+    use crate::recording::kernel_records::{SwitchKind, SwitchRecord};
 
     const F: u32 = 1;
     const G: u32 = 2;

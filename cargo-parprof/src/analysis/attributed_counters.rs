@@ -1407,11 +1407,11 @@ mod tests {
         c.on_event(2, &ev(100, EventKind::Exit, 2));
         // Thread 2 blocks at 50 and is not switched in again; thread 1 runs all along.
         let off_cpu = OffCpuIndex::from_switches(
-            &[crate::kernel::SwitchRecord {
+            &[crate::recording::kernel_records::SwitchRecord {
                 time_ns: 50,
                 tid: 2,
                 cpu: 0,
-                kind: crate::kernel::SwitchKind::OutVoluntary,
+                kind: crate::recording::kernel_records::SwitchKind::OutVoluntary,
             }],
             &[],
             |t| t,

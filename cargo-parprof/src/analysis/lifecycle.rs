@@ -48,11 +48,12 @@ mod program_totals;
 mod state_spans;
 
 use super::EventConsumer;
-use super::diagnoses::{self, Diagnosis, Thresholds};
+use super::diagnoses::{self, Diagnosis};
 use super::distribution::DurationDistribution;
 use super::id_map::IdMap;
 use super::model::worker_name;
 use super::offcpu::{OffCpu, OffCpuIndex};
+use crate::recording::Thresholds;
 use parprof_rt::trace::{
     Event, EventKind, LifecycleTotals, NO_WORKER, SiteKind, SiteRecord, TaskOrigin, ThreadRecord,
 };
@@ -1602,7 +1603,7 @@ impl Shape {
 mod tests {
     use super::*;
     use crate::analysis::model::WorkerState;
-    use crate::kernel::{SwitchKind, SwitchRecord};
+    use crate::recording::kernel_records::{SwitchKind, SwitchRecord};
     use diagnoses::Code;
     use parprof_rt::trace::{DETAIL_PAUSE, GapSum};
 

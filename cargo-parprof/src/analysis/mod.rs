@@ -29,12 +29,12 @@ pub use cpu_stacks::{INLINED_SUFFIX, fold_recursion};
 pub use model::*;
 pub use trace_file::{TracePick, pick_trace};
 
-use crate::kernel::{KernelRecords, SwitchRecord};
 use crate::recording::counters::CounterRecords;
+use crate::recording::kernel_records::{KernelRecords, SwitchRecord};
+use crate::recording::{DEFAULT_PERIOD_NS, ExitStatus, TargetInfo, Thresholds};
 use active_time::{ActiveTime, ActiveTimeResult, PathFrame};
 use attributed_counters::CountersAnalysis;
 use attributed_counters::{AttributionContext, SpanCollector};
-use diagnoses::Thresholds;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lifecycle::{Lifecycle, LifecycleBuilder, LifecycleTimeline};
 use offcpu::OffCpuIndex;
@@ -88,7 +88,7 @@ impl Default for AnalysisOptions {
             child_pid: None,
             max_timeline_spans: 200_000,
             progress_min_bytes: 64 << 20,
-            utilization_period_ns: utilization::DEFAULT_PERIOD_NS,
+            utilization_period_ns: DEFAULT_PERIOD_NS,
             thresholds: Thresholds::default(),
         }
     }
@@ -1002,7 +1002,7 @@ fn capitalised(text: &str) -> String {
 fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
     let mut notes = Vec::new();
     let caps = &facts.kernel.capabilities;
-    let reason = |c: &crate::kernel::Capability| {
+    let reason = |c: &crate::recording::kernel_records::Capability| {
         c.reason
             .clone()
             .unwrap_or_else(|| "no reason given".to_owned())

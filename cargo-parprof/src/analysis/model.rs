@@ -3,8 +3,9 @@
 //! Durations are nanoseconds (converted from clock ticks once, at the end of the analysis);
 //! times on the timeline are nanoseconds since [`Timeline::origin_monotonic_ns`].
 
-use crate::kernel::Capabilities;
-use serde::{Deserialize, Serialize};
+use crate::recording::kernel_records::Capabilities;
+use crate::recording::{ExitStatus, TargetInfo};
+use serde::Serialize;
 
 /// How reports name an unnamed rayon worker (rayon's threads have no name unless the pool's
 /// builder gives them one; the kernel calls them all after the program).
@@ -56,7 +57,7 @@ pub struct Analysis {
     /// Kernel records that could not be decoded and were skipped.
     pub malformed_kernel_records: u64,
     /// How the cpu samples' call chains were obtained.
-    pub call_chains: crate::kernel::UnwindCounts,
+    pub call_chains: crate::recording::kernel_records::UnwindCounts,
     /// CPU time the hypervisor gave to other guests during the run, all CPUs (`None`: not
     /// measurable here). Probe times may include up to that much: no switch shows it.
     pub steal_ns: Option<u64>,
@@ -65,23 +66,6 @@ pub struct Analysis {
     pub anomalies: Anomalies,
     /// What could not be measured or may be off, in words for the user.
     pub notes: Vec<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TargetInfo {
-    pub name: String,
-    /// `bin`, `example`, `bench` or `test`.
-    pub kind: String,
-    pub args: Vec<String>,
-}
-
-/// Exactly one field is set once the caller knows how the process ended.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExitStatus {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<i32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

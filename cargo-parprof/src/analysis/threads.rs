@@ -5,7 +5,7 @@ use super::EventConsumer;
 use super::id_map::IdMap;
 use super::model::{ThreadSummary, worker_name};
 use super::offcpu::OffCpuIndex;
-use crate::kernel::{KernelRecords, SwitchKind};
+use crate::recording::kernel_records::{KernelRecords, SwitchKind};
 use parprof_rt::trace::{Event, NO_WORKER, ThreadRecord, TickConverter};
 use std::collections::{BTreeMap, HashMap};
 

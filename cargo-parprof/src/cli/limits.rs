@@ -3,7 +3,7 @@
 //! instead of being changed silently or blamed on the program later.
 
 use super::options::parse_duration_ns;
-use crate::collect::MAX_FREQUENCY_HZ;
+use crate::record::collect::MAX_FREQUENCY_HZ;
 
 /// The finest utilization period: the cpu samples come at most every 10 µs
 /// ([`MAX_FREQUENCY_HZ`]), and periods finer than that show the scheduler's time slices, not

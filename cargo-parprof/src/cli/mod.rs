@@ -6,19 +6,20 @@ mod limits;
 mod options;
 mod profile;
 mod record;
+mod run_history;
 
 pub use build::{BuildCommand, build};
 pub use options::{BuildArgs, Detail, RecordingArgs, SliceArgs, TargetArgs, ThresholdArgs};
 pub use profile::RunSummary;
 pub use record::{RecordArgs, record};
 
-use crate::bench_harness::{self, BenchEntry, BenchIndex, Harness};
+use crate::build::target::TargetKind;
+use crate::pipeline::{self, ReportRequest};
+use crate::record::bench_harness::{self, BenchEntry, BenchIndex};
 use crate::record::output_dir;
 use crate::record::session::{Program, Settings};
+use crate::recording::Harness;
 use crate::recording::RecordedOptions;
-use crate::run_history;
-use crate::run_report::{self, ReportRequest};
-use crate::target::TargetKind;
 use crate::{console, diff};
 use anyhow::{Context, Result};
 use clap::parser::ValueSource;
@@ -253,7 +254,7 @@ const CRITERION_PANIC: i32 = 101;
 
 /// Analyses saved runs again and writes their reports.
 pub fn report(args: &ReportArgs) -> Result<()> {
-    run_report::report_saved(
+    pipeline::report_saved(
         &ReportRequest {
             run: args.run.clone(),
             output: args.output.clone(),
@@ -390,7 +391,7 @@ fn profile_benchmarks(
         });
     }
     let index = BenchIndex::new(program.name, entries);
-    let report = run_report::write_bench_summary(&index, output_dir)?;
+    let report = pipeline::write_bench_summary(&index, output_dir)?;
     console::summary(format_args!(
         "parprof: {} benchmarks profiled; report written to {}",
         index.benchmarks.len(),
@@ -403,7 +404,7 @@ fn profile_benchmarks(
 mod counter_flag_tests {
     use super::options::{parse_counters, parse_duration_ns, parse_read_interval_ns};
     use super::*;
-    use crate::counters::CounterOptions;
+    use crate::record::counters::CounterOptions;
 
     #[test]
     fn periods_need_a_unit_and_accept_fractions() {
@@ -463,7 +464,7 @@ mod counter_flag_tests {
 #[cfg(test)]
 mod report_flag_tests {
     use super::*;
-    use crate::analysis::diagnoses::Thresholds;
+    use crate::recording::Thresholds;
 
     fn report_args(flags: &[&str]) -> ReportArgs {
         let args = ["cargo", "parprof", "report", "run-folder"]

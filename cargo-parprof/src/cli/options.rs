@@ -3,11 +3,11 @@
 //! and the exact per-call counters), and the parsers of their values.
 
 use super::limits;
-use crate::analysis::diagnoses::Thresholds;
-use crate::collect::{CallGraph, CollectOptions};
-use crate::counters::{CounterOptions, CounterSet};
-use crate::perf::Follow;
+use crate::record::collect::{CallGraph, CollectOptions};
+use crate::record::counters::{CounterOptions, CounterSet};
+use crate::record::perf::Follow;
 use crate::record::session::Settings;
+use crate::recording::Thresholds;
 use crate::recording::{DetailRequest, RecordedOptions};
 use clap::Args;
 use parprof_rt::slice_results::{DETAIL_ENV, SLICES_ENV};

@@ -4,10 +4,10 @@
 
 use super::options::RecordingArgs;
 use super::profile::{RunSummary, profile_repeated};
-use crate::bench_harness::Harness;
 use crate::console;
 use crate::record::executable::{self, Executable};
 use crate::record::session::Program;
+use crate::recording::Harness;
 use crate::recording::RayonHooks;
 use anyhow::{Context, Result};
 use clap::Parser;

@@ -2,7 +2,7 @@
 //! their spread summary at the top), or a criterion bench's folder of benchmarks.
 
 use super::spread::REPEAT_SCHEMA;
-use crate::bench_harness::BenchIndex;
+use crate::record::bench_harness::BenchIndex;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use std::io::Read;

@@ -10,11 +10,11 @@ use crate::analysis::lifecycle::{
 };
 use crate::analysis::utilization::Utilization;
 use crate::analysis::{
-    Analysis, Anomalies, BufferStalls, CallPathSummary, ClockInfo, ExitStatus, ProbeSummary,
-    ProbedTime, TargetInfo, ThreadSummary, TraceSummary,
+    Analysis, Anomalies, BufferStalls, CallPathSummary, ClockInfo, ProbeSummary, ProbedTime,
+    ThreadSummary, TraceSummary,
 };
-use crate::kernel::{Capabilities, UnwindCounts};
-use crate::recording::RayonHooks;
+use crate::recording::kernel_records::{Capabilities, UnwindCounts};
+use crate::recording::{ExitStatus, RayonHooks, TargetInfo};
 use serde::Serialize;
 use std::io::Write;
 

@@ -19,7 +19,8 @@ pub mod terminal;
 pub mod timeline;
 
 use crate::analysis::slices::{SliceMode, SlicesAnalysis};
-use crate::analysis::{Analysis, ExitStatus, InRunSpeed, ProbeSummary, TraceCompleteness};
+use crate::analysis::{Analysis, InRunSpeed, ProbeSummary, TraceCompleteness};
+use crate::recording::ExitStatus;
 pub(crate) use crate::units::{human_count, human_duration, relative_error};
 use anyhow::Context;
 use std::fs::File;
