@@ -2,7 +2,7 @@
 //! figures: the clock is CLOCK_MONOTONIC (one tick = one ns) and the sync points line up, so
 //! ticks and kernel nanoseconds are the same numbers.
 
-use cargo_parprof::analysis::diagnoses::Code;
+use cargo_parprof::analysis::diagnosis::Code;
 use cargo_parprof::analysis::{
     Analysis, AnalysisOptions, Anomalies, MedianMethod, ProbeSummary, SpanKind, TraceCompleteness,
     WorkerState, analyse,

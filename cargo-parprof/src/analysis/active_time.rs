@@ -15,8 +15,8 @@
 //! stack depth, probe sites and distinct call paths, never with the number of events. All
 //! sums are in ticks; the caller converts them to nanoseconds once.
 
-use super::EventConsumer;
 use super::distribution::DurationDistribution;
+use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
 use super::in_run_speed::{SpeedFollower, SpeedTotals};
 use super::model::Anomalies;

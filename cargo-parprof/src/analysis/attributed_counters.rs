@@ -38,8 +38,8 @@
 //! On a synthetic trace of 50 million events (25 million spans, 8 threads) the attribution
 //! roughly triples the analysis time, with a peak of about 60 MiB.
 
-use super::EventConsumer;
 use super::attribution::{CounterPoint, Interpolator, ShareKind, process_series};
+use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
 use super::offcpu::{OffCpu, OffCpuIndex};
 use crate::recording::counters::{

@@ -29,76 +29,10 @@
 //! The impact of a diagnosis is the overhead it explains, spread over the workers: the region
 //! would end that much sooner without it, hence the speedup if fixed.
 
+use super::diagnosis::{Code, Diagnosis, Evidence, Impact};
 use super::lifecycle::{RegionReport, WaitSource};
 use crate::recording::Thresholds;
 use crate::units::{human_count, human_duration};
-use serde::Serialize;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Code {
-    TooFineGranularity,
-    ExcessiveStealing,
-    InsufficientParallelSlack,
-    LoadImbalance,
-    Oversubscription,
-    BlockingInTasks,
-}
-
-impl Code {
-    /// The code as `report.json` writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::TooFineGranularity => "too_fine_granularity",
-            Code::ExcessiveStealing => "excessive_stealing",
-            Code::InsufficientParallelSlack => "insufficient_parallel_slack",
-            Code::LoadImbalance => "load_imbalance",
-            Code::Oversubscription => "oversubscription",
-            Code::BlockingInTasks => "blocking_in_tasks",
-        }
-    }
-}
-
-/// The measured figures behind a diagnosis.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Evidence {
-    /// What the diagnosis compares with its threshold, e.g. `tasks_per_worker_per_s`.
-    pub metric: &'static str,
-    pub value: f64,
-    /// The overhead that opened this pair of causes (`active_overhead_share` or
-    /// `inactive_overhead_share`), its value and its threshold.
-    pub overhead: &'static str,
-    pub overhead_share: f64,
-    pub overhead_threshold: f64,
-    /// The figures in words.
-    pub summary: String,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Impact {
-    /// The explained overhead ÷ workers: wall-clock time the region loses.
-    pub time_lost_ns: u64,
-    /// The explained overhead ÷ worker time.
-    pub share_of_worker_time: f64,
-    /// elapsed ÷ (elapsed − time lost).
-    pub speedup_if_fixed: f64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Diagnosis {
-    pub code: Code,
-    pub evidence: Evidence,
-    /// The threshold `evidence.value` exceeded (for `load_imbalance`: the search/wait
-    /// frequency it stayed under).
-    pub threshold: f64,
-    pub impact: Impact,
-    pub advice: String,
-    /// Diagnoses that this one causes, folded under it: raised on their own they would name
-    /// a symptom (`excessive_stealing` of a region whose runs make fewer tasks than it has
-    /// workers: each task is stolen because idle workers wait for every one).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub symptoms: Vec<Diagnosis>,
-}
 
 /// Figures of a region that the diagnoses share.
 struct Figures {
@@ -155,6 +89,15 @@ pub fn hidden_wait_note(r: &RegionReport, t: &Thresholds) -> Option<String> {
             100.0 * r.preempted_ns.gs as f64 / worker_ns
         )
     })
+}
+
+/// Diagnoses every region (longest first, as the lifecycle sorts them), then says a machine's
+/// oversubscription once. `usable_cpus`: the CPUs the program could use.
+pub fn diagnose_regions(regions: &mut [RegionReport], t: &Thresholds, usable_cpus: Option<f64>) {
+    for region in regions.iter_mut() {
+        region.diagnoses = diagnose(region, t, usable_cpus);
+    }
+    machine_oversubscription_once(regions, usable_cpus);
 }
 
 /// The diagnoses of a region, in the spec's order, then `oversubscription`; empty when the
@@ -566,7 +509,7 @@ fn oversubscription(
 /// is the machine's, not a region's: it is said once, on the region that lost the most time to
 /// it, with the share of every region it touched; the others keep their share in the regions'
 /// table (`preempted`). A pool larger than those CPUs stays a cause of each region it runs.
-pub fn machine_oversubscription_once(regions: &mut [RegionReport], usable_cpus: Option<f64>) {
+fn machine_oversubscription_once(regions: &mut [RegionReport], usable_cpus: Option<f64>) {
     let by_machine = |r: &RegionReport| {
         usable_cpus.is_some_and(|cpus| r.workers as f64 <= cpus)
             && r.diagnoses.iter().any(|d| d.code == Code::Oversubscription)

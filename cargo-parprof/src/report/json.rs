@@ -4,7 +4,7 @@
 //! in `timeline.json`, sample stacks in `cpu.folded`): only their counts are given here.
 
 use crate::analysis::attributed_counters::CountersAnalysis;
-use crate::analysis::diagnoses::Diagnosis;
+use crate::analysis::diagnosis::Diagnosis;
 use crate::analysis::lifecycle::{
     RegionReport, SearchRounds, StateNs, TaskNs, Transitions, WaitSource, WorkerLifecycle,
 };

@@ -2,7 +2,7 @@
 //! then one row per region.
 
 use super::human_duration;
-use crate::analysis::diagnoses::Diagnosis;
+use crate::analysis::diagnosis::Diagnosis;
 use crate::analysis::lifecycle::RegionReport;
 
 /// Every diagnosis with its region, regions longest first, each region's in the spec's order.
