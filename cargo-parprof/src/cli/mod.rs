@@ -16,7 +16,6 @@ pub use record::{RecordArgs, record};
 use crate::build::target::TargetKind;
 use crate::pipeline::{self, ReportRequest};
 use crate::record::bench_harness::{self, BenchEntry, BenchIndex};
-use crate::record::output_dir;
 use crate::record::session::{Program, Settings};
 use crate::recording::Harness;
 use crate::recording::RecordedOptions;
@@ -272,7 +271,8 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
     let built = build::build_target(&args.build)?;
     let target = &built.target;
     let parprof_dir = built.target_dir.join("parprof");
-    let output_dir = output_folder(args.output.as_deref(), &parprof_dir, &target.name)?;
+    let output_dir =
+        run_history::output_folder(args.output.as_deref(), &parprof_dir, &target.name)?;
     let kind = target.kind.to_string();
     // `cargo run` keeps the caller's directory; `cargo bench`/`cargo test` run in the package root.
     let working_dir = matches!(target.kind, TargetKind::Bench | TargetKind::Test)
@@ -311,23 +311,6 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
         output_dir,
         target_exit_code,
     })
-}
-
-/// The folder a new run writes into: `output` (an earlier run there replaced), or a new
-/// folder of its own under `parprof_dir`.
-pub(crate) fn output_folder(
-    output: Option<&Path>,
-    parprof_dir: &Path,
-    name: &str,
-) -> Result<PathBuf> {
-    match output {
-        Some(dir) => {
-            output_dir::claim(dir)?;
-            Ok(dir.to_path_buf())
-        }
-        None => run_history::new_run_dir(parprof_dir, name)
-            .with_context(|| format!("cannot create a run folder in {}", parprof_dir.display())),
-    }
 }
 
 /// Removes the oldest default run folders beyond `keep`, saying so.
@@ -402,7 +385,8 @@ fn profile_benchmarks(
 
 #[cfg(test)]
 mod counter_flag_tests {
-    use super::options::{parse_counters, parse_duration_ns, parse_read_interval_ns};
+    use super::limits::parse_duration_ns;
+    use super::options::{parse_counters, parse_read_interval_ns};
     use super::*;
     use crate::record::counters::CounterOptions;
 

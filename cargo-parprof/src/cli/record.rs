@@ -44,7 +44,8 @@ pub fn record(args: &RecordArgs) -> Result<RunSummary> {
         .context("no executable given: `cargo-parprof record -- EXE [ARGS]`")?;
     let exe = executable::inspect(Path::new(exe))?;
     say_what_is_recorded(&exe);
-    let output_dir = super::output_folder(args.output.as_deref(), Path::new("parprof"), &exe.name)?;
+    let output_dir =
+        super::run_history::output_folder(args.output.as_deref(), Path::new("parprof"), &exe.name)?;
     let program = Program {
         exe: &exe.path,
         name: &exe.name,

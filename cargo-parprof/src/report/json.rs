@@ -188,7 +188,7 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
         call_chains: analysis.call_chains,
         buffer_stalls: &analysis.buffer_stalls,
         anomalies: &analysis.anomalies,
-        notes: super::notes(analysis),
+        notes: super::wording::notes(analysis),
     };
     serde_json::to_writer_pretty(&mut *out, &report)?;
     out.write_all(b"\n")?;
