@@ -386,6 +386,8 @@ pub fn failing<'a>(c: &'a Comparison, opts: &DiffOptions) -> Vec<&'a Row> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diff::side::{Benchmark, REPEAT_SCHEMA, load_side};
+    use crate::diff::{spread, views};
     use serde_json::{Value, json};
     use std::path::PathBuf;
 
@@ -492,7 +494,7 @@ mod tests {
         let saved: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap())
                 .unwrap();
-        assert_eq!(saved["schema"], spread::REPEAT_SCHEMA);
+        assert_eq!(saved["schema"], REPEAT_SCHEMA);
         let row = &saved["rows"][0];
         assert_eq!(
             (
