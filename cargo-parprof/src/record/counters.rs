@@ -1019,8 +1019,7 @@ mod tests {
     /// attributed from the program-wide series, lie within the error bound.
     #[test]
     fn page_faults_of_real_tasks_are_attributed_within_the_error_bound() {
-        const NAME: &str =
-            "counters::tests::page_faults_of_real_tasks_are_attributed_within_the_error_bound";
+        const NAME: &str = "record::counters::tests::page_faults_of_real_tasks_are_attributed_within_the_error_bound";
         if std::env::var_os(WORKLOAD_ENV).is_some() {
             run_workload();
             return;
