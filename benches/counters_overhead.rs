@@ -10,10 +10,10 @@
 //! many preemptions, each one a switch of the counter groups) and `rayon_too_fine` (a rayon
 //! region of 250,000 tiny tasks: many probe events and worker wake-ups).
 
-use cargo_parprof::collect::CollectOptions;
-use cargo_parprof::counters::{CounterOptions, CounterSet};
+use cargo_parprof::build::target::BuildOptions;
+use cargo_parprof::record::collect::CollectOptions;
+use cargo_parprof::record::counters::{CounterOptions, CounterSet};
 use cargo_parprof::recording::counters::CounterRecords;
-use cargo_parprof::target::BuildOptions;
 mod common;
 
 use common::{build_example, median, run_profiled};

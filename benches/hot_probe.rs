@@ -11,8 +11,8 @@
 //! medians can come from different ones.
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
-use cargo_parprof::collect::CollectOptions;
-use cargo_parprof::target::BuildOptions;
+use cargo_parprof::build::target::BuildOptions;
+use cargo_parprof::record::collect::CollectOptions;
 
 mod common;
 

@@ -18,7 +18,7 @@
 
 mod common;
 
-use cargo_parprof::target::BuildOptions;
+use cargo_parprof::build::target::BuildOptions;
 use common::{build_example, build_example_unhooked, median};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -10,8 +10,8 @@
 //! issue is within 10 % in at least 9 of 10 runs.
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
-use cargo_parprof::collect::CollectOptions;
-use cargo_parprof::target::BuildOptions;
+use cargo_parprof::build::target::BuildOptions;
+use cargo_parprof::record::collect::CollectOptions;
 use std::ffi::OsString;
 
 mod common;

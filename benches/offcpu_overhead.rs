@@ -6,8 +6,8 @@
 //! a lot: `demo_join_loop` (a pool of 8 workers woken for thousands of joins on 2 cores) and
 //! `offcpu_waits` (few, long waits; its wall time is mostly sleeping).
 
-use cargo_parprof::collect::CollectOptions;
-use cargo_parprof::target::BuildOptions;
+use cargo_parprof::build::target::BuildOptions;
+use cargo_parprof::record::collect::CollectOptions;
 
 mod common;
 

@@ -22,10 +22,10 @@
 //! (clock and overhead calibration) and the trace's figure does not.
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
-use cargo_parprof::collect::CollectOptions;
-use cargo_parprof::kernel::KernelRecords;
-use cargo_parprof::launch;
-use cargo_parprof::target::BuildOptions;
+use cargo_parprof::build::target::BuildOptions;
+use cargo_parprof::record::collect::CollectOptions;
+use cargo_parprof::record::launch;
+use cargo_parprof::recording::kernel_records::KernelRecords;
 mod common;
 
 use common::{build_example, build_example_unhooked, median};

@@ -6,9 +6,9 @@
 //! `oversubscribed` example (probed, CPU-bound, more threads than cores).
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
-use cargo_parprof::collect::CollectOptions;
-use cargo_parprof::target::BuildOptions;
-use cargo_parprof::{launch, report};
+use cargo_parprof::build::target::BuildOptions;
+use cargo_parprof::record::collect::CollectOptions;
+use cargo_parprof::{record::launch, report};
 
 mod common;
 

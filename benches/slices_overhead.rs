@@ -6,8 +6,8 @@
 //! program's wall time (from its start to its exit) for each, the ratios, and what the slices
 //! measured.
 
-use cargo_parprof::collect::CollectOptions;
-use cargo_parprof::target::BuildOptions;
+use cargo_parprof::build::target::BuildOptions;
+use cargo_parprof::record::collect::CollectOptions;
 use parprof_rt::slice_results::{self, SliceEnd};
 use std::ffi::OsString;
 

@@ -8,8 +8,8 @@
 //! `demo_mergesort` (every CPU busy in recursive `join`s, so the collector competes with
 //! the program for the CPUs).
 
-use cargo_parprof::collect::{CallGraph, CollectOptions};
-use cargo_parprof::target::BuildOptions;
+use cargo_parprof::build::target::BuildOptions;
+use cargo_parprof::record::collect::{CallGraph, CollectOptions};
 
 mod common;
 

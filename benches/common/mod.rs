@@ -3,9 +3,9 @@
 
 #![allow(dead_code)] // each bench uses a different part of this module
 
-use cargo_parprof::collect::CollectOptions;
-use cargo_parprof::launch::{self, RunOutcome};
-use cargo_parprof::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
+use cargo_parprof::build::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
+use cargo_parprof::record::collect::CollectOptions;
+use cargo_parprof::record::launch::{self, RunOutcome};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 

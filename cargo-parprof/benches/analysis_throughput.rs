@@ -11,9 +11,11 @@
 //! both CPUs every 100 µs, attributed to the probe calls that ran between the reads.
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
-use cargo_parprof::kernel::{Capabilities, Capability, KernelRecords, SwitchKind, SwitchRecord};
 use cargo_parprof::recording::counters::{
     CounterRecords, CounterSample, CounterSeries, CounterSource, Scaling,
+};
+use cargo_parprof::recording::kernel_records::{
+    Capabilities, Capability, KernelRecords, SwitchKind, SwitchRecord,
 };
 use parprof_rt::trace::*;
 use std::io::Write;

@@ -2,12 +2,13 @@
 //! figures: the clock is CLOCK_MONOTONIC (one tick = one ns) and the sync points line up, so
 //! ticks and kernel nanoseconds are the same numbers.
 
-use cargo_parprof::analysis::diagnoses::{Code, Thresholds};
+use cargo_parprof::analysis::diagnosis::Code;
 use cargo_parprof::analysis::{
     Analysis, AnalysisOptions, Anomalies, MedianMethod, ProbeSummary, SpanKind, TraceCompleteness,
     WorkerState, analyse,
 };
-use cargo_parprof::kernel::{
+use cargo_parprof::recording::Thresholds;
+use cargo_parprof::recording::kernel_records::{
     Capabilities, Capability, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord,
 };
 use cargo_parprof::report;

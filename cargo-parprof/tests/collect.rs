@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cargo_parprof::collect::{CollectOptions, SIMULATE_REFUSED_ENV};
-use cargo_parprof::kernel::{KernelRecords, SwitchKind};
-use cargo_parprof::launch::{RunOutcome, run_and_collect};
+use cargo_parprof::record::collect::{CollectOptions, SIMULATE_REFUSED_ENV};
+use cargo_parprof::record::launch::{RunOutcome, run_and_collect};
+use cargo_parprof::recording::kernel_records::{KernelRecords, SwitchKind};
 
 const HELPER_ENV: &str = "PARPROF_TEST_HELPER";
 

@@ -15,8 +15,8 @@
 //! stack depth, probe sites and distinct call paths, never with the number of events. All
 //! sums are in ticks; the caller converts them to nanoseconds once.
 
-use super::EventConsumer;
 use super::distribution::DurationDistribution;
+use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
 use super::in_run_speed::{SpeedFollower, SpeedTotals};
 use super::model::Anomalies;
@@ -902,7 +902,7 @@ impl Totals<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::{SwitchKind, SwitchRecord};
+    use crate::recording::kernel_records::{SwitchKind, SwitchRecord};
 
     const F: u32 = 1;
     const G: u32 = 2;

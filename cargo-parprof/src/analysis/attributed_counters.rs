@@ -38,8 +38,8 @@
 //! On a synthetic trace of 50 million events (25 million spans, 8 threads) the attribution
 //! roughly triples the analysis time, with a peak of about 60 MiB.
 
-use super::EventConsumer;
 use super::attribution::{CounterPoint, Interpolator, ShareKind, process_series};
+use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
 use super::offcpu::{OffCpu, OffCpuIndex};
 use crate::recording::counters::{
@@ -1407,11 +1407,11 @@ mod tests {
         c.on_event(2, &ev(100, EventKind::Exit, 2));
         // Thread 2 blocks at 50 and is not switched in again; thread 1 runs all along.
         let off_cpu = OffCpuIndex::from_switches(
-            &[crate::kernel::SwitchRecord {
+            &[crate::recording::kernel_records::SwitchRecord {
                 time_ns: 50,
                 tid: 2,
                 cpu: 0,
-                kind: crate::kernel::SwitchKind::OutVoluntary,
+                kind: crate::recording::kernel_records::SwitchKind::OutVoluntary,
             }],
             &[],
             |t| t,

@@ -6,7 +6,7 @@
 //! frame is the innermost one outside the standard library, libc, rayon, lock and channel
 //! crates, and the profiler: the code that took the lock or waited.
 
-use super::diagnoses::Code;
+use super::diagnosis::Code;
 use super::lifecycle::RegionReport;
 use super::model::OffCpuStacks;
 use std::collections::HashMap;

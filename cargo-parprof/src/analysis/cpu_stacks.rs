@@ -3,7 +3,7 @@
 use super::model::{CpuSamples, OffCpuStacks, SampledStack, ThreadSummary, TimedSample};
 use super::offcpu::OffCpuIndex;
 use super::threads::WRITER_THREAD;
-use crate::kernel::{Frame, KernelRecords, SwitchRecord};
+use crate::recording::kernel_records::{Frame, KernelRecords, SwitchRecord};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -392,7 +392,7 @@ fn leaf(preempted: bool) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::{CpuSample, SwitchKind};
+    use crate::recording::kernel_records::{CpuSample, SwitchKind};
 
     fn frame(function: &str, inlined: bool) -> Frame {
         Frame {

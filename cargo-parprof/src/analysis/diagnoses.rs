@@ -29,129 +29,10 @@
 //! The impact of a diagnosis is the overhead it explains, spread over the workers: the region
 //! would end that much sooner without it, hence the speedup if fixed.
 
+use super::diagnosis::{Code, Diagnosis, Evidence, Impact};
 use super::lifecycle::{RegionReport, WaitSource};
+use crate::recording::Thresholds;
 use crate::units::{human_count, human_duration};
-use serde::{Deserialize, Serialize};
-
-/// Thresholds of the diagnoses; every field is configurable.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Thresholds {
-    /// LQ + GS as a share of worker time above which causes 1 and 2 are looked for. Default
-    /// 0.10: a well-tuned region spends a few percent finding its tasks.
-    pub active_overhead: f64,
-    /// W (while the region runs) as a share of worker time above which causes 3 and 4 are
-    /// looked for. Default 0.10: the tail of a region, where the last tasks run, is usually
-    /// well under a tenth of it.
-    pub inactive_overhead: f64,
-    /// Local + stolen tasks per worker per second. Default 400,000 (the spec's: a task shorter
-    /// than ~5,000 cycles at 2 GHz costs more to schedule than it gains).
-    pub tasks_per_worker_per_s: f64,
-    /// Stolen tasks per local task. Default 1 (the spec's: more stolen than local).
-    pub stolen_per_local: f64,
-    /// GS→GS + GS→W transitions per worker per second. Default 5,000. A worker that sleeps
-    /// once at the end of its share makes 34 of them (rayon's 33 failed rounds, then the
-    /// sleep); 5,000 per second means it cycles through search and sleep more than ~150 times
-    /// a second, i.e. it keeps being woken up for work that is gone.
-    pub search_wait_per_worker_per_s: f64,
-    /// Time switched out while runnable in UC, LQ or GS, as a share of worker time, above
-    /// which a region is `oversubscription`. Default 0.10: on a machine with a CPU per worker
-    /// a worker waits for a CPU only in short moments.
-    pub preempted: f64,
-    /// UC time blocked (switched out voluntarily: a lock, a channel, I/O, a sleep), as a share
-    /// of worker time, above which a region is `blocking_in_tasks`. Default 0.10, as for
-    /// preemption: time a worker holds a task it cannot run.
-    #[serde(default = "default_blocked")]
-    pub blocked: f64,
-    /// Regions that ran for less than this in all (ns) are not diagnosed: a worker that
-    /// starts a few hundred microseconds late is most of such a region, and there is
-    /// nothing to win. Default 1 ms.
-    pub min_elapsed_ns: u64,
-}
-
-impl Default for Thresholds {
-    fn default() -> Self {
-        Thresholds {
-            active_overhead: 0.10,
-            inactive_overhead: 0.10,
-            tasks_per_worker_per_s: 400_000.0,
-            stolen_per_local: 1.0,
-            search_wait_per_worker_per_s: 5_000.0,
-            preempted: 0.10,
-            blocked: default_blocked(),
-            min_elapsed_ns: 1_000_000,
-        }
-    }
-}
-
-fn default_blocked() -> f64 {
-    0.10
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Code {
-    TooFineGranularity,
-    ExcessiveStealing,
-    InsufficientParallelSlack,
-    LoadImbalance,
-    Oversubscription,
-    BlockingInTasks,
-}
-
-impl Code {
-    /// The code as `report.json` writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::TooFineGranularity => "too_fine_granularity",
-            Code::ExcessiveStealing => "excessive_stealing",
-            Code::InsufficientParallelSlack => "insufficient_parallel_slack",
-            Code::LoadImbalance => "load_imbalance",
-            Code::Oversubscription => "oversubscription",
-            Code::BlockingInTasks => "blocking_in_tasks",
-        }
-    }
-}
-
-/// The measured figures behind a diagnosis.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Evidence {
-    /// What the diagnosis compares with its threshold, e.g. `tasks_per_worker_per_s`.
-    pub metric: &'static str,
-    pub value: f64,
-    /// The overhead that opened this pair of causes (`active_overhead_share` or
-    /// `inactive_overhead_share`), its value and its threshold.
-    pub overhead: &'static str,
-    pub overhead_share: f64,
-    pub overhead_threshold: f64,
-    /// The figures in words.
-    pub summary: String,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Impact {
-    /// The explained overhead ÷ workers: wall-clock time the region loses.
-    pub time_lost_ns: u64,
-    /// The explained overhead ÷ worker time.
-    pub share_of_worker_time: f64,
-    /// elapsed ÷ (elapsed − time lost).
-    pub speedup_if_fixed: f64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Diagnosis {
-    pub code: Code,
-    pub evidence: Evidence,
-    /// The threshold `evidence.value` exceeded (for `load_imbalance`: the search/wait
-    /// frequency it stayed under).
-    pub threshold: f64,
-    pub impact: Impact,
-    pub advice: String,
-    /// Diagnoses that this one causes, folded under it: raised on their own they would name
-    /// a symptom (`excessive_stealing` of a region whose runs make fewer tasks than it has
-    /// workers: each task is stolen because idle workers wait for every one).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub symptoms: Vec<Diagnosis>,
-}
 
 /// Figures of a region that the diagnoses share.
 struct Figures {
@@ -208,6 +89,15 @@ pub fn hidden_wait_note(r: &RegionReport, t: &Thresholds) -> Option<String> {
             100.0 * r.preempted_ns.gs as f64 / worker_ns
         )
     })
+}
+
+/// Diagnoses every region (longest first, as the lifecycle sorts them), then says a machine's
+/// oversubscription once. `usable_cpus`: the CPUs the program could use.
+pub fn diagnose_regions(regions: &mut [RegionReport], t: &Thresholds, usable_cpus: Option<f64>) {
+    for region in regions.iter_mut() {
+        region.diagnoses = diagnose(region, t, usable_cpus);
+    }
+    machine_oversubscription_once(regions, usable_cpus);
 }
 
 /// The diagnoses of a region, in the spec's order, then `oversubscription`; empty when the
@@ -619,7 +509,7 @@ fn oversubscription(
 /// is the machine's, not a region's: it is said once, on the region that lost the most time to
 /// it, with the share of every region it touched; the others keep their share in the regions'
 /// table (`preempted`). A pool larger than those CPUs stays a cause of each region it runs.
-pub fn machine_oversubscription_once(regions: &mut [RegionReport], usable_cpus: Option<f64>) {
+fn machine_oversubscription_once(regions: &mut [RegionReport], usable_cpus: Option<f64>) {
     let by_machine = |r: &RegionReport| {
         usable_cpus.is_some_and(|cpus| r.workers as f64 <= cpus)
             && r.diagnoses.iter().any(|d| d.code == Code::Oversubscription)

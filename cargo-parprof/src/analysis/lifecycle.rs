@@ -47,9 +47,9 @@
 mod program_totals;
 mod state_spans;
 
-use super::EventConsumer;
-use super::diagnoses::{self, Diagnosis, Thresholds};
+use super::diagnosis::Diagnosis;
 use super::distribution::DurationDistribution;
+use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
 use super::model::worker_name;
 use super::offcpu::{OffCpu, OffCpuIndex};
@@ -608,8 +608,6 @@ pub struct LifecycleBuilder {
     /// The trace has search and sleep events of rayon-core hooks.
     hooked: bool,
     implicit: HashSet<u32>,
-    /// The CPUs the program could use, for the oversubscription diagnosis.
-    usable_cpus: Option<f64>,
     /// The runtime's trace-writer threads: the profiler's own CPU use.
     profiler_threads: Vec<u32>,
     /// The program's own counts, by (thread, region): the last snapshot of each.
@@ -647,7 +645,6 @@ impl LifecycleBuilder {
             last_ts: 0,
             hooked: false,
             implicit: HashSet::new(),
-            usable_cpus: None,
             profiler_threads: Vec::new(),
             program_totals: HashMap::new(),
             gap_spans: IdMap::default(),
@@ -846,11 +843,6 @@ impl LifecycleBuilder {
         }
     }
 
-    /// The CPUs the program could use (affinity, cgroup quota), for `oversubscription`.
-    pub fn set_usable_cpus(&mut self, cpus: f64) {
-        self.usable_cpus = Some(cpus);
-    }
-
     /// The threads of the profiler's runtime in the program (its trace writer), whose CPU time
     /// is the profiler's, not the program's.
     pub fn set_profiler_threads(&mut self, tids: impl IntoIterator<Item = u32>) {
@@ -876,15 +868,10 @@ impl LifecycleBuilder {
         search.idle_from.get_or_insert(ts);
     }
 
-    /// The lifecycle of every region, longest first, with its diagnoses, and the spans of
+    /// The lifecycle of every region, longest first, and the spans of
     /// the timeline. `offcpu` holds the switched-out intervals on the trace's tick time line;
     /// `ns_per_tick` converts ticks.
-    pub fn finish(
-        mut self,
-        offcpu: &OffCpuIndex,
-        ns_per_tick: f64,
-        thresholds: &Thresholds,
-    ) -> Lifecycle {
+    pub fn finish(mut self, offcpu: &OffCpuIndex, ns_per_tick: f64) -> Lifecycle {
         self.merge_program_totals();
         if self.first_ts > self.last_ts {
             return Lifecycle {
@@ -900,14 +887,13 @@ impl LifecycleBuilder {
         let mut reports: Vec<RegionReport> = self
             .regions
             .iter()
-            .map(|(&region, racc)| self.region_report(region, racc, &cx, thresholds))
+            .map(|(&region, racc)| self.region_report(region, racc, &cx))
             .collect();
         reports.sort_by(|a, b| {
             b.elapsed_ns
                 .cmp(&a.elapsed_ns)
                 .then_with(|| a.name.cmp(&b.name))
         });
-        diagnoses::machine_oversubscription_once(&mut reports, self.usable_cpus);
         let split = Split {
             workers: &cx.workers.iter().copied().collect::<HashSet<u32>>(),
             runs: &cx.windows,
@@ -1077,13 +1063,7 @@ impl LifecycleBuilder {
     }
 
     /// The report of one region, diagnosed.
-    fn region_report(
-        &self,
-        region: u32,
-        racc: &RegionAcc,
-        cx: &Finishing<'_>,
-        thresholds: &Thresholds,
-    ) -> RegionReport {
+    fn region_report(&self, region: u32, racc: &RegionAcc, cx: &Finishing<'_>) -> RegionReport {
         let ns = |ticks: u64| cx.ns(ticks);
         let per_worker = self.worker_lifecycles(region, cx);
         let mut state_ns = StateNs::default();
@@ -1098,7 +1078,7 @@ impl LifecycleBuilder {
         }
         let d = &racc.durations;
         let runs = &cx.windows[&region];
-        let mut report = RegionReport {
+        RegionReport {
             site: region,
             name: self
                 .names
@@ -1140,10 +1120,9 @@ impl LifecycleBuilder {
                 SearchRounds::Estimated
             },
             per_worker,
+            // The analysis diagnoses the regions once their lifecycle is known.
             diagnoses: Vec::new(),
-        };
-        report.diagnoses = diagnoses::diagnose(&report, thresholds, self.usable_cpus);
-        report
+        }
     }
 
     /// The CPU time of the profiler's own threads during a region's runs.
@@ -1601,9 +1580,11 @@ impl Shape {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::diagnoses;
+    use crate::analysis::diagnosis::Code;
     use crate::analysis::model::WorkerState;
-    use crate::kernel::{SwitchKind, SwitchRecord};
-    use diagnoses::Code;
+    use crate::recording::Thresholds;
+    use crate::recording::kernel_records::{SwitchKind, SwitchRecord};
     use parprof_rt::trace::{DETAIL_PAUSE, GapSum};
 
     const R: u32 = 1;
@@ -1691,7 +1672,8 @@ mod tests {
     }
 
     fn finish(b: LifecycleBuilder, off: &OffCpuIndex) -> RegionReport {
-        let mut reports = b.finish(off, 1.0, &Thresholds::default()).regions;
+        let mut reports = b.finish(off, 1.0).regions;
+        diagnoses::diagnose_regions(&mut reports, &Thresholds::default(), None);
         assert_eq!(reports.len(), 1);
         reports.remove(0)
     }
@@ -1849,7 +1831,7 @@ mod tests {
         let Lifecycle {
             mut regions,
             timeline,
-        } = b.finish(&off, 1.0, &Thresholds::default());
+        } = b.finish(&off, 1.0);
         let waits: Vec<(u64, u64)> = timeline
             .worker_states
             .iter()
@@ -1954,7 +1936,7 @@ mod tests {
     #[test]
     fn the_timeline_shows_each_worker_in_the_states_that_are_counted() {
         let (b, off) = two_workers_one_run(1_000);
-        let Lifecycle { regions, timeline } = b.finish(&off, 1.0, &Thresholds::default());
+        let Lifecycle { regions, timeline } = b.finish(&off, 1.0);
         assert_eq!(timeline.left_out, 0);
         assert_eq!(
             timeline.region_runs,
@@ -2010,7 +1992,7 @@ mod tests {
         // no worker), worker 1's idle run and worker 0's trailing search are the longest
         // stretches; split, they give three spans of which the shortest two are as long.
         let (b, off) = two_workers_one_run(3);
-        let timeline = b.finish(&off, 1.0, &Thresholds::default()).timeline;
+        let timeline = b.finish(&off, 1.0).timeline;
         let kept: Vec<(u32, WorkerState, u64, u64)> = timeline
             .worker_states
             .iter()
@@ -2153,9 +2135,7 @@ mod tests {
                 end(100),
             ],
         );
-        let reports = b
-            .finish(&OffCpuIndex::default(), 1.0, &Thresholds::default())
-            .regions;
+        let reports = b.finish(&OffCpuIndex::default(), 1.0).regions;
         let outer = reports.iter().find(|r| r.site == R).unwrap();
         let nested = reports.iter().find(|r| r.site == 2).unwrap();
         assert_eq!((outer.tasks.total(), nested.tasks.total()), (1, 1));
@@ -2231,9 +2211,7 @@ mod tests {
         for i in 0..(MAX_DEPTH as u64 + 10) {
             b.on_event(0, &begin(60 + i, TaskOrigin::Inline));
         }
-        let reports = b
-            .finish(&OffCpuIndex::default(), f64::NAN, &Thresholds::default())
-            .regions;
+        let reports = b.finish(&OffCpuIndex::default(), f64::NAN).regions;
         assert_eq!(reports.len(), 1);
     }
 

@@ -13,7 +13,9 @@ mod blocked_where;
 mod clock;
 mod cpu_stacks;
 pub mod diagnoses;
+pub mod diagnosis;
 mod distribution;
+pub mod event_consumer;
 mod id_map;
 mod in_run_speed;
 pub mod lifecycle;
@@ -29,12 +31,14 @@ pub use cpu_stacks::{INLINED_SUFFIX, fold_recursion};
 pub use model::*;
 pub use trace_file::{TracePick, pick_trace};
 
-use crate::kernel::{KernelRecords, SwitchRecord};
 use crate::recording::counters::CounterRecords;
+use crate::recording::kernel_records::Capabilities;
+use crate::recording::kernel_records::{KernelRecords, SwitchRecord};
+use crate::recording::{DEFAULT_PERIOD_NS, ExitStatus, TargetInfo, Thresholds};
 use active_time::{ActiveTime, ActiveTimeResult, PathFrame};
 use attributed_counters::CountersAnalysis;
 use attributed_counters::{AttributionContext, SpanCollector};
-use diagnoses::Thresholds;
+use event_consumer::EventConsumer;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lifecycle::{Lifecycle, LifecycleBuilder, LifecycleTimeline};
 use offcpu::OffCpuIndex;
@@ -42,6 +46,7 @@ use parprof_rt::trace::{
     Chunk, Completeness, End, Event, Header, LifecycleTotals, SiteRecord, ThreadRecord,
     TickConverter, TraceError, TraceReader,
 };
+use serde::Serialize;
 use spans::{LongestSpans, TickSpan, TickSpanKind};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -51,20 +56,59 @@ use std::path::{Path, PathBuf};
 use threads::{ThreadActivity, ThreadSources};
 use trace_file::CountingReader;
 
-/// An analysis fed by the single pass over the trace. To add one, implement this and add it
-/// to one of the two groups of consumers handed to the reading loop in `stream_trace` (the
-/// second group runs on a thread of its own).
-pub trait EventConsumer {
-    /// One event of thread `tid`; each thread's events arrive in time order, threads interleave.
-    fn on_event(&mut self, tid: u32, event: &Event);
-
-    /// The events of one chunk, all of thread `tid`; override to do per-thread work once per
-    /// chunk instead of once per event.
-    fn on_events(&mut self, tid: u32, events: &[Event]) {
-        for event in events {
-            self.on_event(tid, event);
-        }
-    }
+/// Everything every report needs, from one pass over the trace and the kernel's records.
+#[derive(Clone, Debug, Serialize)]
+pub struct Analysis {
+    /// The cargo target that ran (filled by the caller).
+    pub target: TargetInfo,
+    /// How the target exited (filled by the caller).
+    pub exit: ExitStatus,
+    /// Whether the build recorded rayon's lifecycle (filled by the caller; `None`: not known,
+    /// e.g. a trace analysed on its own).
+    pub rayon_hooks: Option<crate::recording::RayonHooks>,
+    pub capabilities: Capabilities,
+    pub trace: TraceSummary,
+    /// `None` when the program wrote no trace: kernel times are then used as they are.
+    pub clock: Option<ClockInfo>,
+    /// Sorted by tid.
+    pub threads: Vec<ThreadSummary>,
+    /// Sorted by self active time, largest first.
+    pub probes: Vec<ProbeSummary>,
+    /// Every distinct stack of probes, sorted by path.
+    pub call_paths: Vec<CallPathSummary>,
+    /// Totals over the outermost probe calls: the whole probed time, each moment counted once.
+    pub outermost_calls: ProbedTime,
+    pub cpu_samples: CpuSamples,
+    /// Where threads waited or were preempted (`None` without context-switch samples).
+    pub offcpu_stacks: Option<OffCpuStacks>,
+    pub timeline: Timeline,
+    /// Parallel regions with their worker lifecycles and diagnoses, longest first.
+    pub regions: Vec<lifecycle::RegionReport>,
+    /// The counters collected (`--counters`) attributed to probes, task groups and regions;
+    /// `None` when none were asked for.
+    pub counters: Option<attributed_counters::CountersAnalysis>,
+    /// Work executed vs. slots available over time (method 4); `None` without context-switch
+    /// records.
+    pub utilization: Option<utilization::Utilization>,
+    /// Exact per-call counters from slices or `--detail full` (method 5); `None` when neither
+    /// was asked for (filled by the caller, from the runtime's results file).
+    pub slices: Option<slices::SlicesAnalysis>,
+    /// Trace events the runtime could not store (its buffers were full).
+    pub lost_events: u64,
+    /// Kernel records lost because a perf ring buffer was full.
+    pub lost_kernel_records: u64,
+    /// Kernel records that could not be decoded and were skipped.
+    pub malformed_kernel_records: u64,
+    /// How the cpu samples' call chains were obtained.
+    pub call_chains: crate::recording::kernel_records::UnwindCounts,
+    /// CPU time the hypervisor gave to other guests during the run, all CPUs (`None`: not
+    /// measurable here). Probe times may include up to that much: no switch shows it.
+    pub steal_ns: Option<u64>,
+    /// Times the runtime waited for its writer (removed from probe times like overhead).
+    pub buffer_stalls: BufferStalls,
+    pub anomalies: Anomalies,
+    /// What could not be measured or may be off, in words for the user.
+    pub notes: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -88,7 +132,7 @@ impl Default for AnalysisOptions {
             child_pid: None,
             max_timeline_spans: 200_000,
             progress_min_bytes: 64 << 20,
-            utilization_period_ns: utilization::DEFAULT_PERIOD_NS,
+            utilization_period_ns: DEFAULT_PERIOD_NS,
             thresholds: Thresholds::default(),
         }
     }
@@ -402,7 +446,6 @@ fn stream_trace(
     let mut active = ActiveTime::new(off_cpu, &source.header.calibration, opts.max_timeline_spans);
     let mut activity = ThreadActivity::default();
     let mut lifecycle = LifecycleBuilder::new(lifecycle_span_cap(opts.max_timeline_spans));
-    lifecycle.set_usable_cpus(kernel.capabilities.cpus.usable());
     lifecycle.set_profiler_threads(
         kernel
             .thread_names
@@ -437,10 +480,16 @@ fn stream_trace(
     for totals in contents.lifecycle_totals.values() {
         lifecycle.on_totals(totals.clone());
     }
+    let mut lifecycle = lifecycle.finish(off_cpu, source.converter.ns_per_tick());
+    diagnoses::diagnose_regions(
+        &mut lifecycle.regions,
+        &opts.thresholds,
+        Some(kernel.capabilities.cpus.usable()),
+    );
     Streamed {
         active: active.finish(),
         activity,
-        lifecycle: lifecycle.finish(off_cpu, source.converter.ns_per_tick(), &opts.thresholds),
+        lifecycle,
         counter_spans,
         contents,
     }
@@ -1002,7 +1051,7 @@ fn capitalised(text: &str) -> String {
 fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
     let mut notes = Vec::new();
     let caps = &facts.kernel.capabilities;
-    let reason = |c: &crate::kernel::Capability| {
+    let reason = |c: &crate::recording::kernel_records::Capability| {
         c.reason
             .clone()
             .unwrap_or_else(|| "no reason given".to_owned())

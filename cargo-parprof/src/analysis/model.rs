@@ -1,87 +1,14 @@
-//! The result of the analyses: one value that every report is a view of.
+//! The plain figures of the analyses, shared by the methods and gathered in [`super::Analysis`].
 //!
 //! Durations are nanoseconds (converted from clock ticks once, at the end of the analysis);
 //! times on the timeline are nanoseconds since [`Timeline::origin_monotonic_ns`].
 
-use crate::kernel::Capabilities;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// How reports name an unnamed rayon worker (rayon's threads have no name unless the pool's
 /// builder gives them one; the kernel calls them all after the program).
 pub fn worker_name(rayon_index: u16, pool: u32) -> String {
     format!("rayon worker {rayon_index} (pool {pool})")
-}
-
-/// Everything every report needs, from one pass over the trace and the kernel's records.
-#[derive(Clone, Debug, Serialize)]
-pub struct Analysis {
-    /// The cargo target that ran (filled by the caller).
-    pub target: TargetInfo,
-    /// How the target exited (filled by the caller).
-    pub exit: ExitStatus,
-    /// Whether the build recorded rayon's lifecycle (filled by the caller; `None`: not known,
-    /// e.g. a trace analysed on its own).
-    pub rayon_hooks: Option<crate::recording::RayonHooks>,
-    pub capabilities: Capabilities,
-    pub trace: TraceSummary,
-    /// `None` when the program wrote no trace: kernel times are then used as they are.
-    pub clock: Option<ClockInfo>,
-    /// Sorted by tid.
-    pub threads: Vec<ThreadSummary>,
-    /// Sorted by self active time, largest first.
-    pub probes: Vec<ProbeSummary>,
-    /// Every distinct stack of probes, sorted by path.
-    pub call_paths: Vec<CallPathSummary>,
-    /// Totals over the outermost probe calls: the whole probed time, each moment counted once.
-    pub outermost_calls: ProbedTime,
-    pub cpu_samples: CpuSamples,
-    /// Where threads waited or were preempted (`None` without context-switch samples).
-    pub offcpu_stacks: Option<OffCpuStacks>,
-    pub timeline: Timeline,
-    /// Parallel regions with their worker lifecycles and diagnoses, longest first.
-    pub regions: Vec<super::lifecycle::RegionReport>,
-    /// The counters collected (`--counters`) attributed to probes, task groups and regions;
-    /// `None` when none were asked for.
-    pub counters: Option<super::attributed_counters::CountersAnalysis>,
-    /// Work executed vs. slots available over time (method 4); `None` without context-switch
-    /// records.
-    pub utilization: Option<super::utilization::Utilization>,
-    /// Exact per-call counters from slices or `--detail full` (method 5); `None` when neither
-    /// was asked for (filled by the caller, from the runtime's results file).
-    pub slices: Option<super::slices::SlicesAnalysis>,
-    /// Trace events the runtime could not store (its buffers were full).
-    pub lost_events: u64,
-    /// Kernel records lost because a perf ring buffer was full.
-    pub lost_kernel_records: u64,
-    /// Kernel records that could not be decoded and were skipped.
-    pub malformed_kernel_records: u64,
-    /// How the cpu samples' call chains were obtained.
-    pub call_chains: crate::kernel::UnwindCounts,
-    /// CPU time the hypervisor gave to other guests during the run, all CPUs (`None`: not
-    /// measurable here). Probe times may include up to that much: no switch shows it.
-    pub steal_ns: Option<u64>,
-    /// Times the runtime waited for its writer (removed from probe times like overhead).
-    pub buffer_stalls: BufferStalls,
-    pub anomalies: Anomalies,
-    /// What could not be measured or may be off, in words for the user.
-    pub notes: Vec<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TargetInfo {
-    pub name: String,
-    /// `bin`, `example`, `bench` or `test`.
-    pub kind: String,
-    pub args: Vec<String>,
-}
-
-/// Exactly one field is set once the caller knows how the process ended.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExitStatus {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<i32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

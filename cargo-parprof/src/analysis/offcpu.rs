@@ -5,7 +5,7 @@
 //! first switch-in: a new pool's workers that wait for a CPU are preempted, not absent. Queries answer "how long was thread T switched out within [a, b]"
 //! in O(log n) through prefix sums.
 
-use crate::kernel::{SwitchKind, SwitchRecord, ThreadStart};
+use crate::recording::kernel_records::{SwitchKind, SwitchRecord, ThreadStart};
 use std::collections::HashMap;
 
 /// One interval during which a thread was not on a CPU.

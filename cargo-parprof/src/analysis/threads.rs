@@ -1,11 +1,11 @@
 //! Per-thread figures: when each thread was seen, how long it was on a CPU, how often it was
 //! switched out.
 
-use super::EventConsumer;
+use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
 use super::model::{ThreadSummary, worker_name};
 use super::offcpu::OffCpuIndex;
-use crate::kernel::{KernelRecords, SwitchKind};
+use crate::recording::kernel_records::{KernelRecords, SwitchKind};
 use parprof_rt::trace::{Event, NO_WORKER, ThreadRecord, TickConverter};
 use std::collections::{BTreeMap, HashMap};
 

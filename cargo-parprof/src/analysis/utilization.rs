@@ -26,12 +26,11 @@
 //! that CPU over the run (work per switched-in ns; on a CPU with no work, the mean over all
 //! CPUs).
 
-use crate::kernel::{Capability, SwitchKind, SwitchRecord};
 use crate::recording::counters::{CounterRecords, CounterSeries};
+use crate::recording::kernel_records::{Capability, SwitchKind, SwitchRecord};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub const DEFAULT_PERIOD_NS: u64 = 1_000_000;
 /// Most periods in a report (about 100 s at 1 ms): a longer run gets periods that are a
 /// multiple of the one asked for, so that the report and the plot stay small.
 pub const MAX_PERIODS: u64 = 100_000;

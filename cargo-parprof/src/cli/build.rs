@@ -2,9 +2,9 @@
 //! path is the last line of stdout, for scripts that copy it where the cores are.
 
 use super::options::BuildArgs;
+use crate::build::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
 use crate::console;
 use crate::recording::RayonHooks;
-use crate::target::{self, BuildOptions, ResolvedTarget, TargetKind, TargetRequest};
 use anyhow::{Context, Result};
 use clap::Parser;
 use std::path::PathBuf;

@@ -2,8 +2,33 @@
 //! value they would refuse, clamp or ignore is refused at the command line with its range,
 //! instead of being changed silently or blamed on the program later.
 
-use super::options::parse_duration_ns;
-use crate::collect::MAX_FREQUENCY_HZ;
+use crate::record::collect::MAX_FREQUENCY_HZ;
+
+/// `--period`: a positive duration with a unit (`ns`, `us` or `µs`, `ms`, `s`), in ns.
+pub(super) fn parse_duration_ns(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("`{text}` has no unit: write e.g. `500us` or `2ms`"))?;
+    let (number, unit) = text.split_at(split);
+    let scale = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        other => return Err(format!("unknown unit `{other}`: use ns, us, ms or s")),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{number}` is not a number"))?;
+    let ns = (value * scale).round();
+    if !(1.0..=u64::MAX as f64).contains(&ns) {
+        return Err(format!(
+            "`{text}` is not a positive duration of at least 1 ns"
+        ));
+    }
+    Ok(ns as u64)
+}
 
 /// The finest utilization period: the cpu samples come at most every 10 µs
 /// ([`MAX_FREQUENCY_HZ`]), and periods finer than that show the scheduler's time slices, not

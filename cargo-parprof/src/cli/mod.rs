@@ -6,19 +6,19 @@ mod limits;
 mod options;
 mod profile;
 mod record;
+mod run_history;
 
 pub use build::{BuildCommand, build};
 pub use options::{BuildArgs, Detail, RecordingArgs, SliceArgs, TargetArgs, ThresholdArgs};
 pub use profile::RunSummary;
 pub use record::{RecordArgs, record};
 
-use crate::bench_harness::{self, BenchEntry, BenchIndex, Harness};
-use crate::record::output_dir;
+use crate::build::target::TargetKind;
+use crate::pipeline::{self, ReportRequest};
+use crate::record::bench_harness::{self, BenchEntry, BenchIndex};
 use crate::record::session::{Program, Settings};
+use crate::recording::Harness;
 use crate::recording::RecordedOptions;
-use crate::run_history;
-use crate::run_report::{self, ReportRequest};
-use crate::target::TargetKind;
 use crate::{console, diff};
 use anyhow::{Context, Result};
 use clap::parser::ValueSource;
@@ -253,7 +253,7 @@ const CRITERION_PANIC: i32 = 101;
 
 /// Analyses saved runs again and writes their reports.
 pub fn report(args: &ReportArgs) -> Result<()> {
-    run_report::report_saved(
+    pipeline::report_saved(
         &ReportRequest {
             run: args.run.clone(),
             output: args.output.clone(),
@@ -271,7 +271,8 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
     let built = build::build_target(&args.build)?;
     let target = &built.target;
     let parprof_dir = built.target_dir.join("parprof");
-    let output_dir = output_folder(args.output.as_deref(), &parprof_dir, &target.name)?;
+    let output_dir =
+        run_history::output_folder(args.output.as_deref(), &parprof_dir, &target.name)?;
     let kind = target.kind.to_string();
     // `cargo run` keeps the caller's directory; `cargo bench`/`cargo test` run in the package root.
     let working_dir = matches!(target.kind, TargetKind::Bench | TargetKind::Test)
@@ -310,23 +311,6 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
         output_dir,
         target_exit_code,
     })
-}
-
-/// The folder a new run writes into: `output` (an earlier run there replaced), or a new
-/// folder of its own under `parprof_dir`.
-pub(crate) fn output_folder(
-    output: Option<&Path>,
-    parprof_dir: &Path,
-    name: &str,
-) -> Result<PathBuf> {
-    match output {
-        Some(dir) => {
-            output_dir::claim(dir)?;
-            Ok(dir.to_path_buf())
-        }
-        None => run_history::new_run_dir(parprof_dir, name)
-            .with_context(|| format!("cannot create a run folder in {}", parprof_dir.display())),
-    }
 }
 
 /// Removes the oldest default run folders beyond `keep`, saying so.
@@ -390,7 +374,7 @@ fn profile_benchmarks(
         });
     }
     let index = BenchIndex::new(program.name, entries);
-    let report = run_report::write_bench_summary(&index, output_dir)?;
+    let report = pipeline::write_bench_summary(&index, output_dir)?;
     console::summary(format_args!(
         "parprof: {} benchmarks profiled; report written to {}",
         index.benchmarks.len(),
@@ -401,9 +385,10 @@ fn profile_benchmarks(
 
 #[cfg(test)]
 mod counter_flag_tests {
-    use super::options::{parse_counters, parse_duration_ns, parse_read_interval_ns};
+    use super::limits::parse_duration_ns;
+    use super::options::{parse_counters, parse_read_interval_ns};
     use super::*;
-    use crate::counters::CounterOptions;
+    use crate::record::counters::CounterOptions;
 
     #[test]
     fn periods_need_a_unit_and_accept_fractions() {
@@ -463,7 +448,7 @@ mod counter_flag_tests {
 #[cfg(test)]
 mod report_flag_tests {
     use super::*;
-    use crate::analysis::diagnoses::Thresholds;
+    use crate::recording::Thresholds;
 
     fn report_args(flags: &[&str]) -> ReportArgs {
         let args = ["cargo", "parprof", "report", "run-folder"]

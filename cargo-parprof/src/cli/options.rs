@@ -2,12 +2,12 @@
 //! ([`BuildArgs`]), how a run is recorded and analysed ([`RecordingArgs`], with the thresholds
 //! and the exact per-call counters), and the parsers of their values.
 
-use super::limits;
-use crate::analysis::diagnoses::Thresholds;
-use crate::collect::{CallGraph, CollectOptions};
-use crate::counters::{CounterOptions, CounterSet};
-use crate::perf::Follow;
+use super::limits::{self, parse_duration_ns};
+use crate::record::collect::{CallGraph, CollectOptions};
+use crate::record::counters::{CounterOptions, CounterSet};
+use crate::record::perf::Follow;
 use crate::record::session::Settings;
+use crate::recording::Thresholds;
 use crate::recording::{DetailRequest, RecordedOptions};
 use clap::Args;
 use parprof_rt::slice_results::{DETAIL_ENV, SLICES_ENV};
@@ -291,32 +291,6 @@ pub(super) fn parse_counters(text: &str) -> Result<CounterSet, String> {
         return CounterSet::parse("").map_err(|e| e.to_string());
     }
     CounterSet::parse(text).map_err(|e| e.to_string())
-}
-
-/// `--period`: a positive duration with a unit (`ns`, `us` or `µs`, `ms`, `s`), in ns.
-pub(super) fn parse_duration_ns(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("`{text}` has no unit: write e.g. `500us` or `2ms`"))?;
-    let (number, unit) = text.split_at(split);
-    let scale = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        other => return Err(format!("unknown unit `{other}`: use ns, us, ms or s")),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{number}` is not a number"))?;
-    let ns = (value * scale).round();
-    if !(1.0..=u64::MAX as f64).contains(&ns) {
-        return Err(format!(
-            "`{text}` is not a positive duration of at least 1 ns"
-        ));
-    }
-    Ok(ns as u64)
 }
 
 /// `--counter-interval`: a duration as for `--period`, not below the cheapest useful interval.

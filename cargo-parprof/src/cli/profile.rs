@@ -1,9 +1,9 @@
 //! Profiling a program that is ready to run: record each run into its folder, analyse it and
 //! write its reports there; what the main command (after its build) and `record` share.
 
+use crate::pipeline;
 use crate::record::session::{self, Program, Settings};
 use crate::report::FrameView;
-use crate::run_report;
 use crate::{console, diff};
 use anyhow::Result;
 use std::ffi::OsString;
@@ -60,7 +60,7 @@ fn profile_once(
     let (recording, exit_code) = session::record_once(program, settings, program_args, output_dir)?;
     eprintln!("parprof: analysing");
     let options = &recording.run.options;
-    let analysis = run_report::analyse(&recording, output_dir, options)?;
-    run_report::write(&analysis, output_dir, options, frames)?;
+    let analysis = pipeline::analyse(&recording, output_dir, options)?;
+    pipeline::write(&analysis, output_dir, options, frames)?;
     Ok(exit_code)
 }

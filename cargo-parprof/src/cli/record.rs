@@ -4,10 +4,10 @@
 
 use super::options::RecordingArgs;
 use super::profile::{RunSummary, profile_repeated};
-use crate::bench_harness::Harness;
 use crate::console;
 use crate::record::executable::{self, Executable};
 use crate::record::session::Program;
+use crate::recording::Harness;
 use crate::recording::RayonHooks;
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -44,7 +44,8 @@ pub fn record(args: &RecordArgs) -> Result<RunSummary> {
         .context("no executable given: `cargo-parprof record -- EXE [ARGS]`")?;
     let exe = executable::inspect(Path::new(exe))?;
     say_what_is_recorded(&exe);
-    let output_dir = super::output_folder(args.output.as_deref(), Path::new("parprof"), &exe.name)?;
+    let output_dir =
+        super::run_history::output_folder(args.output.as_deref(), Path::new("parprof"), &exe.name)?;
     let program = Program {
         exe: &exe.path,
         name: &exe.name,

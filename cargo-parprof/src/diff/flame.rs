@@ -10,8 +10,10 @@
 //! counts are kept in thousandths of the unit so that a marker line of a frame that has no
 //! time of its own adds at most one unit to its width.
 
+use super::compare::{Comparison, Row};
 use super::noise::Verdict;
-use super::{Comparison, Row, Side, views};
+use super::side::Side;
+use super::views;
 use anyhow::{Context, Result};
 use inferno::flamegraph;
 use std::collections::{BTreeMap, HashMap};

@@ -1,12 +1,14 @@
 //! The two sides of a diff, read from disk: run folders, folders of `--repeat` runs (with
 //! their spread summary at the top), or a criterion bench's folder of benchmarks.
 
-use super::spread::REPEAT_SCHEMA;
-use crate::bench_harness::BenchIndex;
+use crate::record::bench_harness::BenchIndex;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// The schema of the spread's `report.json`.
+pub const REPEAT_SCHEMA: &str = "parprof-repeat/1";
 
 /// The schema this comparison reads.
 const REPORT_SCHEMA: &str = "parprof-report/1";

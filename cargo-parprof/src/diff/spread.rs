@@ -3,13 +3,12 @@
 //! the runs). Saved at the top of the runs' folder as `report.json` (schema
 //! `parprof-repeat/1`) and `report.md`, and printed.
 
-use super::{Measure, RowKind, Side, compare_runs, load_side, stats, views};
+use super::compare::{Measure, RowKind, compare_runs};
+use super::side::{REPEAT_SCHEMA, Side, load_side};
+use super::{stats, views};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::path::Path;
-
-/// The schema of the spread's `report.json`.
-pub const REPEAT_SCHEMA: &str = "parprof-repeat/1";
 
 /// One probe or region over the runs of one side.
 #[derive(Clone, Debug, Serialize)]

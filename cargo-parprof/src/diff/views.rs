@@ -2,8 +2,8 @@
 //! terminal headline (the differential flamegraphs are [`super::flame`]'s). Each is made in
 //! memory.
 
+use super::compare::{Comparison, DiagnosisChange, Measure, Row, RowKind};
 use super::noise::{self, Verdict};
-use super::{Comparison, DiagnosisChange, Measure, Row, RowKind};
 use crate::units::{code_list, human_duration};
 use anyhow::Result;
 use serde::Serialize;

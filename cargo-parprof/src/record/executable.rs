@@ -1,8 +1,8 @@
 //! What `record` can tell of an executable before it runs it, with neither cargo nor rustc
 //! nor the program's sources: that it can run at all, and whether `cargo parprof build` made
-//! it (the mark of its rayon-core hooks, [`crate::hook_marker`]).
+//! it (the mark of its rayon-core hooks, [`crate::record::hook_marker`]).
 
-use crate::hook_marker;
+use crate::record::hook_marker;
 use crate::recording::RayonHooks;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};

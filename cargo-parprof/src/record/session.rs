@@ -2,11 +2,12 @@
 //! runtime writes it there) and the kernel's records with what only the command line knew.
 //! Nothing here builds, nor analyses: `cargo parprof` and `cargo-parprof record` both call it.
 
-use crate::analysis::{ExitStatus, TargetInfo};
-use crate::bench_harness::Harness;
-use crate::collect::CollectOptions;
-use crate::launch::{self, RunOutcome};
-use crate::recording::{self, DetailRequest, RayonHooks, RecordedOptions, Recording, RunMeta};
+use crate::record::collect::CollectOptions;
+use crate::record::launch::{self, RunOutcome};
+use crate::recording::{
+    self, DetailRequest, ExitStatus, Harness, RayonHooks, RecordedOptions, Recording, RunMeta,
+    TargetInfo,
+};
 use anyhow::{Context, Result};
 use std::ffi::OsString;
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! The counters of a run as the run folder holds them: what `--counters` collected
-//! ([`crate::counters`] reads them from the kernel) and what the analysis attributes
+//! ([`crate::record::counters`] reads them from the kernel) and what the analysis attributes
 //! ([`crate::analysis::attributed_counters`], [`crate::analysis::utilization`]).
 
 use serde::{Deserialize, Serialize};

@@ -38,16 +38,15 @@
 //! The meta part must come first, ids must refer to entries already read, and the end part's
 //! counts must match what was read; anything else is [`RecordsError::Corrupt`].
 
-use super::Recording;
-use super::RunMeta;
 use super::counters::{
     CounterRecords, CounterSample, CounterSeries, CounterSource, ReadCost, Scaling,
     UnavailableCounter,
 };
-use crate::kernel::{
+use super::kernel_records::{
     Capabilities, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord, ThreadStart,
     UnwindCounts,
 };
+use super::run::{Recording, RunMeta};
 use parprof_rt::codec::{put_varint, read_full, read_varint};
 pub use parprof_rt::trace::Completeness;
 use serde::{Deserialize, Serialize};
@@ -836,10 +835,10 @@ fn stacks(c: &mut Cursor<'_>, stacks: &[Vec<Frame>]) -> Result<Vec<Vec<Frame>>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::diagnoses::Thresholds;
-    use crate::cpu_quota::CpuQuota;
-    use crate::kernel::Capability;
     use crate::recording::RecordedOptions;
+    use crate::recording::Thresholds;
+    use crate::recording::kernel_records::Capability;
+    use crate::recording::kernel_records::CpuQuota;
     use proptest::prelude::*;
 
     fn encode(recording: &Recording) -> Vec<u8> {

@@ -20,9 +20,10 @@
 
 use super::flame_labels::{Geometry, relabel};
 use super::frame_names::display_name;
+use super::options::{FrameView, ReportOptions};
 use super::plumbing::{fold_plumbing, plumbing_of};
-use super::{FrameView, ReportOptions, human_duration};
 use crate::analysis::{Analysis, OffCpuStacks, SampledStack, fold_recursion};
+use crate::units::human_duration;
 use inferno::flamegraph::color::{Color, MultiPalette, Palette, PaletteMap};
 use inferno::flamegraph::{self, Options};
 use std::collections::BTreeMap;

@@ -10,7 +10,7 @@
 use super::counter_cells;
 use super::regions::{diagnosed, impact_text};
 use super::tables;
-use super::{completeness_text, correction_sentence, exit_text, relative_error};
+use super::wording::{completeness_text, correction_sentence, exit_text, relative_error};
 use crate::analysis::Analysis;
 use crate::analysis::attribution::ShareKind;
 use crate::units::counter_figure;
@@ -163,7 +163,11 @@ pub fn input_of(analysis: &Analysis, svgs: Vec<(String, String)>) -> HtmlInput {
         ));
     }
     // The notes name the counters that were not measured, with the reason.
-    summary_lines.extend(super::notes(analysis).iter().map(|n| format!("Note: {n}")));
+    summary_lines.extend(
+        super::wording::notes(analysis)
+            .iter()
+            .map(|n| format!("Note: {n}")),
+    );
 
     let diagnoses = diagnosed(&analysis.regions)
         .map(|(region, d)| HtmlDiagnosis {

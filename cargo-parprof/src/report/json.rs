@@ -4,17 +4,17 @@
 //! in `timeline.json`, sample stacks in `cpu.folded`): only their counts are given here.
 
 use crate::analysis::attributed_counters::CountersAnalysis;
-use crate::analysis::diagnoses::Diagnosis;
+use crate::analysis::diagnosis::Diagnosis;
 use crate::analysis::lifecycle::{
     RegionReport, SearchRounds, StateNs, TaskNs, Transitions, WaitSource, WorkerLifecycle,
 };
 use crate::analysis::utilization::Utilization;
 use crate::analysis::{
-    Analysis, Anomalies, BufferStalls, CallPathSummary, ClockInfo, ExitStatus, ProbeSummary,
-    ProbedTime, TargetInfo, ThreadSummary, TraceSummary,
+    Analysis, Anomalies, BufferStalls, CallPathSummary, ClockInfo, ProbeSummary, ProbedTime,
+    ThreadSummary, TraceSummary,
 };
-use crate::kernel::{Capabilities, UnwindCounts};
-use crate::recording::RayonHooks;
+use crate::recording::kernel_records::{Capabilities, UnwindCounts};
+use crate::recording::{ExitStatus, RayonHooks, TargetInfo};
 use serde::Serialize;
 use std::io::Write;
 
@@ -188,7 +188,7 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
         call_chains: analysis.call_chains,
         buffer_stalls: &analysis.buffer_stalls,
         anomalies: &analysis.anomalies,
-        notes: super::notes(analysis),
+        notes: super::wording::notes(analysis),
     };
     serde_json::to_writer_pretty(&mut *out, &report)?;
     out.write_all(b"\n")?;

@@ -3,7 +3,7 @@
 use super::counter_cells;
 use super::regions::{diagnosed, impact_text};
 use super::tables::{self, Table};
-use super::{TOP_PROBES, completeness_text, correction_sentence, exit_text};
+use super::wording::{TOP_PROBES, completeness_text, correction_sentence, exit_text};
 use crate::analysis::Analysis;
 use crate::analysis::attributed_counters::{AttributedItem, ItemKind};
 use std::fmt::Write;
@@ -94,7 +94,7 @@ pub fn render(analysis: &Analysis) -> String {
         }
         md.push('\n');
     }
-    let notes = super::notes(analysis);
+    let notes = super::wording::notes(analysis);
     if !notes.is_empty() {
         let _ = writeln!(md, "### Not measured, or may be off\n");
         for note in &notes {

@@ -1,9 +1,9 @@
 //! What the terminal summary and `report.md` say about parallel regions: the diagnoses first,
 //! then one row per region.
 
-use super::human_duration;
-use crate::analysis::diagnoses::Diagnosis;
+use crate::analysis::diagnosis::Diagnosis;
 use crate::analysis::lifecycle::RegionReport;
+use crate::units::human_duration;
 
 /// Every diagnosis with its region, regions longest first, each region's in the spec's order.
 pub(crate) fn diagnosed(

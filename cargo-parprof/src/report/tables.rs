@@ -3,7 +3,7 @@
 
 use super::counter_cells;
 use super::regions::{codes, preempted_percent, state_percents, task_origins};
-use super::{
+use super::wording::{
     correction_percent, correction_sentence, human_count, human_duration, slices_sentence,
 };
 use crate::analysis::Analysis;

@@ -2,7 +2,7 @@
 
 use super::regions::{diagnosed, impact_text};
 use super::tables;
-use super::{
+use super::wording::{
     TOP_PROBES, completeness_text, correction_percent, correction_sentence, exit_text,
     human_duration,
 };
@@ -76,7 +76,7 @@ pub fn summary(analysis: &Analysis) -> String {
         }
     }
     write_slices(analysis, &mut out);
-    let notes = super::notes(analysis);
+    let notes = super::wording::notes(analysis);
     if !notes.is_empty() {
         let _ = writeln!(out, "\nNot measured, or may be off:");
         for note in &notes {
@@ -90,7 +90,7 @@ pub fn summary(analysis: &Analysis) -> String {
 fn write_slices(analysis: &Analysis, out: &mut String) {
     let Some(s) = &analysis.slices else { return };
     let _ = writeln!(out, "\nExact per-call counters ({}):", s.mode.label());
-    let _ = writeln!(out, "  {}", super::slices_sentence(s));
+    let _ = writeln!(out, "  {}", super::wording::slices_sentence(s));
     for p in s.probes.iter().take(TOP_PROBES) {
         let figures: Vec<String> = s
             .counters

@@ -18,12 +18,12 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::collect::{CollectOptions, Collected, Collector};
-use crate::counters::{CounterCollector, CounterOptions};
-use crate::kernel::{Capability, KernelRecords};
-use crate::perf::monotonic_ns;
+use crate::record::collect::{CollectOptions, Collected, Collector};
+use crate::record::counters::{CounterCollector, CounterOptions};
+use crate::record::perf::monotonic_ns;
+use crate::record::symbolize::symbolize_samples;
 use crate::recording::counters::CounterRecords;
-use crate::symbolize::symbolize_samples;
+use crate::recording::kernel_records::{Capability, KernelRecords};
 
 /// How the profiled program ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -37,7 +37,7 @@ pub struct Capabilities {
     pub stack_copies: Capability,
     pub hardware_counters: Capability,
     /// The CPUs the program could use (affinity and cgroup quota).
-    pub cpus: crate::cpu_quota::CpuQuota,
+    pub cpus: CpuQuota,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -67,7 +67,7 @@ pub struct ThreadStart {
     pub tid: u32,
 }
 
-/// How the call chains of the cpu-clock samples were obtained (see [`crate::unwind`]).
+/// How the call chains of the cpu-clock samples were obtained (see [`crate::record::unwind`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnwindCounts {
     /// Unwound to the thread's root within the stack copy.
@@ -133,7 +133,7 @@ pub struct KernelRecords {
     pub malformed_records: u64,
     /// Thread names the kernel reported (`PERF_RECORD_COMM`), by tid.
     pub thread_names: Vec<(u32, String)>,
-    /// Steal time of the whole machine during the run (see [`crate::steal`]), in ns; `None`
+    /// Steal time of the whole machine during the run (see [`crate::record::steal`]), in ns; `None`
     /// where it cannot be read.
     pub steal_ns: Option<u64>,
 }
@@ -173,4 +173,24 @@ fn retain_with_stacks(
         });
     }
     samples.retain(keep);
+}
+
+/// The CPUs a program started from this process may use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuQuota {
+    /// CPUs online on the machine.
+    pub online: usize,
+    /// CPUs in this process's affinity mask (inherited by the program).
+    pub affinity: usize,
+    /// The cgroup's CPU bandwidth (`cpu.max` quota ÷ period), when limited.
+    pub cgroup_limit: Option<f64>,
+}
+
+impl CpuQuota {
+    /// Threads the program can run at once.
+    pub fn usable(&self) -> f64 {
+        let affinity = self.affinity.max(1) as f64;
+        self.cgroup_limit
+            .map_or(affinity, |limit| limit.min(affinity))
+    }
 }

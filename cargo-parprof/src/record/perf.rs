@@ -1,5 +1,5 @@
-//! The `perf_event_open` plumbing shared by the kernel-event collection ([`crate::collect`])
-//! and the counters ([`crate::counters`]): the attributes of the events opened on the
+//! The `perf_event_open` plumbing shared by the kernel-event collection ([`crate::record::collect`])
+//! and the counters ([`crate::record::counters`]): the attributes of the events opened on the
 //! profiled process, opening one event (or group) per online CPU, sizing, mapping and
 //! draining the ring buffers on a collector thread, decoding the parts of the records that
 //! both read (byte cursor, `sample_id_all` fields, switch and lost records), naming errnos,
@@ -16,7 +16,7 @@ use std::time::Duration;
 use perf_event::events::Event;
 use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
 
-use crate::kernel::{SwitchKind, SwitchRecord};
+use crate::recording::kernel_records::{SwitchKind, SwitchRecord};
 
 pub const PERF_RECORD_MMAP: u32 = 1;
 pub const PERF_RECORD_LOST: u32 = 2;

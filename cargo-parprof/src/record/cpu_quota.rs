@@ -3,18 +3,7 @@
 //! only 2 threads at a time; rayon sizes its pool by the CPUs it sees, so that case is the
 //! commonest cause of oversubscription.
 
-use serde::{Deserialize, Serialize};
-
-/// The CPUs a program started from this process may use.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CpuQuota {
-    /// CPUs online on the machine.
-    pub online: usize,
-    /// CPUs in this process's affinity mask (inherited by the program).
-    pub affinity: usize,
-    /// The cgroup's CPU bandwidth (`cpu.max` quota ÷ period), when limited.
-    pub cgroup_limit: Option<f64>,
-}
+use crate::recording::kernel_records::CpuQuota;
 
 impl CpuQuota {
     /// Reads the quota of the calling process (which the program it starts inherits).
@@ -26,13 +15,6 @@ impl CpuQuota {
             affinity: affinity_cpus().unwrap_or(online),
             cgroup_limit: cgroup_limit(),
         }
-    }
-
-    /// Threads the program can run at once.
-    pub fn usable(&self) -> f64 {
-        let affinity = self.affinity.max(1) as f64;
-        self.cgroup_limit
-            .map_or(affinity, |limit| limit.min(affinity))
     }
 }
 

@@ -5,7 +5,8 @@
 
 use crate::analysis::slices;
 use crate::analysis::{self, Analysis, AnalysisOptions};
-use crate::bench_harness::{self, BenchIndex, Harness};
+use crate::record::bench_harness::{self, BenchIndex};
+use crate::recording::Harness;
 use crate::recording::{
     self, Completeness, DetailRequest, RayonHooks, RecordedOptions, Recording, RunMeta,
 };
@@ -301,7 +302,7 @@ pub fn write_bench_summary(index: &BenchIndex, dir: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench_harness::BenchEntry;
+    use crate::record::bench_harness::BenchEntry;
 
     fn run_folder(dir: &Path) {
         std::fs::create_dir_all(dir).unwrap();

@@ -18,7 +18,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::kernel::UnwindCounts;
+use crate::recording::kernel_records::UnwindCounts;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 use memmap2::Mmap;

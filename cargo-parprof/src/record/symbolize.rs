@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
-use crate::kernel::{CpuSample, Frame};
+use crate::recording::kernel_records::{CpuSample, Frame};
 
 /// An executable mapping reported by `PERF_RECORD_MMAP2` (or `MMAP`).
 #[derive(Clone, Debug, PartialEq, Eq)]

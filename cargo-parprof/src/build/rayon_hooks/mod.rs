@@ -28,7 +28,7 @@ mod lock_file;
 
 pub use lock_file::LockFileGuard;
 
-use crate::hook_marker;
+use crate::record::hook_marker;
 use crate::recording::RayonHooks;
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{Metadata, Package};

@@ -17,7 +17,7 @@
 //!
 //! `context-switches` and `cpu-migrations` are counted by the kernel in kernel mode, so
 //! with `exclude_kernel` they stay at 0; they are derived from the switch records that
-//! [`crate::collect`] takes anyway, which gives their exact value at every switch point.
+//! [`crate::record::collect`] takes anyway, which gives their exact value at every switch point.
 //!
 //! Multiplexing: a CPU's group is enabled while any thread of the program runs (anywhere)
 //! and running while one runs on that CPU with the group on the PMU, so over all CPUs the
@@ -35,8 +35,7 @@ use std::time::Duration;
 use perf_event::events::{Event, Hardware, Software};
 use perf_event::{Builder, Counter, ReadFormat};
 
-use crate::kernel::{Capability, SwitchKind, SwitchRecord};
-use crate::perf::{
+use crate::record::perf::{
     CollectorThread, Cursor, Follow, StopSignal, describe_errno, monotonic_ns, online_cpus,
     open_per_cpu, task_builder,
 };
@@ -44,6 +43,7 @@ use crate::recording::counters::{
     CounterRecords, CounterSample, CounterSeries, CounterSource, ReadCost, Scaling,
     UnavailableCounter,
 };
+use crate::recording::kernel_records::{Capability, SwitchKind, SwitchRecord};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -218,7 +218,7 @@ pub struct CounterOptions {
     /// How often the collector reads every CPU's counters.
     pub read_interval_ns: u64,
     /// Behave as if the kernel refused `perf_event_open` (`EACCES`), for tests of the
-    /// degraded mode (see [`crate::collect::SIMULATE_REFUSED_ENV`]).
+    /// degraded mode (see [`crate::record::collect::SIMULATE_REFUSED_ENV`]).
     pub simulate_refused: bool,
     /// Which tasks the counters follow (as the collector's events).
     pub follow: Follow,
@@ -400,7 +400,7 @@ impl CounterCollector {
 
     /// Stops the collection after one last read. Call it after the child has exited, so
     /// that the last read holds the final counts of every thread. `switches` are the
-    /// program's switch records from [`crate::collect`], for the derived counters.
+    /// program's switch records from [`crate::record::collect`], for the derived counters.
     pub fn finish(self, switches: &[SwitchRecord], switch_records: &Capability) -> CounterRecords {
         let gathered = self
             .worker
@@ -1000,12 +1000,12 @@ mod tests {
             ready_r.read_exact(&mut pid).unwrap();
             let pid = i32::from_ne_bytes(pid) as u32;
             // The switch records, for the derived counters, come from the recording.
-            let recording = crate::collect::CollectOptions {
+            let recording = crate::record::collect::CollectOptions {
                 counters: None,
                 symbolize: false,
-                ..crate::collect::CollectOptions::default()
+                ..crate::record::collect::CollectOptions::default()
             };
-            let recorder = crate::collect::Collector::attach(pid, &recording);
+            let recorder = crate::record::collect::Collector::attach(pid, &recording);
             let collector = CounterCollector::attach(pid, opts);
             go_w.write_all(b"g").unwrap();
             let output = spawner.join().unwrap().unwrap().wait_with_output().unwrap();
@@ -1019,8 +1019,7 @@ mod tests {
     /// attributed from the program-wide series, lie within the error bound.
     #[test]
     fn page_faults_of_real_tasks_are_attributed_within_the_error_bound() {
-        const NAME: &str =
-            "counters::tests::page_faults_of_real_tasks_are_attributed_within_the_error_bound";
+        const NAME: &str = "record::counters::tests::page_faults_of_real_tasks_are_attributed_within_the_error_bound";
         if std::env::var_os(WORKLOAD_ENV).is_some() {
             run_workload();
             return;

@@ -20,20 +20,21 @@ use std::time::Duration;
 use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Counter, SampleFlag, Sampler};
 
-use crate::counters::CounterOptions;
-use crate::kernel::{
-    Capabilities, Capability, CpuSample, KernelRecords, SwitchRecord, ThreadStart,
-};
-use crate::perf::{
+use crate::record::counters::CounterOptions;
+use crate::record::perf::{
     CollectorThread, Cursor, Follow, PERF_CONTEXT_MAX, PERF_RECORD_COMM, PERF_RECORD_FORK,
     PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MMAP,
     PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE, PERF_RECORD_SWITCH, SampleId, StopSignal,
     describe_errno, drain_ring, fitting_ring_size, lost_count, online_cpus, open_per_cpu,
     padded_str, ring_events, switch_record, task_builder,
 };
-use crate::steal::machine_steal_ns;
-use crate::symbolize::{ExecEvent, ForkEvent, Mapping, SideBand};
-use crate::unwind::{SAMPLE_REGS_USER, STACK_COPY_BYTES, StackUnwinder, UserStack};
+use crate::record::steal::machine_steal_ns;
+use crate::record::symbolize::{ExecEvent, ForkEvent, Mapping, SideBand};
+use crate::record::unwind::{SAMPLE_REGS_USER, STACK_COPY_BYTES, StackUnwinder, UserStack};
+use crate::recording::kernel_records::CpuQuota;
+use crate::recording::kernel_records::{
+    Capabilities, Capability, CpuSample, KernelRecords, SwitchRecord, ThreadStart,
+};
 
 /// The highest cpu-clock sampling frequency asked of the kernel: above it the samples'
 /// own interrupts take a large share of the CPU (one every 10 µs per thread).
@@ -114,7 +115,7 @@ pub struct Collected {
 pub struct Collector {
     capabilities: Capabilities,
     period_ns: u64,
-    /// The machine's steal time when the collection started (see [`crate::steal`]).
+    /// The machine's steal time when the collection started (see [`crate::record::steal`]).
     steal_at_start: Option<u64>,
     /// Drains the recording's rings and the switch-stack rings.
     worker: Option<CollectorThread<(Parsed, Parsed)>>,
@@ -139,7 +140,7 @@ impl Collector {
 
         let mut capabilities = Capabilities {
             hardware_counters: opener.probe_hardware(),
-            cpus: crate::cpu_quota::CpuQuota::of_this_process(),
+            cpus: CpuQuota::of_this_process(),
             ..Capabilities::default()
         };
         let (samplers, (switches, samples), stack_copies) =
@@ -796,7 +797,7 @@ fn thread_names(comms: &[Comm], forks: &[ForkEvent]) -> Vec<(u32, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::SwitchKind;
+    use crate::recording::kernel_records::SwitchKind;
 
     fn trailer_bytes(pid: u32, tid: u32, time: u64, cpu: u32) -> Vec<u8> {
         let mut v = Vec::new();

@@ -20,6 +20,7 @@
 //! is profiled as one program. divan is detected, but profiled as one program too: its
 //! per-benchmark mode is not supported yet, and the run says so.
 
+use crate::recording::Harness;
 use anyhow::{Context, Result, bail};
 use cargo_metadata::Package;
 use serde::{Deserialize, Serialize};
@@ -30,16 +31,6 @@ use std::process::Command;
 /// The file at the top of a benches' output folder.
 pub const INDEX_FILE: &str = "benchmarks.json";
 const INDEX_SCHEMA: &str = "parprof-benchmarks/1";
-
-/// What runs a bench's measurements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Harness {
-    /// Profiled as one program.
-    Program,
-    Criterion,
-    Divan,
-}
 
 /// The harness of a bench of `package`, from its dependencies (criterion or divan, as a
 /// dependency or dev-dependency, possibly renamed).

@@ -3,6 +3,8 @@
 //! runs started at the same time never share one, and the oldest removed beyond `--keep N`,
 //! so that repeated runs do not pile up gigabytes. Folders given with `-o` are never touched.
 
+use crate::record::output_dir;
+use anyhow::Context;
 use chrono::Local;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -97,6 +99,23 @@ pub fn prune(parprof_dir: &Path, keep: usize) -> io::Result<Vec<PathBuf>> {
         std::fs::remove_dir_all(dir)?;
     }
     Ok(old)
+}
+
+/// The folder a new run writes into: `output` (an earlier run there replaced), or a new
+/// folder of its own under `parprof_dir`.
+pub(super) fn output_folder(
+    output: Option<&Path>,
+    parprof_dir: &Path,
+    name: &str,
+) -> anyhow::Result<PathBuf> {
+    match output {
+        Some(dir) => {
+            output_dir::claim(dir)?;
+            Ok(dir.to_path_buf())
+        }
+        None => new_run_dir(parprof_dir, name)
+            .with_context(|| format!("cannot create a run folder in {}", parprof_dir.display())),
+    }
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@
 //! info, no stripping and frame pointers, without the user editing their `Cargo.toml`, in a
 //! target directory of its own so it does not invalidate the user's normal builds.
 
-use crate::bench_harness::{self, Harness};
-use crate::rayon_hooks::{self, HookedBuild, LockFileGuard};
+use crate::build::rayon_hooks::{self, HookedBuild, LockFileGuard};
+use crate::record::bench_harness;
+use crate::recording::Harness;
 use crate::recording::RayonHooks;
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{Message, Metadata, Package};
