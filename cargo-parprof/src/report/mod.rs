@@ -24,7 +24,7 @@ pub mod wording;
 pub use options::{FrameView, ReportOptions};
 pub use wording::notes;
 
-use crate::analysis::Analysis;
+use crate::analysis::{Analysis, OffCpuStacks};
 use anyhow::Context;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -38,60 +38,86 @@ pub fn write_all(
 ) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
-    let active = flamegraph::active_folded(analysis);
-    let cpu = flamegraph::stacks_folded(&analysis.cpu_samples.stacks, options);
-    let offcpu = (analysis.offcpu_stacks.as_ref())
-        .map(|offcpu| (offcpu, flamegraph::stacks_folded(&offcpu.stacks, options)));
-    let utilization = match &analysis.utilization {
-        Some(u) => Some(plot::utilization_svg(u, &plot::region_spans(analysis, u))?),
-        None => None,
-    };
-    let mut views: Vec<View> = vec![
-        ("report.json", Box::new(|w| json::write(analysis, w))),
-        (
-            "report.md",
-            Box::new(|w| Ok(w.write_all(markdown::render(analysis).as_bytes())?)),
-        ),
-        (
-            "active.folded",
-            Box::new(|w| Ok(flamegraph::write_folded(&active, w)?)),
-        ),
-        (
-            "active.svg",
-            Box::new(|w| flamegraph::write_active_svg(analysis, &active, w)),
-        ),
-        (
-            "cpu.folded",
-            Box::new(|w| Ok(flamegraph::write_folded(&cpu, w)?)),
-        ),
-        (
-            "cpu.svg",
-            Box::new(|w| flamegraph::write_cpu_svg(analysis, &cpu, w)),
-        ),
-        ("timeline.json", Box::new(|w| timeline::write(analysis, w))),
-        (
-            "profile.json.gz",
-            Box::new(|w| firefox_profile::write(analysis, w)),
-        ),
-    ];
-    if let Some((offcpu, folded)) = &offcpu {
-        views.push((
-            "offcpu.folded",
-            Box::new(|w| Ok(flamegraph::write_folded(folded, w)?)),
-        ));
-        views.push((
-            "offcpu.svg",
-            Box::new(|w| flamegraph::write_offcpu_svg(offcpu, folded, w)),
-        ));
+    let figures = Figures::of(analysis, options)?;
+    let mut written = write_in_parallel(out_dir, figures.views(analysis))?;
+    written.push(write_page(analysis, out_dir, &written)?);
+    Ok(written)
+}
+
+/// What more than one view draws from: the folded stacks and the utilization plot.
+struct Figures<'a> {
+    active: flamegraph::Folded,
+    cpu: flamegraph::Folded,
+    offcpu: Option<(&'a OffCpuStacks, flamegraph::Folded)>,
+    utilization_svg: Option<String>,
+}
+
+impl<'a> Figures<'a> {
+    fn of(analysis: &'a Analysis, options: &ReportOptions) -> anyhow::Result<Figures<'a>> {
+        Ok(Figures {
+            active: flamegraph::active_folded(analysis),
+            cpu: flamegraph::stacks_folded(&analysis.cpu_samples.stacks, options),
+            offcpu: (analysis.offcpu_stacks.as_ref())
+                .map(|offcpu| (offcpu, flamegraph::stacks_folded(&offcpu.stacks, options))),
+            utilization_svg: match &analysis.utilization {
+                Some(u) => Some(plot::utilization_svg(u, &plot::region_spans(analysis, u))?),
+                None => None,
+            },
+        })
     }
-    if let Some(svg) = &utilization {
-        views.push((
-            "utilization.svg",
-            Box::new(|w| Ok(w.write_all(svg.as_bytes())?)),
-        ));
+
+    /// The files of the run folder but the page, in their order.
+    fn views<'v>(&'v self, analysis: &'v Analysis) -> Vec<View<'v>> {
+        let mut views: Vec<View> = vec![
+            ("report.json", Box::new(|w| json::write(analysis, w))),
+            (
+                "report.md",
+                Box::new(|w| Ok(w.write_all(markdown::render(analysis).as_bytes())?)),
+            ),
+            (
+                "active.folded",
+                Box::new(|w| Ok(flamegraph::write_folded(&self.active, w)?)),
+            ),
+            (
+                "active.svg",
+                Box::new(|w| flamegraph::write_active_svg(analysis, &self.active, w)),
+            ),
+            (
+                "cpu.folded",
+                Box::new(|w| Ok(flamegraph::write_folded(&self.cpu, w)?)),
+            ),
+            (
+                "cpu.svg",
+                Box::new(|w| flamegraph::write_cpu_svg(analysis, &self.cpu, w)),
+            ),
+            ("timeline.json", Box::new(|w| timeline::write(analysis, w))),
+            (
+                "profile.json.gz",
+                Box::new(|w| firefox_profile::write(analysis, w)),
+            ),
+        ];
+        if let Some((offcpu, folded)) = &self.offcpu {
+            views.push((
+                "offcpu.folded",
+                Box::new(|w| Ok(flamegraph::write_folded(folded, w)?)),
+            ));
+            views.push((
+                "offcpu.svg",
+                Box::new(|w| flamegraph::write_offcpu_svg(offcpu, folded, w)),
+            ));
+        }
+        if let Some(svg) = &self.utilization_svg {
+            views.push((
+                "utilization.svg",
+                Box::new(|w| Ok(w.write_all(svg.as_bytes())?)),
+            ));
+        }
+        views
     }
-    let mut written = write_in_parallel(out_dir, views)?;
-    // The page embeds the figures just written.
+}
+
+/// report.html, which embeds the figures just written.
+fn write_page(analysis: &Analysis, out_dir: &Path, written: &[PathBuf]) -> anyhow::Result<PathBuf> {
     let figures = [
         (
             "active.svg",
@@ -116,10 +142,11 @@ pub fn write_all(
         })
         .collect();
     let page = html::render(&html::input_of(analysis, svgs));
-    written.push(write_file(out_dir, "report.html", |w| {
-        Ok(w.write_all(page.as_bytes())?)
-    })?);
-    Ok(written)
+    write_file(
+        out_dir,
+        "report.html",
+        |w| Ok(w.write_all(page.as_bytes())?),
+    )
 }
 
 /// A file of the run folder and what writes it.
