@@ -14,10 +14,10 @@
 //! enclosing probed interval.
 
 use crate::clock;
-use crate::probe::{self, Guard};
+use crate::probe::{self, Guard, probed_small_body};
 use crate::recorder::{self, with_current_ring};
 use crate::sampling::{self, CALIBRATION_SITE};
-use crate::speed_reference::{self, probed_small_body, small_body};
+use crate::speed_reference::{self, small_body};
 use crate::trace::{self, Calibration, EventKind};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -235,7 +235,7 @@ fn untimed_call_cost(timed_pair: f64, rounds: Rounds) -> (Measured, Measured) {
         // Longer: only one call in a period is timed, and its cost varies most.
         let hot_site = marginal_pair_round(ROUND_CALLS);
         let untimed = ((hot_site * period - timed_pair) / (period - 1.0)).max(floor);
-        let reference = speed_reference::round(clock::now()).per_call;
+        let reference = speed_reference::round(clock::now(), probed_small_body).per_call;
         [
             Some(untimed),
             (reference > 0.0).then(|| untimed / reference),

@@ -13,6 +13,7 @@ mod calibrate;
 mod call_site;
 pub mod clock;
 pub mod codec;
+mod crash_flush;
 mod detail;
 mod full_detail;
 pub mod lifecycle_totals;
@@ -25,43 +26,25 @@ pub mod rayon_hooks;
 mod recorder;
 pub mod region;
 mod ring;
+mod runtime;
 mod sampling;
+mod site_ids;
 mod slice_child;
 pub mod slice_results;
 mod slice_shared_memory;
 mod slice_slot;
+mod slice_timer;
 mod slices;
 mod speed_reference;
+mod thread_context;
 pub mod trace;
 
-pub use recorder::{flush, is_enabled, register_current_thread, shutdown, trace_file_name};
+pub use runtime::{flush, is_enabled, register_current_thread, shutdown, trace_file_name};
 
 /// Support for the code `#[probe]` generates; not a public API.
 #[doc(hidden)]
-pub mod __private {
-    #[cfg(not(feature = "off"))]
-    pub use crate::probe::{Guard, Site, enter, enter_method};
-
-    #[cfg(feature = "off")]
-    pub use crate::off::{Guard, Site, enter, enter_method};
-}
+pub mod __private;
 
 /// With the `off` feature a probe is a zero-sized guard without `Drop`: no code at all.
 #[cfg(feature = "off")]
-mod off {
-    pub struct Site;
-    impl Site {
-        pub const fn new(_: &'static str, _: &'static str, _: u32) -> Self {
-            Site
-        }
-    }
-    pub struct Guard;
-    #[inline(always)]
-    pub fn enter(_: &'static Site) -> Guard {
-        Guard
-    }
-    #[inline(always)]
-    pub fn enter_method(_: &'static Site, _: fn() -> &'static str) -> Guard {
-        Guard
-    }
-}
+mod off;

@@ -480,8 +480,10 @@ impl Tracker {
             Some(at) => self.counters.remove(at).1,
             None => {
                 // One set per thread and region for the program's lifetime.
-                let c: &'static Counters =
-                    Box::leak(Box::new(Counters::new(recorder::current_tid(), region)));
+                let c: &'static Counters = Box::leak(Box::new(Counters::new(
+                    crate::thread_context::current_tid(),
+                    region,
+                )));
                 let unwritten = LifecycleTotals {
                     tid: c.tid,
                     region,

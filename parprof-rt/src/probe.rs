@@ -159,7 +159,7 @@ fn enter_timed(id: u32) -> Guard {
 fn exit_timed(id: u32) {
     if let Some(ts) = recorder::stamp(EventKind::Exit, id, 0, 0) {
         if sampling::recorded_exit(id, ts) {
-            speed_reference::on_hot_exit(ts);
+            speed_reference::on_hot_exit(ts, probed_small_body);
         }
     } else {
         sampling::exit(id);
@@ -179,6 +179,14 @@ static CALIBRATION: Site = Site {
 #[inline(always)]
 pub(crate) fn enter_calibration() -> Guard {
     enter(&CALIBRATION)
+}
+
+/// A small function probed, through the calls `#[probe]` makes: the probed half of a speed
+/// reference and of calibration ([`speed_reference::small_body`] is the other).
+#[inline(never)]
+pub(crate) fn probed_small_body(x: u64) -> u64 {
+    let _guard = enter_calibration();
+    speed_reference::small_work(x)
 }
 
 #[cfg(test)]

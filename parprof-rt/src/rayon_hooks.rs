@@ -24,6 +24,7 @@ use crate::call_site::{self, CallSite, MACHINERY};
 use crate::lifecycle_totals;
 use crate::recorder;
 use crate::region::{self, NOT_A_WORKER, RegionGuard};
+use crate::runtime;
 use crate::trace::{EventKind, NO_WORKER, SiteKind, TaskOrigin};
 use std::collections::BTreeMap;
 use std::panic::Location;
@@ -180,7 +181,7 @@ impl PoolEntry {
     /// call into rayon-core was made from: they name the call site of an implicit region
     /// when no region is current.
     pub fn from_outside(operation: &'static str, caller: &'static Location<'static>) -> PoolEntry {
-        if region::recording_off() || !recorder::is_enabled() || region::current_region() != 0 {
+        if region::recording_off() || !runtime::is_enabled() || region::current_region() != 0 {
             return PoolEntry(RegionGuard::INERT);
         }
         PoolEntry(RegionGuard::begin(implicit_region(operation, caller)))
@@ -329,7 +330,7 @@ pub fn worker_started(index: usize, registry: usize) {
     // Indexes and pools past what a u16 holds are clamped: not a practical case.
     let index = index.min(usize::from(NO_WORKER) - 1) as u16;
     region::set_worker(index, pool.min(usize::from(u16::MAX) - 1) as u16);
-    recorder::register_current_thread();
+    runtime::register_current_thread();
 }
 
 /// A searching worker's round over the deques and the injector found nothing; `rounds` counts

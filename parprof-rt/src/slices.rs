@@ -17,23 +17,20 @@ use crate::attention;
 use crate::clock;
 use crate::detail::{self, MAX_SITES};
 use crate::perf_group;
-use crate::recorder;
+use crate::site_ids;
 use crate::slice_child;
 use crate::slice_results::{
     self, Checkpoints, CounterColumn, DetailMode, Slice, SliceConfig, SliceEnd, SliceResults,
     UnavailableCounter,
 };
 use crate::slice_slot::{self, Slots};
+use crate::slice_timer::{TIMER_CHECKPOINT, TIMER_SLICE_CPU, TIMER_SLICE_WALL, arm_timer};
+use crate::thread_context;
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once, OnceLock};
 use std::time::Duration;
-
-/// `si_value` of the runtime's timer signal: which timer fired.
-const TIMER_CHECKPOINT: usize = 1;
-pub(crate) const TIMER_SLICE_CPU: usize = 2;
-pub(crate) const TIMER_SLICE_WALL: usize = 3;
 
 /// Live slices at most, whatever `max` says: one slot each.
 const MAX_SLOTS: u32 = 64;
@@ -251,51 +248,6 @@ extern "C" fn on_timer(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
     }
 }
 
-/// Creates a timer on `clock` that signals thread `tid` with `which` after `ns`, and every
-/// `ns` after that when `periodic`. Returns the kernel's timer id.
-pub(crate) fn arm_timer(
-    clock: libc::clockid_t,
-    tid: libc::pid_t,
-    signal: libc::c_int,
-    which: usize,
-    ns: u64,
-    periodic: bool,
-) -> std::io::Result<isize> {
-    // SAFETY: plain timer calls with zeroed, then filled, structs.
-    unsafe {
-        let mut event: libc::sigevent = std::mem::zeroed();
-        event.sigev_notify = libc::SIGEV_THREAD_ID;
-        event.sigev_notify_thread_id = tid;
-        event.sigev_signo = signal;
-        event.sigev_value.sival_ptr = which as *mut libc::c_void;
-        let mut timer: libc::timer_t = std::ptr::null_mut();
-        if libc::timer_create(clock, &mut event, &mut timer) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let time = libc::timespec {
-            tv_sec: (ns / 1_000_000_000) as libc::time_t,
-            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-        };
-        let spec = libc::itimerspec {
-            it_interval: if periodic {
-                time
-            } else {
-                libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                }
-            },
-            it_value: time,
-        };
-        if libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) != 0 {
-            let e = std::io::Error::last_os_error();
-            libc::timer_delete(timer);
-            return Err(e);
-        }
-        Ok(timer as isize)
-    }
-}
-
 /// A thread starts recording: give it its first-stage timer.
 pub(crate) fn attach_thread() {
     let Some(s) = SLICES.get() else { return };
@@ -397,7 +349,7 @@ pub(crate) fn checkpoint() {
 fn decide(s: &Slices, p: &mut Parent) {
     // Before the program's first probe (or in a program with regions and rayon's events
     // alone) a slice would measure nothing: not worth a fork.
-    if !recorder::has_probe_sites() {
+    if !site_ids::has_probe_sites() {
         return;
     }
     p.checkpoints.armed += 1;
@@ -412,7 +364,7 @@ fn decide(s: &Slices, p: &mut Parent) {
             return;
         }
     }
-    let Some(scan) = scan_threads(recorder::writer_tid()) else {
+    let Some(scan) = scan_threads(thread_context::writer_tid()) else {
         p.checkpoints.skipped_load += 1;
         return;
     };
@@ -434,7 +386,7 @@ fn fork_slice(s: &Slices, p: &mut Parent, busy_cpus: &[u32]) {
         .iter()
         .copied()
         .find(|c| !busy_cpus.contains(c) && !p.live.iter().any(|l| l.cpu == Some(*c)));
-    let site_limit = recorder::next_site_id().min(MAX_SITES as u32);
+    let site_limit = site_ids::next_site_id().min(MAX_SITES as u32);
     slice_slot::reset(s.slots.get(slot), site_limit);
     let start_ts = clock::now();
     // A fork with no exit signal (a "clone" child): the program's `wait()` and its SIGCHLD

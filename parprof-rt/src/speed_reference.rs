@@ -23,7 +23,6 @@
 //! [`EventKind::SpeedReference`]: crate::trace::EventKind::SpeedReference
 
 use crate::clock;
-use crate::probe;
 use crate::recorder;
 use crate::sampling;
 use crate::trace::Event;
@@ -63,7 +62,7 @@ pub(crate) fn configure(ticks_per_ns: f64, every_call: bool) {
 /// About 5 ns of dependent arithmetic, the work of a small function: the size at which the
 /// correction of a probe matters most (a probe costs about as much).
 #[inline(always)]
-fn small_work(x: u64) -> u64 {
+pub(crate) fn small_work(x: u64) -> u64 {
     (0..16).fold(black_box(x), |h, i| {
         (h ^ i).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17)
     })
@@ -72,13 +71,6 @@ fn small_work(x: u64) -> u64 {
 /// A small function, as a program has them.
 #[inline(never)]
 pub(crate) fn small_body(x: u64) -> u64 {
-    small_work(x)
-}
-
-/// The same function probed, through the calls `#[probe]` makes.
-#[inline(never)]
-pub(crate) fn probed_small_body(x: u64) -> u64 {
-    let _guard = probe::enter_calibration();
     small_work(x)
 }
 
@@ -91,8 +83,10 @@ pub(crate) struct Round {
     pub ended: u64,
 }
 
-/// [`CALLS`] probed calls of [`small_body`], none recorded, then as many unprobed ones.
-pub(crate) fn round(began: u64) -> Round {
+/// [`CALLS`] probed calls of [`small_body`] (`probed_small_body`, the probe's own
+/// `probe::probed_small_body`: this module is below the probe, whose path calls it), none
+/// recorded, then as many unprobed ones.
+pub(crate) fn round(began: u64, probed_small_body: impl Fn(u64) -> u64) -> Round {
     sampling::calibrate_without_recording();
     black_box((0..CALLS).fold(0, |acc, i| acc ^ probed_small_body(i)));
     let probed_until = clock::now();
@@ -108,24 +102,24 @@ pub(crate) fn round(began: u64) -> Round {
 }
 
 /// A recorded call of a hot site returned at `ts` on this thread: takes a reference if one is
-/// due.
+/// due, with `probed_small_body` (see [`round`]).
 #[inline(always)]
-pub(crate) fn on_hot_exit(ts: u64) {
+pub(crate) fn on_hot_exit(ts: u64, probed_small_body: impl Fn(u64) -> u64) {
     if ts >= NEXT_AT.get() {
-        take();
+        take(probed_small_body);
     }
 }
 
 #[cold]
 #[inline(never)]
-fn take() {
+fn take(probed_small_body: impl Fn(u64) -> u64) {
     let interval = INTERVAL_TICKS.load(Ordering::Relaxed);
     if interval == 0 {
         // Calibration's own hot site, before the run.
         return;
     }
     let began = clock::now();
-    let round = round(began);
+    let round = round(began, probed_small_body);
     let taken = TAKEN.get();
     if taken + 1 < FIRST_REFERENCES {
         TAKEN.set(taken + 1);
