@@ -256,23 +256,9 @@ fn untimed_call_cost(timed_pair: f64, rounds: Rounds) -> (Measured, Measured) {
     (untimed, reference)
 }
 
-/// The calibration table; `every_call`: the program records every call of its probes (no
-/// sampling), and no untimed call needs the figure's precision.
-pub fn measure(every_call: bool) -> Table {
-    // Warm the path and the ring's cache lines first.
-    for _ in 0..4 {
-        median_batch(|| {
-            for _ in 0..BATCH {
-                black_box(recorder::record(EventKind::Enter, CALIBRATION_SITE, 0, 0));
-            }
-        });
-    }
-    let bare = median_batch(|| {
-        for _ in 0..BATCH {
-            black_box(clock::now());
-        }
-    });
-    let back_to_back: Vec<(EventKind, f64)> = EventKind::ALL
+/// What each kind of event costs back to back, in batches through the real recording path.
+fn back_to_back_costs() -> Vec<(EventKind, f64)> {
+    EventKind::ALL
         .iter()
         // A stall's or a checkpoint's cost is its own measured duration.
         // A reference's cost is its own measured duration too; its row is the reference
@@ -305,7 +291,26 @@ pub fn measure(every_call: bool) -> Table {
             };
             (kind, cost)
         })
-        .collect();
+        .collect()
+}
+
+/// The calibration table; `every_call`: the program records every call of its probes (no
+/// sampling), and no untimed call needs the figure's precision.
+pub fn measure(every_call: bool) -> Table {
+    // Warm the path and the ring's cache lines first.
+    for _ in 0..4 {
+        median_batch(|| {
+            for _ in 0..BATCH {
+                black_box(recorder::record(EventKind::Enter, CALIBRATION_SITE, 0, 0));
+            }
+        });
+    }
+    let bare = median_batch(|| {
+        for _ in 0..BATCH {
+            black_box(clock::now());
+        }
+    });
+    let back_to_back = back_to_back_costs();
     let cost_of = |kind| {
         back_to_back
             .iter()

@@ -165,6 +165,13 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
         .name(trace::WRITER_THREAD_NAME.into())
         .spawn(writer_loop)?;
     let _ = rt.writer.set(writer.thread().clone());
+    install_exit_handlers();
+    Ok(())
+}
+
+/// Flushes the trace at `exit`, after a fatal signal and (with `panic = "abort"`) at a panic;
+/// stops recording in the child of a `fork()`.
+fn install_exit_handlers() {
     // SAFETY: registering plain extern "C" fns with no captured state.
     unsafe {
         libc::atexit(flush_at_exit);
@@ -179,7 +186,6 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
             shutdown();
         }));
     }
-    Ok(())
 }
 
 extern "C" fn flush_at_exit() {

@@ -170,8 +170,18 @@ pub(crate) fn start(setup: Setup) {
     if let Err(e) = sigsys::install(finish) {
         fail(STEP_SIGSYS, e);
     }
+    if let Err(e) = arm_timers(&setup) {
+        fail(STEP_TIMERS, e);
+    }
+    if let Err(e) = sigsys::filter(leader, schedstat) {
+        fail(STEP_FILTER, e);
+    }
+}
+
+/// The slice's CPU-time and wall-clock timers, which signal the calling thread.
+fn arm_timers(setup: &Setup) -> std::io::Result<()> {
     let tid = unsafe { libc::gettid() };
-    let timers = crate::slice_timer::arm_timer(
+    crate::slice_timer::arm_timer(
         libc::CLOCK_PROCESS_CPUTIME_ID,
         tid,
         setup.signal,
@@ -188,13 +198,8 @@ pub(crate) fn start(setup: Setup) {
             setup.wall_limit_ns,
             true,
         )
-    });
-    if let Err(e) = timers {
-        fail(STEP_TIMERS, e);
-    }
-    if let Err(e) = sigsys::filter(leader, schedstat) {
-        fail(STEP_FILTER, e);
-    }
+    })
+    .map(drop)
 }
 
 /// Slices run on otherwise idle CPUs: at `SCHED_IDLE` a slice never takes a CPU from the

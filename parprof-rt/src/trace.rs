@@ -1017,54 +1017,7 @@ impl<'a> Cursor<'a> {
 fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
     let mut c = Cursor { b: body };
     let chunk = match kind {
-        ChunkKind::Header => {
-            let pid = c.u32()?;
-            let clock = match c.u8()? {
-                1 => ClockKind::Tsc,
-                2 => ClockKind::Monotonic,
-                _ => return Err("unknown clock kind"),
-            };
-            let ticks_per_ns = f64::from_bits(c.u64()?);
-            if !(ticks_per_ns.is_finite() && ticks_per_ns > 0.0) {
-                return Err("ticks per ns is not a positive number");
-            }
-            let start = c.sync()?;
-            let bare_read_ticks = c.u32()?;
-            let n = c.u16()?;
-            let mut calibration = Vec::with_capacity(n as usize);
-            for _ in 0..n {
-                let kind =
-                    EventKind::from_u8(c.u8()?).ok_or("unknown event kind in calibration")?;
-                let cost_ticks = f64::from_bits(c.u64()?);
-                if !(cost_ticks.is_finite() && cost_ticks >= 0.0) {
-                    return Err("calibration cost is not a finite number of ticks");
-                }
-                let spread = f64::from_bits(c.u64()?);
-                if !(spread.is_finite() && spread >= 0.0) {
-                    return Err("calibration spread is not a finite share");
-                }
-                let rounds = c.u16()?;
-                if rounds == 0 {
-                    return Err("calibration row measured over no rounds");
-                }
-                calibration.push(Calibration {
-                    kind,
-                    cost_ticks,
-                    spread,
-                    rounds,
-                });
-            }
-            let program = c.str()?;
-            Chunk::Header(Header {
-                pid,
-                clock,
-                ticks_per_ns,
-                start,
-                bare_read_ticks,
-                calibration,
-                program,
-            })
-        }
+        ChunkKind::Header => Chunk::Header(decode_header(&mut c)?),
         ChunkKind::Site => {
             let id = c.u32()?;
             let kind = match c.u8()? {
@@ -1088,35 +1041,7 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
             pool: c.u32()?,
             name: c.str()?,
         }),
-        ChunkKind::Events => {
-            let tid = c.u32()?;
-            let count = c.u32()? as usize;
-            // Every packed event takes at least two bytes: a larger count is corruption.
-            if count > c.b.len() / 2 {
-                return Err("event count does not match the chunk length");
-            }
-            let mut events = Vec::with_capacity(count);
-            let mut previous = Event::default();
-            for _ in 0..count {
-                let e = c.packed_event(&previous)?;
-                let kind = EventKind::from_u8(e.kind).ok_or("unknown event kind")?;
-                if kind == EventKind::TaskBegin && TaskOrigin::from_u8(e.flags).is_none() {
-                    return Err("unknown task origin");
-                }
-                if kind == EventKind::Unrecorded && e.flags & !UNRECORDED_NESTED != 0 {
-                    return Err("unknown flags of unrecorded calls");
-                }
-                if kind == EventKind::Enter && e.flags & !ENTER_NOT_SAMPLED != 0 {
-                    return Err("unknown flags of a probe entry");
-                }
-                if kind == EventKind::Detail && e.flags > DETAIL_FRAME {
-                    return Err("unknown flags of a detail event");
-                }
-                events.push(e);
-                previous = e;
-            }
-            Chunk::Events { tid, events }
-        }
+        ChunkKind::Events => decode_events(&mut c)?,
         ChunkKind::Lost => Chunk::Lost {
             tid: c.u32()?,
             count: c.u64()?,
@@ -1130,6 +1055,84 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
     };
     c.finish()?;
     Ok(chunk)
+}
+
+fn decode_header(c: &mut Cursor) -> Result<Header, &'static str> {
+    let pid = c.u32()?;
+    let clock = match c.u8()? {
+        1 => ClockKind::Tsc,
+        2 => ClockKind::Monotonic,
+        _ => return Err("unknown clock kind"),
+    };
+    let ticks_per_ns = f64::from_bits(c.u64()?);
+    if !(ticks_per_ns.is_finite() && ticks_per_ns > 0.0) {
+        return Err("ticks per ns is not a positive number");
+    }
+    let start = c.sync()?;
+    let bare_read_ticks = c.u32()?;
+    let n = c.u16()?;
+    let mut calibration = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let kind = EventKind::from_u8(c.u8()?).ok_or("unknown event kind in calibration")?;
+        let cost_ticks = f64::from_bits(c.u64()?);
+        if !(cost_ticks.is_finite() && cost_ticks >= 0.0) {
+            return Err("calibration cost is not a finite number of ticks");
+        }
+        let spread = f64::from_bits(c.u64()?);
+        if !(spread.is_finite() && spread >= 0.0) {
+            return Err("calibration spread is not a finite share");
+        }
+        let rounds = c.u16()?;
+        if rounds == 0 {
+            return Err("calibration row measured over no rounds");
+        }
+        calibration.push(Calibration {
+            kind,
+            cost_ticks,
+            spread,
+            rounds,
+        });
+    }
+    let program = c.str()?;
+    Ok(Header {
+        pid,
+        clock,
+        ticks_per_ns,
+        start,
+        bare_read_ticks,
+        calibration,
+        program,
+    })
+}
+
+fn decode_events(c: &mut Cursor) -> Result<Chunk, &'static str> {
+    let tid = c.u32()?;
+    let count = c.u32()? as usize;
+    // Every packed event takes at least two bytes: a larger count is corruption.
+    if count > c.b.len() / 2 {
+        return Err("event count does not match the chunk length");
+    }
+    let mut events = Vec::with_capacity(count);
+    let mut previous = Event::default();
+    for _ in 0..count {
+        let e = c.packed_event(&previous)?;
+        let kind = EventKind::from_u8(e.kind).ok_or("unknown event kind")?;
+        if kind == EventKind::TaskBegin && TaskOrigin::from_u8(e.flags).is_none() {
+            return Err("unknown task origin");
+        }
+        if kind == EventKind::Unrecorded && e.flags & !UNRECORDED_NESTED != 0 {
+            return Err("unknown flags of unrecorded calls");
+        }
+        if kind == EventKind::Enter && e.flags & !ENTER_NOT_SAMPLED != 0 {
+            return Err("unknown flags of a probe entry");
+        }
+        if kind == EventKind::Detail && e.flags > DETAIL_FRAME {
+            return Err("unknown flags of a detail event");
+        }
+        events.push(e);
+        previous = e;
+    }
+    Ok(Chunk::Events { tid, events })
 }
 
 /// Converts event-clock ticks to `CLOCK_MONOTONIC` nanoseconds, the time line of the kernel's
