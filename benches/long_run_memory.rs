@@ -101,7 +101,11 @@ fn measure(profiler: &Path, exe: &Path, seconds: u64, scratch: &Path) -> anyhow:
     let record = run_watched(record)?;
     let again = scratch.join(format!("report-{seconds}s"));
     let mut report = Command::new(profiler);
-    report.args(["parprof", "report"]).arg(&dir).arg("-o").arg(&again);
+    report
+        .args(["parprof", "report"])
+        .arg(&dir)
+        .arg("-o")
+        .arg(&again);
     let report = run_watched(report)?;
     Ok(Figures {
         seconds,
@@ -115,10 +119,7 @@ fn measure(profiler: &Path, exe: &Path, seconds: u64, scratch: &Path) -> anyhow:
 /// Runs `cmd` to its end, reading its peak memory as it goes.
 fn run_watched(mut cmd: Command) -> anyhow::Result<Measured> {
     let started = Instant::now();
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
+    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
     let stderr = child.stderr.take().expect("piped");
     // The profiler says when the program ended; the lines are kept for an error.
     let reader = std::thread::spawn(move || {

@@ -3,7 +3,7 @@
 use super::model::{CpuSamples, OffCpuStacks, SampledStack, ThreadSummary, TimedSample};
 use super::offcpu::OffCpuIndex;
 use super::threads::WRITER_THREAD;
-use crate::kernel::{Frame, KernelRecords, SwitchRecord};
+use crate::kernel::{Frame, KernelRecords, Stack, SwitchRecord};
 use std::collections::{BTreeMap, HashMap};
 
 /// Suffix of an inlined frame: the annotation flamegraph tools (inferno's palettes included)
@@ -20,7 +20,7 @@ fn frame_name(frame: &Frame) -> String {
     let function = if frame.function.is_empty() {
         "[unknown]"
     } else {
-        frame.function.as_str()
+        &*frame.function
     };
     if frame.inlined {
         format!("{function}{INLINED_SUFFIX}")
@@ -141,7 +141,7 @@ pub fn fold_recursion(frames: Vec<String>) -> Vec<String> {
 }
 
 /// The frames of one sample, root first: symbolised names, else raw addresses.
-fn sample_frames(stack: Option<&Vec<Frame>>, callchain: &[u64]) -> (Vec<String>, bool) {
+fn sample_frames(stack: Option<&Stack>, callchain: &[u64]) -> (Vec<String>, bool) {
     match stack {
         Some(stack) if !stack.is_empty() => (stack.iter().map(frame_name).collect(), true),
         _ => {
@@ -164,7 +164,7 @@ fn sample_frames(stack: Option<&Vec<Frame>>, callchain: &[u64]) -> (Vec<String>,
 /// with nothing of the program under them, or its writer thread) left out, recursion folded;
 /// and whether it was symbolised.
 fn program_frames(
-    stack: Option<&Vec<Frame>>,
+    stack: Option<&Stack>,
     callchain: &[u64],
     role: Option<&str>,
 ) -> Option<(Vec<String>, bool)> {
@@ -370,7 +370,7 @@ mod tests {
 
     fn frame(function: &str, inlined: bool) -> Frame {
         Frame {
-            function: function.to_owned(),
+            function: function.into(),
             inlined,
         }
     }
@@ -481,7 +481,7 @@ mod tests {
             time_ns,
             tid,
             cpu: 0,
-            callchain: vec![2, 1],
+            callchain: vec![2, 1].into(),
         };
         let switches = [
             // A 10 µs sleep, its sample written 40 ns after the switch-out record.
@@ -503,7 +503,7 @@ mod tests {
         ];
         let mut switches = switches.to_vec();
         switches.sort_by_key(|s| s.time_ns);
-        let user = vec![frame("main", false), frame("wait_for_input", false)];
+        let user: Stack = [frame("main", false), frame("wait_for_input", false)].into();
         let kernel = KernelRecords {
             switch_samples: vec![
                 sample(1_040, 1),
@@ -516,7 +516,7 @@ mod tests {
             ],
             switch_sample_stacks: vec![
                 user.clone(),
-                vec![frame("parprof_rt::writer::run", false)],
+                [frame("parprof_rt::writer::run", false)].into(),
                 user.clone(),
                 user.clone(),
                 user.clone(),
@@ -565,7 +565,7 @@ mod tests {
             time_ns: 1000 + u64::from(tid),
             tid,
             cpu: 0,
-            callchain,
+            callchain: callchain.into(),
         };
         let kernel = KernelRecords {
             samples: vec![
@@ -576,14 +576,16 @@ mod tests {
                 sample(2, vec![4, 3]),
                 sample(9, vec![6, 5]),
             ],
-            sample_stacks: vec![
+            sample_stacks: [
                 vec![frame("main", false), frame("work", true)],
                 vec![frame("main", false), frame("work", true)],
                 vec![],
                 vec![],
                 vec![frame("start", false), frame("parprof_rt::clock::now", true)],
                 vec![frame("start", false), frame("write", false)],
-            ],
+            ]
+            .map(Stack::from)
+            .into(),
             sample_period_ns: 1000,
             ..KernelRecords::default()
         };
