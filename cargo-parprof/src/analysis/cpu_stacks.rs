@@ -3,8 +3,9 @@
 use super::model::{CpuSamples, OffCpuStacks, SampledStack, ThreadSummary, TimedSample};
 use super::offcpu::OffCpuIndex;
 use super::threads::WRITER_THREAD;
-use crate::kernel::{Frame, KernelRecords, Stack, SwitchRecord};
+use crate::kernel::{CpuSample, Frame, KernelRecords, Stack, SwitchRecord};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// Suffix of an inlined frame: the annotation flamegraph tools (inferno's palettes included)
 /// recognise as "inlined".
@@ -199,6 +200,19 @@ fn thread_root(role: Option<&str>, tid: u32) -> String {
 /// A folded stack: its thread's role and its frames, root first.
 type StackKey = (String, Vec<String>);
 
+/// A sample's stack as the samples that have it share it: the allocations of its symbolised
+/// stack (when it has one) and of its call chain, and its thread. Folding depends on nothing
+/// else, so each distinct one is folded once, however many samples a long run has of it.
+type SharedStack = (Option<*const [Frame]>, *const [u64], u32);
+
+fn shared_stack(stack: Option<&Stack>, sample: &CpuSample) -> SharedStack {
+    (
+        stack.map(Arc::as_ptr),
+        Arc::as_ptr(&sample.callchain),
+        sample.tid,
+    )
+}
+
 fn sampled_stacks(stacks: BTreeMap<StackKey, u64>) -> Vec<SampledStack> {
     stacks
         .into_iter()
@@ -222,25 +236,32 @@ pub(crate) fn fold(
     // Stacks numbered as first met, sorted at the end.
     let mut ids: HashMap<StackKey, u32> = HashMap::new();
     let mut stacks: Vec<(StackKey, u64)> = Vec::new();
+    // The id and whether it was symbolised, or `None` for the profiler's own.
+    let mut folded_once: HashMap<SharedStack, Option<(u32, bool)>> = HashMap::new();
     let mut timed = Vec::new();
     let mut unsymbolised = 0;
     let mut profiler = 0;
     for (i, sample) in kernel.samples.iter().enumerate() {
-        let role = roles.get(&sample.tid).copied();
-        let Some((frames, symbolised)) =
-            program_frames(kernel.sample_stacks.get(i), &sample.callchain, role)
-        else {
+        let stack = kernel.sample_stacks.get(i);
+        let folded = *folded_once
+            .entry(shared_stack(stack, sample))
+            .or_insert_with(|| {
+                let role = roles.get(&sample.tid).copied();
+                let (frames, symbolised) = program_frames(stack, &sample.callchain, role)?;
+                let key = (thread_root(role, sample.tid), frames);
+                let id = *ids.entry(key).or_insert_with_key(|key| {
+                    stacks.push((key.clone(), 0));
+                    (stacks.len() - 1) as u32
+                });
+                Some((id, symbolised))
+            });
+        let Some((id, symbolised)) = folded else {
             profiler += 1;
             continue;
         };
         if !symbolised {
             unsymbolised += 1;
         }
-        let key = (thread_root(role, sample.tid), frames);
-        let id = *ids.entry(key).or_insert_with_key(|key| {
-            stacks.push((key.clone(), 0));
-            (stacks.len() - 1) as u32
-        });
         stacks[id as usize].1 += 1;
         timed.push(TimedSample {
             time_ns: sample.time_ns.saturating_sub(origin_ns),
@@ -297,7 +318,10 @@ pub(crate) fn fold_switch_outs(
         .threads()
         .map(|tid| (tid, vec![false; off_cpu.intervals(tid).len()]))
         .collect();
-    let mut stacks: BTreeMap<StackKey, u64> = BTreeMap::new();
+    // Each distinct stack and leaf, weighed; the index of each in `weighed`, or `None` for
+    // the profiler's own.
+    let mut weighed: Vec<(StackKey, u64)> = Vec::new();
+    let mut folded_once: HashMap<(SharedStack, bool), Option<usize>> = HashMap::new();
     let mut result = OffCpuStacks::default();
     for (i, sample) in kernel.switch_samples.iter().enumerate() {
         let list = off_cpu.intervals(sample.tid);
@@ -321,17 +345,26 @@ pub(crate) fn fold_switch_outs(
         let interval = &list[j];
         let ns = interval.end - interval.start;
         result.total_ns += ns;
-        let role = roles.get(&sample.tid).copied();
-        let Some((mut frames, _)) =
-            program_frames(kernel.switch_sample_stacks.get(i), &sample.callchain, role)
-        else {
+        let stack = kernel.switch_sample_stacks.get(i);
+        let folded = *folded_once
+            .entry((shared_stack(stack, sample), interval.preempted))
+            .or_insert_with(|| {
+                let role = roles.get(&sample.tid).copied();
+                let (mut frames, _) = program_frames(stack, &sample.callchain, role)?;
+                frames.push(leaf(interval.preempted).to_owned());
+                weighed.push(((thread_root(role, sample.tid), frames), 0));
+                Some(weighed.len() - 1)
+            });
+        let Some(index) = folded else {
             result.profiler_ns += ns;
             continue;
         };
-        frames.push(leaf(interval.preempted).to_owned());
-        *stacks
-            .entry((thread_root(role, sample.tid), frames))
-            .or_default() += ns;
+        weighed[index].1 += ns;
+    }
+    // Stacks that differ as shared can still fold alike.
+    let mut stacks: BTreeMap<StackKey, u64> = BTreeMap::new();
+    for (key, ns) in weighed {
+        *stacks.entry(key).or_default() += ns;
     }
     // Switch-outs of the program's threads whose sample was lost.
     for (tid, seen) in &matched {
