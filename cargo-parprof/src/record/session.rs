@@ -50,7 +50,7 @@ pub fn record_once(
         output_dir.as_os_str().to_owned(),
     )];
     env.extend(settings.env.iter().cloned());
-    eprintln!("parprof: running {}", program.exe.display());
+    crate::console::note!("parprof: running {}", program.exe.display());
     // Symbolised below, once the records are safe.
     let collect = CollectOptions {
         symbolize: false,
@@ -58,7 +58,7 @@ pub fn record_once(
     };
     let mut outcome =
         launch::run_and_collect(program.exe, args, &env, program.working_dir, &collect)?;
-    eprintln!("parprof: the target {}", outcome.exit);
+    crate::console::note!("parprof: the target {}", outcome.exit);
     let exit_code = outcome.exit.shell_code();
     let run = run_meta(program, settings, args, &outcome);
     let unsymbolised = outcome.unsymbolised.take();
