@@ -19,8 +19,8 @@
 mod common;
 
 use cargo_parprof::build::target::BuildOptions;
-use common::{build_example, build_example_unhooked, median};
-use std::path::{Path, PathBuf};
+use common::{build_example, build_example_unhooked, folder_bytes, median};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -166,23 +166,6 @@ fn run_profiled(profiler: &Path, w: &Workload, dir: &Path) -> anyhow::Result<Pro
         stalls: report["buffer_stalls"]["count"].as_u64().unwrap_or(0),
         diagnosed,
     })
-}
-
-fn folder_bytes(dir: &Path) -> anyhow::Result<u64> {
-    let mut total = 0;
-    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d)? {
-            let entry = entry?;
-            let meta = entry.metadata()?;
-            if meta.is_dir() {
-                stack.push(entry.path());
-            } else {
-                total += meta.len();
-            }
-        }
-    }
-    Ok(total)
 }
 
 fn range(v: &[f64]) -> String {

@@ -26,6 +26,10 @@ fn main() {
         }
     }
     let _ = out.flush();
-    eprintln!("loud_output: {lines} lines, {failed_writes} writes failed, exiting with {code}");
+    // Ignored like the lines' failures: stderr's reader may be gone too (`2>&1 | head`).
+    let _ = writeln!(
+        std::io::stderr(),
+        "loud_output: {lines} lines, {failed_writes} writes failed, exiting with {code}"
+    );
     std::process::exit(code);
 }

@@ -3,10 +3,11 @@
 //! during the profiling build.
 //!
 //! Checks: a closed stdout ends the run quietly with the program's exit code (and `report`
-//! with 0), the summary is not appended to the program's output; runs started together get
-//! folders of their own, each with its own trace and reports; `-o` on an earlier run replaces
-//! it whole and refuses a folder holding anything else; after Ctrl-C during the build the
-//! crate's `Cargo.lock` is byte for byte what it was.
+//! with 0), and so does a closed stderr (a pipe whose reader left, or none at all); the
+//! summary is not appended to the program's output; runs started together get folders of
+//! their own, each with its own trace and reports; `-o` on an earlier run replaces it whole
+//! and refuses a folder holding anything else; after Ctrl-C during the build the crate's
+//! `Cargo.lock` is byte for byte what it was.
 
 mod common;
 
@@ -112,6 +113,45 @@ fn a_closed_stdout_ends_quietly_with_the_programs_exit_code() {
     );
     assert_no_panic(&stderr(&output));
     assert!(run.join("report.html").is_file());
+}
+
+#[test]
+fn a_closed_stderr_ends_quietly_with_the_programs_exit_code() {
+    let _machine = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    // `cargo parprof … 2>&1 | true`: stderr a pipe whose reader is gone before parprof's
+    // first line.
+    let run = dir.path().join("pipe");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = cargo_parprof()
+        .arg("-o")
+        .arg(&run)
+        .args(["--example", EXAMPLE, "--", "3", "7"])
+        .stdout(Stdio::null())
+        .stderr(writer)
+        .status()
+        .expect("run cargo");
+    assert_eq!(status.code(), Some(7));
+    assert_one_run(&run);
+
+    // `cargo parprof … 2>&-`: no stderr at all.
+    let run = dir.path().join("closed");
+    let mut command = cargo_parprof();
+    command
+        .arg("-o")
+        .arg(&run)
+        .args(["--example", EXAMPLE, "--", "3", "7"])
+        .stdout(Stdio::null());
+    // SAFETY: close is async-signal-safe and touches no memory.
+    unsafe {
+        command.pre_exec(|| {
+            libc::close(2);
+            Ok(())
+        });
+    }
+    assert_eq!(command.status().expect("run cargo").code(), Some(7));
+    assert_one_run(&run);
 }
 
 #[test]

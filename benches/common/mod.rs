@@ -70,6 +70,24 @@ fn resolve_example(example: &str) -> anyhow::Result<(ResolvedTarget, PathBuf)> {
     Ok((resolved, build_dir))
 }
 
+/// The size of the files under `dir`, in bytes.
+pub fn folder_bytes(dir: &Path) -> anyhow::Result<u64> {
+    let mut total = 0;
+    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let meta = entry.metadata()?;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                total += meta.len();
+            }
+        }
+    }
+    Ok(total)
+}
+
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]

@@ -5,9 +5,10 @@
 //!   piped into a file or another tool), so parprof's summary goes to stderr instead of being
 //!   appended to the program's output; `report`, `diff` and `build` run no program and print
 //!   their results on stdout;
-//! - a reader that goes away (`| head -c 5`, `| true`) is not an error of the profile: the
-//!   first `EPIPE` stops all further writing to that stream, the run goes on (its files are
-//!   written) and ends with its own exit code. `println!` would panic there instead.
+//! - a reader that goes away (`| head -c 5`, `| true`, on stdout or stderr) is not an error
+//!   of the profile: the first `EPIPE` stops all further writing to that stream, the run goes
+//!   on (its files are written) and ends with its own exit code. `println!` and `eprintln!`
+//!   would panic there instead, so parprof's own lines on stderr go through [`note!`].
 
 use std::fmt::Display;
 use std::io::{self, Write};
@@ -27,11 +28,24 @@ pub fn summary_to_stderr() {
 /// Writes a line of parprof's summary where the summary goes (see the module's rules).
 pub fn summary(text: impl Display) {
     if SUMMARY_ON_STDERR.load(Ordering::Relaxed) {
-        write_line(&mut io::stderr().lock(), &STDERR_CLOSED, text);
+        write_note(text);
     } else {
         result(text);
     }
 }
+
+/// Writes a line of parprof's progress, warnings or errors on stderr.
+pub fn write_note(text: impl Display) {
+    write_line(&mut io::stderr().lock(), &STDERR_CLOSED, text);
+}
+
+/// `eprintln!` for parprof's own lines (see [`write_note`]).
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::console::write_note(format_args!($($arg)*))
+    };
+}
+pub(crate) use note;
 
 /// Writes a line of a command's result (a path, a table) on stdout.
 pub fn result(text: impl Display) {

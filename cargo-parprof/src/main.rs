@@ -17,7 +17,7 @@ fn main() {
     match code {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            cargo_parprof::console::write_note(format_args!("error: {e:#}"));
             std::process::exit(101);
         }
     }

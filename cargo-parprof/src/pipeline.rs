@@ -170,7 +170,7 @@ pub fn report_saved(
     for run in &layout.runs {
         let (run_dir, out_dir) = (under(root, run), under(out_root, run));
         if layout.runs.len() > 1 {
-            eprintln!("parprof: {}", run_dir.display());
+            crate::console::note!("parprof: {}", run_dir.display());
         }
         let (recording, cut_note) = load(&run_dir, request.partial)?;
         let options = options(&recording.run.options);
@@ -215,7 +215,7 @@ fn load(run_dir: &Path, partial: bool) -> Result<(Recording, Option<String>)> {
             path.display()
         );
     }
-    eprintln!(
+    crate::console::note!(
         "parprof: warning: {} is cut after byte {after_byte}; analysing what is left",
         path.display()
     );

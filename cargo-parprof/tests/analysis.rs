@@ -9,7 +9,7 @@ use cargo_parprof::analysis::{
 };
 use cargo_parprof::recording::Thresholds;
 use cargo_parprof::recording::kernel_records::{
-    Capabilities, Capability, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord,
+    Capabilities, Capability, CpuSample, Frame, KernelRecords, Stack, SwitchKind, SwitchRecord,
 };
 use cargo_parprof::report;
 use parprof_rt::trace::{
@@ -147,7 +147,7 @@ fn kernel() -> KernelRecords {
         time_ns,
         tid: MAIN,
         cpu: 0,
-        callchain: vec![0x2, 0x1],
+        callchain: vec![0x2, 0x1].into(),
     };
     KernelRecords {
         capabilities: Capabilities {
@@ -166,7 +166,7 @@ fn kernel() -> KernelRecords {
         // The main thread started before the run: no thread was created during it.
         thread_starts: Vec::new(),
         samples: vec![sample(10_950), sample(11_300), sample(11_450)],
-        sample_stacks: vec![
+        sample_stacks: [
             vec![frame("main", false), frame("app::f", false)],
             vec![
                 frame("main", false),
@@ -174,17 +174,21 @@ fn kernel() -> KernelRecords {
                 frame("app::g", true),
             ],
             vec![frame("main", false), frame("app::f", false)],
-        ],
+        ]
+        .map(Stack::from)
+        .into(),
         // The stacks where the thread stopped: preempted in `f`, blocked in `g`.
         switch_samples: vec![sample(11_000), sample(11_225)],
-        switch_sample_stacks: vec![
+        switch_sample_stacks: [
             vec![frame("main", false), frame("app::f", false)],
             vec![
                 frame("main", false),
                 frame("app::f", false),
                 frame("app::g", true),
             ],
-        ],
+        ]
+        .map(Stack::from)
+        .into(),
         sample_period_ns: 1_000,
         lost_records: 2,
         malformed_records: 1,

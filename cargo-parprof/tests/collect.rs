@@ -167,7 +167,7 @@ fn busy_child_is_sampled_with_symbolised_stacks() {
     let named = k
         .sample_stacks
         .iter()
-        .flatten()
+        .flat_map(|s| s.iter())
         .filter(|f| !f.function.starts_with('['))
         .count();
     assert!(named >= 1);

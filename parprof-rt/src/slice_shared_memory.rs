@@ -6,8 +6,9 @@
 //! At its start a slice makes every shared mapping read-only ([`make_read_only`]), except the
 //! runtime's own slot, and keeps their ranges; its seccomp filter then refuses what would make
 //! one writable again or create one (`slice_child`'s filter): an `mmap` both shared and
-//! writable ends the slice, and an `mprotect` that asks for write access is checked against
-//! the ranges ([`intersects_shared`]) and ends the slice only when it touches one. A write to
+//! writable ends the slice, and an `mprotect` or `pkey_mprotect` that asks for write access
+//! is checked against the ranges ([`intersects_shared`]) and ends the slice only when it
+//! touches one. A write to
 //! a read-only page faults, and the slice ends as killed; the program never sees it.
 
 use std::io;

@@ -188,6 +188,54 @@ fn shared_role(steps: usize, file: &Path) {
     println!("anon={}", unsafe { anon_counter.read_volatile() });
 }
 
+/// One step of the protecting program: some work, then `pkey_mprotect` of `page` back to
+/// read and write (no key) — nothing changes in the program, but in a slice a shared page is
+/// read-only — and a bump of the counter in it.
+#[probe]
+fn reprotect(page: *mut u64) {
+    std::hint::black_box(compute(2_000));
+    // SAFETY: `page` is a live mapping of one page; the call changes its protection only.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pkey_mprotect,
+            page,
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            -1,
+        )
+    };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    // SAFETY: the page is live, writable and 8-byte aligned; one thread writes it.
+    unsafe { page.write_volatile(page.read_volatile() + 1) };
+}
+
+/// The protecting program: `steps` steps on a private page (`shared` 0) or a shared one (1),
+/// then the counter.
+fn protect_role(steps: usize, shared: bool) {
+    let page = if shared {
+        map_shared(-1, 4096)
+    } else {
+        // SAFETY: a fresh private mapping, checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        p.cast()
+    };
+    for _ in 0..steps {
+        reprotect(page);
+    }
+    // SAFETY: the mapping is live.
+    println!("count={}", unsafe { page.read_volatile() });
+}
+
 /// The reaping program: `rounds` times, probed work (where slices fork), then a child of its
 /// own, reaped with `wait()` (any child); prints how many waits returned another pid.
 fn reaper_role(rounds: usize) {
@@ -427,6 +475,46 @@ fn shared_memory_slices() {
     assert_eq!(counter("inherited"), steps as u64);
 }
 
+/// `pkey_mprotect` is checked as `mprotect` is: on the program's private memory a slice goes
+/// on; making a shared mapping writable ends it as a forbidden call, and the program's
+/// counter there stays exact.
+fn pkey_mprotect_slices() {
+    let steps = 300;
+    let pkey_mprotect = SliceEnd::ForbiddenSyscall {
+        syscall: libc::SYS_pkey_mprotect,
+    };
+    for shared in [false, true] {
+        let r = run(
+            "protect",
+            &[
+                ("SLICES_TEST_ARGS", &format!("{steps} {}", u8::from(shared))),
+                (
+                    "PARPROF_SLICES",
+                    "period_ns=5000000,length_ns=20000000,load=1.0",
+                ),
+            ],
+        );
+        let ends: Vec<SliceEnd> = r.results.slices.iter().map(|s| s.end).collect();
+        eprintln!("protect (shared: {shared}): ends {ends:?}");
+        assert_eq!(r.stdout.trim(), format!("count={steps}"));
+        assert!(
+            !ends.is_empty(),
+            "no slice ran: {:?}",
+            r.results.checkpoints
+        );
+        if shared {
+            assert!(ends.contains(&pkey_mprotect), "{ends:?}");
+        } else {
+            assert!(!ends.contains(&pkey_mprotect), "{ends:?}");
+            assert!(
+                ends.iter()
+                    .any(|e| matches!(e, SliceEnd::Completed | SliceEnd::Timeout)),
+                "{ends:?}"
+            );
+        }
+    }
+}
+
 /// The program's `wait()` never returns a slice: slices are children without an exit signal.
 fn wait_never_sees_slices() {
     let rounds = 40;
@@ -488,6 +576,7 @@ fn main() {
             "blocking" => blocking_role(args[0]),
             "shared" => shared_role(args[0], Path::new(&file)),
             "reaper" => reaper_role(args[0]),
+            "protect" => protect_role(args[0], args[1] == 1),
             _ => panic!("unknown role {role}"),
         }
         return;
@@ -496,10 +585,11 @@ fn main() {
         return;
     }
     let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
-    let tests: [(&str, fn()); 5] = [
+    let tests: [(&str, fn()); 6] = [
         ("pages_with_slices", pages_with_slices),
         ("blocking_slices", blocking_slices),
         ("shared_memory_slices", shared_memory_slices),
+        ("pkey_mprotect_slices", pkey_mprotect_slices),
         ("wait_never_sees_slices", wait_never_sees_slices),
         ("pages_full_detail", pages_full_detail),
     ];

@@ -3,9 +3,10 @@
 use super::model::{CpuSamples, OffCpuStacks, SampledStack, ThreadSummary, TimedSample};
 use super::offcpu::OffCpuIndex;
 use super::threads::WRITER_THREAD;
-use crate::recording::kernel_records::{Frame, KernelRecords, SwitchRecord};
+use crate::recording::kernel_records::{CpuSample, Frame, KernelRecords, Stack, SwitchRecord};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
 
 /// Suffix of an inlined frame: the annotation flamegraph tools (inferno's palettes included)
 /// recognise as "inlined".
@@ -21,7 +22,7 @@ fn frame_name(frame: &Frame) -> String {
     let function = if frame.function.is_empty() {
         "[unknown]"
     } else {
-        frame.function.as_str()
+        &*frame.function
     };
     if frame.inlined {
         format!("{function}{INLINED_SUFFIX}")
@@ -167,7 +168,7 @@ pub fn fold_recursion(frames: Vec<String>) -> Vec<String> {
 }
 
 /// The frames of one sample, root first: symbolised names, else raw addresses.
-fn sample_frames(stack: Option<&Vec<Frame>>, callchain: &[u64]) -> (Vec<String>, bool) {
+fn sample_frames(stack: Option<&Stack>, callchain: &[u64]) -> (Vec<String>, bool) {
     match stack {
         Some(stack) if !stack.is_empty() => (stack.iter().map(frame_name).collect(), true),
         _ => {
@@ -190,7 +191,7 @@ fn sample_frames(stack: Option<&Vec<Frame>>, callchain: &[u64]) -> (Vec<String>,
 /// with nothing of the program under them, or its writer thread) left out, recursion folded;
 /// and whether it was symbolised.
 fn program_frames(
-    stack: Option<&Vec<Frame>>,
+    stack: Option<&Stack>,
     callchain: &[u64],
     role: Option<&str>,
 ) -> Option<(Vec<String>, bool)> {
@@ -225,6 +226,19 @@ fn thread_root(role: Option<&str>, tid: u32) -> String {
 /// A folded stack: its thread's role and its frames, root first.
 type StackKey = (String, Vec<String>);
 
+/// A sample's stack as the samples that have it share it: the allocations of its symbolised
+/// stack (when it has one) and of its call chain, and its thread. Folding depends on nothing
+/// else, so each distinct one is folded once, however many samples a long run has of it.
+type SharedStack = (Option<*const [Frame]>, *const [u64], u32);
+
+fn shared_stack(stack: Option<&Stack>, sample: &CpuSample) -> SharedStack {
+    (
+        stack.map(Arc::as_ptr),
+        Arc::as_ptr(&sample.callchain),
+        sample.tid,
+    )
+}
+
 fn sampled_stacks(stacks: BTreeMap<StackKey, u64>) -> Vec<SampledStack> {
     stacks
         .into_iter()
@@ -248,25 +262,32 @@ pub(crate) fn fold(
     // Stacks numbered as first met, sorted at the end.
     let mut ids: HashMap<StackKey, u32> = HashMap::new();
     let mut stacks: Vec<(StackKey, u64)> = Vec::new();
+    // The id and whether it was symbolised, or `None` for the profiler's own.
+    let mut folded_once: HashMap<SharedStack, Option<(u32, bool)>> = HashMap::new();
     let mut timed = Vec::new();
     let mut unsymbolised = 0;
     let mut profiler = 0;
     for (i, sample) in kernel.samples.iter().enumerate() {
-        let role = roles.get(&sample.tid).copied();
-        let Some((frames, symbolised)) =
-            program_frames(kernel.sample_stacks.get(i), &sample.callchain, role)
-        else {
+        let stack = kernel.sample_stacks.get(i);
+        let folded = *folded_once
+            .entry(shared_stack(stack, sample))
+            .or_insert_with(|| {
+                let role = roles.get(&sample.tid).copied();
+                let (frames, symbolised) = program_frames(stack, &sample.callchain, role)?;
+                let key = (thread_root(role, sample.tid), frames);
+                let id = *ids.entry(key).or_insert_with_key(|key| {
+                    stacks.push((key.clone(), 0));
+                    (stacks.len() - 1) as u32
+                });
+                Some((id, symbolised))
+            });
+        let Some((id, symbolised)) = folded else {
             profiler += 1;
             continue;
         };
         if !symbolised {
             unsymbolised += 1;
         }
-        let key = (thread_root(role, sample.tid), frames);
-        let id = *ids.entry(key).or_insert_with_key(|key| {
-            stacks.push((key.clone(), 0));
-            (stacks.len() - 1) as u32
-        });
         stacks[id as usize].1 += 1;
         timed.push(TimedSample {
             time_ns: sample.time_ns.saturating_sub(origin_ns),
@@ -323,7 +344,10 @@ pub(crate) fn fold_switch_outs(
         .threads()
         .map(|tid| (tid, vec![false; off_cpu.intervals(tid).len()]))
         .collect();
-    let mut stacks: BTreeMap<StackKey, u64> = BTreeMap::new();
+    // Each distinct stack and leaf, weighed; the index of each in `weighed`, or `None` for
+    // the profiler's own.
+    let mut weighed: Vec<(StackKey, u64)> = Vec::new();
+    let mut folded_once: HashMap<(SharedStack, bool), Option<usize>> = HashMap::new();
     let mut result = OffCpuStacks::default();
     for (i, sample) in kernel.switch_samples.iter().enumerate() {
         let list = off_cpu.intervals(sample.tid);
@@ -347,17 +371,26 @@ pub(crate) fn fold_switch_outs(
         let interval = &list[j];
         let ns = interval.end - interval.start;
         result.total_ns += ns;
-        let role = roles.get(&sample.tid).copied();
-        let Some((mut frames, _)) =
-            program_frames(kernel.switch_sample_stacks.get(i), &sample.callchain, role)
-        else {
+        let stack = kernel.switch_sample_stacks.get(i);
+        let folded = *folded_once
+            .entry((shared_stack(stack, sample), interval.preempted))
+            .or_insert_with(|| {
+                let role = roles.get(&sample.tid).copied();
+                let (mut frames, _) = program_frames(stack, &sample.callchain, role)?;
+                frames.push(leaf(interval.preempted).to_owned());
+                weighed.push(((thread_root(role, sample.tid), frames), 0));
+                Some(weighed.len() - 1)
+            });
+        let Some(index) = folded else {
             result.profiler_ns += ns;
             continue;
         };
-        frames.push(leaf(interval.preempted).to_owned());
-        *stacks
-            .entry((thread_root(role, sample.tid), frames))
-            .or_default() += ns;
+        weighed[index].1 += ns;
+    }
+    // Stacks that differ as shared can still fold alike.
+    let mut stacks: BTreeMap<StackKey, u64> = BTreeMap::new();
+    for (key, ns) in weighed {
+        *stacks.entry(key).or_default() += ns;
     }
     // Switch-outs of the program's threads whose sample was lost.
     for (tid, seen) in &matched {
@@ -396,7 +429,7 @@ mod tests {
 
     fn frame(function: &str, inlined: bool) -> Frame {
         Frame {
-            function: function.to_owned(),
+            function: function.into(),
             inlined,
         }
     }
@@ -524,7 +557,7 @@ mod tests {
             time_ns,
             tid,
             cpu: 0,
-            callchain: vec![2, 1],
+            callchain: vec![2, 1].into(),
         };
         let switches = [
             // A 10 µs sleep, its sample written 40 ns after the switch-out record.
@@ -546,7 +579,7 @@ mod tests {
         ];
         let mut switches = switches.to_vec();
         switches.sort_by_key(|s| s.time_ns);
-        let user = vec![frame("main", false), frame("wait_for_input", false)];
+        let user: Stack = [frame("main", false), frame("wait_for_input", false)].into();
         let kernel = KernelRecords {
             switch_samples: vec![
                 sample(1_040, 1),
@@ -559,7 +592,7 @@ mod tests {
             ],
             switch_sample_stacks: vec![
                 user.clone(),
-                vec![frame("parprof_rt::writer::run", false)],
+                [frame("parprof_rt::writer::run", false)].into(),
                 user.clone(),
                 user.clone(),
                 user.clone(),
@@ -608,7 +641,7 @@ mod tests {
             time_ns: 1000 + u64::from(tid),
             tid,
             cpu: 0,
-            callchain,
+            callchain: callchain.into(),
         };
         let kernel = KernelRecords {
             samples: vec![
@@ -619,14 +652,16 @@ mod tests {
                 sample(2, vec![4, 3]),
                 sample(9, vec![6, 5]),
             ],
-            sample_stacks: vec![
+            sample_stacks: [
                 vec![frame("main", false), frame("work", true)],
                 vec![frame("main", false), frame("work", true)],
                 vec![],
                 vec![],
                 vec![frame("start", false), frame("parprof_rt::clock::now", true)],
                 vec![frame("start", false), frame("write", false)],
-            ],
+            ]
+            .map(Stack::from)
+            .into(),
             sample_period_ns: 1000,
             ..KernelRecords::default()
         };

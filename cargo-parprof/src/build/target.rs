@@ -12,6 +12,7 @@ use crate::recording::RayonHooks;
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{Message, Metadata, Package};
 use std::fmt;
+use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -251,7 +252,7 @@ pub fn build_for_profiling(
         Ok(hooked) => hooked,
         Err(status) => {
             if let RayonHooks::Unavailable { reason } = &status {
-                eprintln!("parprof: building without rayon-core hooks: {reason}");
+                crate::console::note!("parprof: building without rayon-core hooks: {reason}");
             }
             return Ok((build(target, opts, build_dir, None)?, status));
         }
@@ -264,7 +265,9 @@ pub fn build_for_profiling(
             },
         )),
         Err(e) => {
-            eprintln!("parprof: the build with rayon-core hooks failed; building without them");
+            crate::console::note!(
+                "parprof: the build with rayon-core hooks failed; building without them"
+            );
             let exe = build(target, opts, build_dir, None)?;
             let reason = format!(
                 "the build with hooks in rayon-core {} failed: {e:#}",
@@ -284,7 +287,7 @@ fn say_why_first_build_is_long(build_dir: &Path, hooks: Option<&HookedBuild>) {
     let rayon = hooks.map_or_else(String::new, |h| {
         format!(", rayon-core {} with parprof's hooks", h.version)
     });
-    eprintln!(
+    crate::console::note!(
         "parprof: first profiling build of this workspace: the program and all its dependencies \
          are compiled into {} with frame pointers, line tables and aligned functions{rayon}. \
          These flags differ from `cargo build --release`'s, so its artifacts cannot be reused, \
@@ -325,7 +328,13 @@ pub fn build(
         .args(["--profile", &profile])
         .env("CARGO_TARGET_DIR", build_dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        // cargo fails a build whose stderr pipe lost its reader (`cargo parprof … 2>&1 |
+        // head`): off a terminal its lines come through us, and stop quietly there.
+        .stderr(if std::io::stderr().is_terminal() {
+            Stdio::inherit()
+        } else {
+            Stdio::piped()
+        });
     for (key, value) in profiling_config(&profile) {
         cmd.arg("--config").arg(format!("{key}={value}"));
     }
@@ -353,12 +362,24 @@ pub fn build(
     if let Some(lock_file) = &lock_file {
         lock_file.watch(child.id());
     }
+    let forward = child.stderr.take().map(|stderr| {
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                crate::console::write_note(line);
+            }
+        })
+    });
     let executable = built_executable(&mut child, target);
     if executable.is_err() {
         // cargo must be gone before the lock file is restored, or it may write it again.
         let _ = child.kill();
     }
     let status = child.wait().context("cargo build did not finish");
+    // Its stderr closed with it; a panic there lost lines, not the build.
+    let _ = forward.map(std::thread::JoinHandle::join);
     if let Some(lock_file) = &lock_file {
         lock_file.unwatch();
         if let Some(signal) = lock_file.interrupted_by() {

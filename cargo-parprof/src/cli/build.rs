@@ -72,9 +72,10 @@ pub fn build_target(args: &BuildArgs) -> Result<Built> {
         .context("`cargo metadata` failed: is this a cargo project?")?;
     let target = target::resolve(&metadata, &args.target_request())?;
     let target_dir = metadata.target_directory.clone().into_std_path_buf();
-    eprintln!(
+    crate::console::note!(
         "parprof: building {} `{}` for profiling",
-        target.kind, target.name
+        target.kind,
+        target.name
     );
     let (exe, rayon_hooks) = target::build_for_profiling(
         &target,
@@ -93,12 +94,14 @@ pub fn build_target(args: &BuildArgs) -> Result<Built> {
 pub fn build(command: &BuildCommand) -> Result<()> {
     let built = build_target(&command.build)?;
     match &built.rayon_hooks {
-        RayonHooks::Hooked { version } => eprintln!(
+        RayonHooks::Hooked { version } => crate::console::note!(
             "parprof: built with hooks in rayon-core {version}: a recording holds the workers' \
              lifecycle"
         ),
-        RayonHooks::NoRayon => eprintln!("parprof: built; the program does not use rayon"),
-        RayonHooks::Unavailable { reason } => eprintln!(
+        RayonHooks::NoRayon => {
+            crate::console::note!("parprof: built; the program does not use rayon")
+        }
+        RayonHooks::Unavailable { reason } => crate::console::note!(
             "parprof: warning: built without rayon-core hooks, so a recording will have no \
              worker lifecycle: {reason}"
         ),
@@ -108,7 +111,7 @@ pub fn build(command: &BuildCommand) -> Result<()> {
     } else {
         ""
     };
-    eprintln!(
+    crate::console::note!(
         "parprof: record it (here or on a copy elsewhere) with `cargo-parprof record -o DIR -- \
          {}{bench_flag}`",
         built.exe.display()

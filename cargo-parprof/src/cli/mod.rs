@@ -232,13 +232,13 @@ pub fn diff(args: &DiffArgs) -> Result<i32> {
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
     }
     console::result(diff::views::terminal(&comparison).trim_end_matches('\n'));
-    eprintln!("parprof: diff written to {}", args.output.display());
+    crate::console::note!("parprof: diff written to {}", args.output.display());
     let opts = diff::DiffOptions {
         fail_above_percent: args.fail_above,
     };
     let failing = diff::failing(&comparison, &opts);
     for r in &failing {
-        eprintln!(
+        crate::console::note!(
             "parprof: `{}` got slower by {} (limit {}%)",
             diff::views::row_name(r),
             diff::views::signed_percent(r.change),
@@ -316,12 +316,14 @@ pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
 /// Removes the oldest default run folders beyond `keep`, saying so.
 fn prune_runs(parprof_dir: &Path, keep: usize) {
     match run_history::prune(parprof_dir, keep) {
-        Ok(removed) if !removed.is_empty() => eprintln!(
+        Ok(removed) if !removed.is_empty() => crate::console::note!(
             "parprof: removed {} older run folder(s) of target/parprof (--keep {keep})",
             removed.len(),
         ),
         Ok(_) => {}
-        Err(e) => eprintln!("parprof: warning: could not remove older run folders: {e}"),
+        Err(e) => {
+            crate::console::note!("parprof: warning: could not remove older run folders: {e}")
+        }
     }
 }
 
@@ -335,7 +337,7 @@ fn profile_benchmarks(
 ) -> Result<i32> {
     let package_root = program.working_dir.unwrap_or(Path::new("."));
     let ids = bench_harness::list_criterion(program.exe, &args.args, package_root)?;
-    eprintln!(
+    crate::console::note!(
         "parprof: criterion bench with {} benchmark(s), each profiled for {} s: {}",
         ids.len(),
         args.bench_time,
@@ -346,7 +348,7 @@ fn profile_benchmarks(
     for id in ids {
         let taken: Vec<String> = entries.iter().map(|e| e.dir.clone()).collect();
         let dir = bench_harness::folder_name(&id, &taken);
-        eprintln!("parprof: benchmark `{id}`");
+        crate::console::note!("parprof: benchmark `{id}`");
         let profile_for = |seconds: f64| {
             profile_repeated(
                 program,
@@ -362,7 +364,7 @@ fn profile_benchmarks(
         if code == CRITERION_PANIC && seconds > bench_harness::WARM_UP_ONLY_S {
             // The measured batch may have had 0 iterations (criterion panics then): measure
             // the warm-up only, which never reaches that batch.
-            eprintln!("parprof: `{id}` panicked; profiling criterion's warm-up only");
+            crate::console::note!("parprof: `{id}` panicked; profiling criterion's warm-up only");
             seconds = bench_harness::WARM_UP_ONLY_S;
             code = profile_for(seconds)?;
         }

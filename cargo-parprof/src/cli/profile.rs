@@ -33,7 +33,7 @@ pub(super) fn profile_repeated(
         let dir = if runs == 1 {
             output_dir.to_path_buf()
         } else {
-            eprintln!("parprof: run {i} of {runs}");
+            crate::console::note!("parprof: run {i} of {runs}");
             output_dir.join(format!("run-{i}"))
         };
         exit_code = exit_code.max(profile_once(program, settings, frames, program_args, &dir)?);
@@ -58,7 +58,7 @@ fn profile_once(
     output_dir: &Path,
 ) -> Result<i32> {
     let (recording, exit_code) = session::record_once(program, settings, program_args, output_dir)?;
-    eprintln!("parprof: analysing");
+    crate::console::note!("parprof: analysing");
     let options = &recording.run.options;
     let analysis = pipeline::analyse(&recording, output_dir, options)?;
     pipeline::write(&analysis, output_dir, options, frames)?;

@@ -73,13 +73,13 @@ pub fn record(args: &RecordArgs) -> Result<RunSummary> {
 /// Whether the rayon lifecycle will be recorded, said once before the run.
 fn say_what_is_recorded(exe: &Executable) {
     match &exe.rayon_hooks {
-        RayonHooks::Hooked { version } => eprintln!(
+        RayonHooks::Hooked { version } => crate::console::note!(
             "parprof: {} was built by `cargo parprof build` (rayon-core {version} hooked): \
              recording the workers' lifecycle",
             exe.name
         ),
         RayonHooks::NoRayon => {}
-        RayonHooks::Unavailable { reason } => eprintln!(
+        RayonHooks::Unavailable { reason } => crate::console::note!(
             "parprof: recording {} without rayon's worker lifecycle: {reason}",
             exe.name
         ),

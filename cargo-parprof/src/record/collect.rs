@@ -29,11 +29,11 @@ use crate::record::perf::{
     padded_str, ring_events, switch_record, task_builder,
 };
 use crate::record::steal::machine_steal_ns;
-use crate::record::symbolize::{ExecEvent, ForkEvent, Mapping, SideBand};
+use crate::record::symbolize::{ExecEvent, ForkEvent, Mapping, SampleAddresses, SideBand};
 use crate::record::unwind::{SAMPLE_REGS_USER, STACK_COPY_BYTES, StackUnwinder, UserStack};
 use crate::recording::kernel_records::CpuQuota;
 use crate::recording::kernel_records::{
-    Capabilities, Capability, CpuSample, KernelRecords, SwitchRecord, ThreadStart,
+    Capabilities, Capability, CpuSample, Interner, KernelRecords, SwitchRecord, ThreadStart,
 };
 
 /// The highest cpu-clock sampling frequency asked of the kernel: above it the samples'
@@ -104,11 +104,7 @@ impl Default for CollectOptions {
 #[derive(Clone, Debug, Default)]
 pub struct Collected {
     pub kernel: KernelRecords,
-    /// Process of each of `kernel.samples`, same order.
-    pub sample_pids: Vec<u32>,
-    /// Process of each of `kernel.switch_samples`, same order.
-    pub switch_sample_pids: Vec<u32>,
-    pub side_band: SideBand,
+    pub addresses: SampleAddresses,
 }
 
 /// A running collection, from [`Collector::attach`] to [`Collector::finish`].
@@ -556,6 +552,8 @@ struct Parsed {
     execs: Vec<ExecEvent>,
     lost: u64,
     malformed: u64,
+    /// The samples' distinct call chains: a long run repeats the same few thousand.
+    callchains: Interner<[u64]>,
     /// Present when the samples carry user registers and stack copies: it follows the
     /// address spaces and replaces each sample's frame-pointer chain by the unwound one.
     unwinder: Option<StackUnwinder>,
@@ -621,7 +619,7 @@ fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()>
                     time_ns: id.time_ns,
                     tid: id.tid,
                     cpu: id.cpu,
-                    callchain,
+                    callchain: out.callchains.intern(callchain),
                 },
                 id.pid,
             ));
@@ -712,6 +710,7 @@ impl Parsed {
             execs,
             lost,
             malformed,
+            callchains: _,
             unwinder,
         } = self;
         switches.sort_by_key(|s| (s.time_ns, s.tid));
@@ -743,9 +742,11 @@ impl Parsed {
                 thread_names,
                 steal_ns,
             },
-            sample_pids,
-            switch_sample_pids,
-            side_band: SideBand { maps, forks, execs },
+            addresses: SampleAddresses {
+                sample_pids,
+                switch_sample_pids,
+                side_band: SideBand { maps, forks, execs },
+            },
         }
     }
 }
@@ -846,7 +847,7 @@ mod tests {
         body.extend(0x5678u64.to_ne_bytes());
         let mut p = Parsed::default();
         parse_record(PERF_RECORD_SAMPLE, 0, &body, &mut p).unwrap();
-        assert_eq!(p.samples[0].0.callchain, [0x1234, 0x5678]);
+        assert_eq!(*p.samples[0].0.callchain, [0x1234, 0x5678]);
         assert_eq!(p.samples[0].1, 7);
 
         // Truncated chain, and an absurd `nr`.

@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::record::collect::{CollectOptions, Collected, Collector};
+use crate::record::collect::{CollectOptions, Collector};
 use crate::record::counters::{CounterCollector, CounterOptions};
 use crate::record::perf::monotonic_ns;
-use crate::record::symbolize::symbolize_samples;
+use crate::record::symbolize::SampleAddresses;
 use crate::recording::counters::CounterRecords;
 use crate::recording::kernel_records::{Capability, KernelRecords};
 
@@ -132,6 +132,10 @@ pub struct RunOutcome {
     pub wall_ns: u64,
     /// Ctrl-C was pressed (or SIGINT sent to the profiler) while the child ran.
     pub interrupted: bool,
+    /// What symbolising `kernel`'s samples needs, when they were collected with
+    /// `symbolize: false` (to save the records before symbolising them, say); `None` once
+    /// they are symbolised.
+    pub unsymbolised: Option<SampleAddresses>,
 }
 
 /// Runs `exe` with `args`, the extra `env` (e.g. `PARPROF_OUT=<dir>`) on top of the
@@ -210,12 +214,16 @@ pub fn run_and_collect(
         // From here on Ctrl-C is the user's to abort symbolisation and reporting.
         drop(sigint);
 
-        if opts.symbolize {
-            symbolize(&mut collected);
-        }
+        let unsymbolised = if opts.symbolize {
+            collected.addresses.symbolize(&mut collected.kernel);
+            None
+        } else {
+            Some(collected.addresses)
+        };
         Ok(RunOutcome {
             exit: status.into(),
             kernel: collected.kernel,
+            unsymbolised,
             counters,
             child_pid: pid,
             started_ns: started,
@@ -278,24 +286,6 @@ fn check_target(exe: &Path, working_dir: Option<&Path>) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// The sampled stacks and the stacks at switch-outs, symbolised from the mapped files.
-fn symbolize(collected: &mut Collected) {
-    if !collected.kernel.samples.is_empty() {
-        collected.kernel.sample_stacks = symbolize_samples(
-            &collected.kernel.samples,
-            &collected.sample_pids,
-            &collected.side_band,
-        );
-    }
-    if !collected.kernel.switch_samples.is_empty() {
-        collected.kernel.switch_sample_stacks = symbolize_samples(
-            &collected.kernel.switch_samples,
-            &collected.switch_sample_pids,
-            &collected.side_band,
-        );
-    }
 }
 
 /// What the child needs between `fork` and `exec` to wait for the parent.

@@ -86,7 +86,7 @@ pub fn claim(dir: &Path) -> Result<()> {
             )
         })?;
     }
-    eprintln!("parprof: replacing the earlier run in {}", dir.display());
+    crate::console::note!("parprof: replacing the earlier run in {}", dir.display());
     Ok(())
 }
 

@@ -51,24 +51,31 @@ pub fn record_once(
         output_dir.as_os_str().to_owned(),
     )];
     env.extend(settings.env.iter().cloned());
-    eprintln!("parprof: running {}", program.exe.display());
-    let outcome = launch::run_and_collect(
-        program.exe,
-        args,
-        &env,
-        program.working_dir,
-        &settings.collect,
-    )?;
-    eprintln!("parprof: the target {}", outcome.exit);
+    crate::console::note!("parprof: running {}", program.exe.display());
+    // Symbolised below, once the records are safe.
+    let collect = CollectOptions {
+        symbolize: false,
+        ..settings.collect.clone()
+    };
+    let mut outcome =
+        launch::run_and_collect(program.exe, args, &env, program.working_dir, &collect)?;
+    crate::console::note!("parprof: the target {}", outcome.exit);
     let exit_code = outcome.exit.shell_code();
     let run = run_meta(program, settings, args, &outcome);
-    let recording = Recording {
+    let unsymbolised = outcome.unsymbolised.take();
+    let mut recording = Recording {
         run,
         kernel: outcome.kernel,
         counters: outcome.counters,
     };
-    // Saved first: should the analysis fail, `cargo parprof report` can try again.
+    // Saved first, and again before the analysis: should symbolising (it reads every mapped
+    // file) or the analysis die, the folder still holds every record of the run, the samples
+    // as addresses at worst, and `cargo parprof report` can try again.
     recording::save(output_dir, &recording)?;
+    if let Some(addresses) = unsymbolised.filter(|_| settings.collect.symbolize) {
+        addresses.symbolize(&mut recording.kernel);
+        recording::save(output_dir, &recording)?;
+    }
     Ok((recording, exit_code))
 }
 

@@ -10,11 +10,12 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
-use crate::recording::kernel_records::{CpuSample, Frame};
+use crate::recording::kernel_records::{CpuSample, Frame, Interner, KernelRecords, Stack};
 
 /// An executable mapping reported by `PERF_RECORD_MMAP2` (or `MMAP`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +54,35 @@ pub struct SideBand {
     pub maps: Vec<Mapping>,
     pub forks: Vec<ForkEvent>,
     pub execs: Vec<ExecEvent>,
+}
+
+/// What symbolising a run's samples needs besides them: the process of each sample and the
+/// address spaces over time.
+#[derive(Clone, Debug, Default)]
+pub struct SampleAddresses {
+    /// Process of each of the kernel records' `samples`, same order.
+    pub sample_pids: Vec<u32>,
+    /// Process of each of the kernel records' `switch_samples`, same order.
+    pub switch_sample_pids: Vec<u32>,
+    pub side_band: SideBand,
+}
+
+impl SampleAddresses {
+    /// Fills in the symbolised stacks of `kernel`'s samples and switch samples, from the
+    /// mapped files.
+    pub fn symbolize(&self, kernel: &mut KernelRecords) {
+        if !kernel.samples.is_empty() {
+            kernel.sample_stacks =
+                symbolize_samples(&kernel.samples, &self.sample_pids, &self.side_band);
+        }
+        if !kernel.switch_samples.is_empty() {
+            kernel.switch_sample_stacks = symbolize_samples(
+                &kernel.switch_samples,
+                &self.switch_sample_pids,
+                &self.side_band,
+            );
+        }
+    }
 }
 
 /// Bounded so that a fork cycle in corrupt records cannot recurse forever.
@@ -142,13 +172,38 @@ fn contains(m: &Mapping, addr: u64) -> bool {
     addr >= m.start && addr - m.start < m.len
 }
 
-/// What one call-chain entry resolved to before symbolisation.
+/// What one call-chain entry resolved to before symbolisation. Mappings are told apart by
+/// identity: two with the same contents are still two records of the kernel.
 #[derive(Clone, Copy)]
 enum Site<'a> {
     Unknown,
     /// Mapped, but not something blazesym can open (`[vdso]`, anonymous memory, …).
     Label(&'a Mapping),
     File(&'a Mapping, u64),
+}
+
+impl Site<'_> {
+    fn identity(&self) -> (usize, *const Mapping, u64) {
+        match *self {
+            Site::Unknown => (0, std::ptr::null(), 0),
+            Site::Label(m) => (1, m, 0),
+            Site::File(m, off) => (2, m, off),
+        }
+    }
+}
+
+impl PartialEq for Site<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for Site<'_> {}
+
+impl std::hash::Hash for Site<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
 }
 
 fn is_file(path: &Path) -> bool {
@@ -169,33 +224,46 @@ fn module_label(m: &Mapping) -> String {
 
 /// Symbolises each sample's call chain (leaf first, raw instruction pointers) into frames,
 /// root first. `pids[i]` is the process of `samples[i]`. The result has one stack per sample.
-pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -> Vec<Vec<Frame>> {
+///
+/// A long run repeats a few thousand distinct call chains millions of times, so the memory
+/// here follows the distinct ones: each is resolved to sites once and symbolised once, each
+/// address of a file once, each function name and each stack is stored once and shared by
+/// every sample that has it.
+pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -> Vec<Stack> {
     let spaces = AddressSpaces::new(side);
 
-    // Return addresses point after the call; one byte back lands inside the call instruction,
-    // which is the line and inlining context the caller was actually in.
-    let sites: Vec<Vec<Site>> = samples
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let pid = pids.get(i).copied().unwrap_or(s.tid);
-            s.callchain
-                .iter()
-                .enumerate()
-                .map(|(depth, &ip)| {
-                    let addr = if depth == 0 { ip } else { ip.saturating_sub(1) };
-                    match spaces.lookup(pid, s.time_ns, addr) {
-                        None => Site::Unknown,
-                        Some(m) if !is_file(&m.path) => Site::Label(m),
-                        Some(m) => Site::File(m, addr - m.start + m.pgoff),
-                    }
-                })
-                .collect()
-        })
-        .collect();
+    // The distinct chains of sites, and which one each sample has.
+    let mut chain_ids: HashMap<Vec<Site>, usize> = HashMap::new();
+    let mut chains: Vec<Vec<Site>> = Vec::new();
+    let mut chain_of_sample = Vec::with_capacity(samples.len());
+    let mut sites = Vec::new();
+    for (i, s) in samples.iter().enumerate() {
+        let pid = pids.get(i).copied().unwrap_or(s.tid);
+        sites.clear();
+        // Return addresses point after the call; one byte back lands inside the call
+        // instruction, which is the line and inlining context the caller was actually in.
+        sites.extend(s.callchain.iter().enumerate().map(|(depth, &ip)| {
+            let addr = if depth == 0 { ip } else { ip.saturating_sub(1) };
+            match spaces.lookup(pid, s.time_ns, addr) {
+                None => Site::Unknown,
+                Some(m) if !is_file(&m.path) => Site::Label(m),
+                Some(m) => Site::File(m, addr - m.start + m.pgoff),
+            }
+        }));
+        let id = match chain_ids.get(&sites) {
+            Some(&id) => id,
+            None => {
+                chain_ids.insert(sites.clone(), chains.len());
+                chains.push(sites.clone());
+                chains.len() - 1
+            }
+        };
+        chain_of_sample.push(id);
+    }
+    drop(chain_ids);
 
     let mut offsets_by_file: HashMap<&Path, Vec<u64>> = HashMap::new();
-    for site in sites.iter().flatten() {
+    for site in chains.iter().flatten() {
         if let Site::File(m, off) = site {
             offsets_by_file
                 .entry(m.path.as_path())
@@ -213,31 +281,42 @@ pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -
         // every run, for inlining detail inside system libraries.
         .set_debug_dirs(Some(std::iter::empty::<&Path>()))
         .build();
+    let mut names = Interner::default();
     let mut resolved: HashMap<(&Path, u64), Vec<Frame>> = HashMap::new();
     for (path, mut offsets) in offsets_by_file {
         offsets.sort_unstable();
         offsets.dedup();
-        for (off, frames) in file_frames(&symbolizer, path, &offsets) {
+        for (off, frames) in file_frames(&symbolizer, path, &offsets, &mut names) {
             resolved.insert((path, off), frames);
         }
     }
 
-    sites
+    let mut unknown = |label: String| Frame {
+        function: names.intern(label),
+        inlined: false,
+    };
+    // Two chains of sites can still make one stack (the same file mapped twice).
+    let mut distinct_stacks: Interner<[Frame]> = Interner::default();
+    let stacks: Vec<Stack> = chains
         .iter()
         .map(|chain| {
             let mut stack = Vec::with_capacity(chain.len());
             for site in chain.iter().rev() {
                 match site {
-                    Site::Unknown => stack.push(unknown_frame("[unknown]".to_string())),
-                    Site::Label(m) => stack.push(unknown_frame(module_label(m))),
+                    Site::Unknown => stack.push(unknown("[unknown]".to_string())),
+                    Site::Label(m) => stack.push(unknown(module_label(m))),
                     Site::File(m, off) => match resolved.get(&(m.path.as_path(), *off)) {
                         Some(frames) => stack.extend(frames.iter().cloned()),
-                        None => stack.push(unknown_frame(module_label(m))),
+                        None => stack.push(unknown(module_label(m))),
                     },
                 }
             }
-            stack
+            distinct_stacks.intern(stack)
         })
+        .collect();
+    chain_of_sample
+        .into_iter()
+        .map(|id| Arc::clone(&stacks[id]))
         .collect()
 }
 
@@ -249,7 +328,12 @@ pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -
 /// the DWARF linkage names of their abstract origins (the profiling build keeps them), else
 /// by DWARF's bare name (`{closure#0}<u32>`), the best the file holds. A file that vanished
 /// or is not ELF gives nothing: its frames stay `[libname]`.
-fn file_frames(symbolizer: &Symbolizer, path: &Path, offsets: &[u64]) -> Vec<(u64, Vec<Frame>)> {
+fn file_frames(
+    symbolizer: &Symbolizer,
+    path: &Path,
+    offsets: &[u64],
+    names: &mut Interner<str>,
+) -> Vec<(u64, Vec<Frame>)> {
     let symbol_table = {
         let mut elf = Elf::new(path);
         elf.debug_syms = false;
@@ -262,31 +346,24 @@ fn file_frames(symbolizer: &Symbolizer, path: &Path, offsets: &[u64]) -> Vec<(u6
     else {
         return Vec::new();
     };
-    let table_name = |i: usize| match symbol_table.get(i) {
-        Some(Symbolized::Sym(sym)) => Some(sym.name.to_string()),
-        _ => None,
-    };
     let mut frames = Vec::with_capacity(offsets.len());
     for (i, (off, sym)) in offsets.iter().zip(with_dwarf).enumerate() {
         let Symbolized::Sym(sym) = sym else { continue };
-        let outer = Frame {
-            function: table_name(i).unwrap_or_else(|| sym.name.to_string()),
-            inlined: false,
+        let outer = match symbol_table.get(i) {
+            Some(Symbolized::Sym(table_sym)) => names.intern(&*table_sym.name),
+            _ => names.intern(&*sym.name),
         };
-        let inlined = sym.inlined.iter().map(|f| Frame {
-            function: f.name.to_string(),
+        let mut stack = vec![Frame {
+            function: outer,
+            inlined: false,
+        }];
+        stack.extend(sym.inlined.iter().map(|f| Frame {
+            function: names.intern(&*f.name),
             inlined: true,
-        });
-        frames.push((*off, std::iter::once(outer).chain(inlined).collect()));
+        }));
+        frames.push((*off, stack));
     }
     frames
-}
-
-fn unknown_frame(function: String) -> Frame {
-    Frame {
-        function,
-        inlined: false,
-    }
 }
 
 #[cfg(test)]
@@ -352,10 +429,46 @@ mod tests {
             time_ns: 5,
             tid: 1,
             cpu: 0,
-            callchain: vec![0x1010, 0x4010, 0x9999],
+            callchain: vec![0x1010, 0x4010, 0x9999].into(),
         };
         let stacks = symbolize_samples(&[sample], &[1], &side);
-        let names: Vec<&str> = stacks[0].iter().map(|f| f.function.as_str()).collect();
+        let names: Vec<&str> = stacks[0].iter().map(|f| &*f.function).collect();
         assert_eq!(names, ["[unknown]", "[libfoo.so]", "[vdso]"]);
+    }
+
+    #[test]
+    fn samples_of_one_chain_share_one_stack_and_stacks_share_names() {
+        let side = SideBand {
+            maps: vec![
+                map(0, 1, 0x1000, "[vdso]"),
+                map(0, 1, 0x4000, "/nonexistent/libfoo.so"),
+            ],
+            ..SideBand::default()
+        };
+        let sample = |time_ns: u64, callchain: &[u64]| CpuSample {
+            time_ns,
+            tid: 1,
+            cpu: 0,
+            callchain: callchain.into(),
+        };
+        let mut samples: Vec<CpuSample> = (0..1000).map(|t| sample(t, &[0x1010, 0x4010])).collect();
+        // Another address in the same mappings: another chain, the same frames.
+        samples.push(sample(1000, &[0x1020, 0x4020]));
+        samples.push(sample(1001, &[0x4010]));
+        let stacks = symbolize_samples(&samples, &vec![1; samples.len()], &side);
+        assert_eq!(stacks.len(), samples.len());
+        assert!(stacks[..1001].iter().all(|s| Arc::ptr_eq(s, &stacks[0])));
+        let names = |stack: &Stack| {
+            stack
+                .iter()
+                .map(|f| f.function.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&stacks[0]), ["[libfoo.so]", "[vdso]"]);
+        assert_eq!(names(&stacks[1001]), ["[libfoo.so]"]);
+        assert!(Arc::ptr_eq(
+            &stacks[0][0].function,
+            &stacks[1001][0].function
+        ));
     }
 }

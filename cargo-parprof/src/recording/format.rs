@@ -43,8 +43,8 @@ use super::counters::{
     UnavailableCounter,
 };
 use super::kernel_records::{
-    Capabilities, CpuSample, Frame, KernelRecords, SwitchKind, SwitchRecord, ThreadStart,
-    UnwindCounts,
+    CallChain, Capabilities, CpuSample, Frame, KernelRecords, Stack, SwitchKind, SwitchRecord,
+    ThreadStart, UnwindCounts,
 };
 use super::run::{Recording, RunMeta};
 use parprof_rt::codec::{put_varint, read_full, read_varint};
@@ -53,6 +53,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::io::{self, Read, Write};
+use std::sync::Arc;
 
 pub const MAGIC: [u8; 8] = *b"PPRUNREC";
 pub const VERSION: u32 = 1;
@@ -349,6 +350,9 @@ struct SampleTables<'a> {
     callchains: Table<&'a [u64]>,
     /// A stack as its frames' codes (function id × 2 + inlined).
     stacks: Table<Vec<u64>>,
+    /// The id of each shared stack met so far: samples share their stack's allocation, so
+    /// each distinct stack is encoded once, not once per sample.
+    shared_stacks: HashMap<*const [Frame], u64>,
 }
 
 impl<'a> SampleTables<'a> {
@@ -359,15 +363,20 @@ impl<'a> SampleTables<'a> {
             .collect()
     }
 
-    fn stack_ids(&mut self, stacks: &'a [Vec<Frame>]) -> Vec<u64> {
+    fn stack_ids(&mut self, stacks: &'a [Stack]) -> Vec<u64> {
         stacks
             .iter()
             .map(|stack| {
+                if let Some(&id) = self.shared_stacks.get(&Arc::as_ptr(stack)) {
+                    return id;
+                }
                 let codes = stack
                     .iter()
                     .map(|f| self.functions.id(&f.function) * 2 + u64::from(f.inlined))
                     .collect();
-                self.stacks.id(codes)
+                let id = self.stacks.id(codes);
+                self.shared_stacks.insert(Arc::as_ptr(stack), id);
+                id
             })
             .collect()
     }
@@ -419,6 +428,7 @@ fn write_kernel_lists(w: &mut PartWriter<impl Write>, k: &KernelRecords) -> io::
         functions: Table::new(),
         callchains: Table::new(),
         stacks: Table::new(),
+        shared_stacks: HashMap::new(),
     };
     let sample_chains = tables.callchain_ids(&k.samples);
     let switch_sample_chains = tables.callchain_ids(&k.switch_samples);
@@ -707,12 +717,13 @@ fn lookup<'t, T>(table: &'t [T], id: u64, what: &str) -> Result<&'t T, String> {
         .ok_or_else(|| format!("{what} id {id} refers to no {what} read before it"))
 }
 
-/// Builds the recording part by part.
+/// Builds the recording part by part. The samples share the tables' call chains and stacks,
+/// and the stacks share the function names, as in the file.
 struct Decoder {
     recording: Recording,
-    functions: Vec<String>,
-    callchains: Vec<Vec<u64>>,
-    stacks: Vec<Vec<Frame>>,
+    functions: Vec<Arc<str>>,
+    callchains: Vec<CallChain>,
+    stacks: Vec<Stack>,
 }
 
 impl Decoder {
@@ -739,12 +750,13 @@ impl Decoder {
             PartKind::Meta => return Err("a second meta part".into()),
             PartKind::Functions => self.functions.extend(c.list(|c| {
                 let len = c.count()?;
-                String::from_utf8(c.take(len)?.to_vec())
+                std::str::from_utf8(c.take(len)?)
+                    .map(Arc::from)
                     .map_err(|_| "a function name is not UTF-8".into())
             })?),
             PartKind::Callchains => self
                 .callchains
-                .extend(c.list(|c| c.list(|c| Ok(c.varint()?)))?),
+                .extend(c.list(|c| c.list(|c| Ok(c.varint()?)).map(CallChain::from))?),
             PartKind::Stacks => {
                 let stacks = stack_table(c, &self.functions)?;
                 self.stacks.extend(stacks);
@@ -805,31 +817,32 @@ impl Decoder {
 }
 
 /// Stacks of frames, each frame a function id × 2 + inlined.
-fn stack_table(c: &mut Cursor<'_>, functions: &[String]) -> Result<Vec<Vec<Frame>>, String> {
+fn stack_table(c: &mut Cursor<'_>, functions: &[Arc<str>]) -> Result<Vec<Stack>, String> {
     c.list(|c| {
         c.list(|c| {
             let code = c.varint()?;
             Ok(Frame {
-                function: lookup(functions, code / 2, "function")?.clone(),
+                function: Arc::clone(lookup(functions, code / 2, "function")?),
                 inlined: code % 2 == 1,
             })
         })
+        .map(Stack::from)
     })
 }
 
-fn samples(c: &mut Cursor<'_>, callchains: &[Vec<u64>]) -> Result<Vec<CpuSample>, String> {
+fn samples(c: &mut Cursor<'_>, callchains: &[CallChain]) -> Result<Vec<CpuSample>, String> {
     c.list(|c| {
         Ok(CpuSample {
             time_ns: c.varint()?,
             tid: c.u32()?,
             cpu: c.u32()?,
-            callchain: lookup(callchains, c.varint()?, "callchain")?.clone(),
+            callchain: Arc::clone(lookup(callchains, c.varint()?, "callchain")?),
         })
     })
 }
 
-fn stacks(c: &mut Cursor<'_>, stacks: &[Vec<Frame>]) -> Result<Vec<Vec<Frame>>, String> {
-    c.list(|c| Ok(lookup(stacks, c.varint()?, "stack")?.clone()))
+fn stacks(c: &mut Cursor<'_>, stacks: &[Stack]) -> Result<Vec<Stack>, String> {
+    c.list(|c| Ok(Arc::clone(lookup(stacks, c.varint()?, "stack")?)))
 }
 
 #[cfg(test)]
@@ -860,9 +873,9 @@ mod tests {
             time_ns,
             tid,
             cpu: 1,
-            callchain: callchain.to_vec(),
+            callchain: callchain.into(),
         };
-        let stack = vec![frame("main", false), frame("app::work", true)];
+        let stack: Stack = [frame("main", false), frame("app::work", true)].into();
         Recording {
             run: RunMeta {
                 child_pid: 4242,
@@ -908,7 +921,7 @@ mod tests {
                 samples: vec![sample(11, 7, &[3, 2, 1]), sample(12, 8, &[3, 2, 1])],
                 sample_stacks: vec![stack.clone(), stack.clone()],
                 switch_samples: vec![sample(13, 7, &[u64::MAX])],
-                switch_sample_stacks: vec![vec![frame("main", false)]],
+                switch_sample_stacks: vec![[frame("main", false)].into()],
                 call_chains: UnwindCounts {
                     to_the_root: 1,
                     joined_to_frame_pointers: 2,
@@ -967,6 +980,29 @@ mod tests {
         recording.kernel.sample_stacks.extend(vec![stack; 1000]);
         let per_sample = (encode(&recording).len() - one) as f64 / 1000.0;
         assert!(per_sample < 6.0, "{per_sample} bytes per sample");
+    }
+
+    #[test]
+    fn read_samples_share_their_stacks_call_chains_and_names_in_memory() {
+        let mut recording = example();
+        // Equal stacks in allocations of their own are still written once.
+        let copy: Stack = recording.kernel.sample_stacks[0].to_vec().into();
+        recording.kernel.sample_stacks[1] = copy;
+        let k = read(encode(&recording).as_slice())
+            .unwrap()
+            .recording
+            .kernel;
+        assert_eq!(k, recording.kernel);
+        assert!(Arc::ptr_eq(&k.sample_stacks[0], &k.sample_stacks[1]));
+        assert!(Arc::ptr_eq(
+            &k.samples[0].callchain,
+            &k.samples[1].callchain
+        ));
+        let main = |stack: &Stack| Arc::clone(&stack[0].function);
+        assert!(Arc::ptr_eq(
+            &main(&k.sample_stacks[0]),
+            &main(&k.switch_sample_stacks[0])
+        ));
     }
 
     #[test]
@@ -1087,9 +1123,11 @@ mod tests {
     }
 
     fn recordings() -> impl Strategy<Value = Recording> {
-        let frame = ("[a-z:]{1,8}", any::<bool>())
-            .prop_map(|(function, inlined)| Frame { function, inlined });
-        let stack = prop::collection::vec(frame, 0..4);
+        let frame = ("[a-z:]{1,8}", any::<bool>()).prop_map(|(function, inlined)| Frame {
+            function: function.into(),
+            inlined,
+        });
+        let stack = prop::collection::vec(frame, 0..4).prop_map(Stack::from);
         let sample = (
             any::<u64>(),
             any::<u32>(),
@@ -1100,7 +1138,7 @@ mod tests {
                 time_ns,
                 tid,
                 cpu,
-                callchain,
+                callchain: callchain.into(),
             });
         let switch = (any::<u64>(), any::<u32>(), any::<u32>(), 0..3u8).prop_map(
             |(time_ns, tid, cpu, kind)| SwitchRecord {

@@ -1,6 +1,10 @@
 //! What the kernel told us about the profiled process, on `CLOCK_MONOTONIC` nanoseconds
 //! (the collector sets `use_clockid`, the runtime records sync points against the same clock).
 
+use std::collections::HashSet;
+use std::hash::Hash;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// Whether a capability could be used, and if not, why (shown to the user as is).
@@ -90,20 +94,55 @@ impl UnwindCounts {
     }
 }
 
-/// One cpu-clock sample with its user call chain (instruction pointers, leaf first).
+/// A user call chain: instruction pointers, leaf first. Samples share the few distinct
+/// chains a program has (see [`Interner`]), so a run's memory follows the code it ran, not
+/// its length.
+pub type CallChain = Arc<[u64]>;
+
+/// One cpu-clock sample with its user call chain.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuSample {
     pub time_ns: u64,
     pub tid: u32,
     pub cpu: u32,
-    pub callchain: Vec<u64>,
+    pub callchain: CallChain,
 }
 
 /// A symbolised frame. `inlined` frames were inlined into the next frame toward the root.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Frame {
-    pub function: String,
+    /// Shared by every frame of the function (see [`Interner`]).
+    pub function: Arc<str>,
     pub inlined: bool,
+}
+
+/// A symbolised stack, root first; shared by the samples that have it.
+pub type Stack = Arc<[Frame]>;
+
+/// Values stored once however often they recur: call chains, stacks and function names,
+/// which a long run repeats millions of times.
+pub struct Interner<T: ?Sized> {
+    values: HashSet<Arc<T>>,
+}
+
+impl<T: ?Sized> Default for Interner<T> {
+    fn default() -> Self {
+        Interner {
+            values: HashSet::new(),
+        }
+    }
+}
+
+impl<T: ?Sized + Hash + Eq> Interner<T> {
+    /// The shared copy of `value`, made on its first appearance.
+    pub fn intern<V: AsRef<T> + Into<Arc<T>>>(&mut self, value: V) -> Arc<T> {
+        if let Some(shared) = self.values.get(value.as_ref()) {
+            return Arc::clone(shared);
+        }
+        let shared: Arc<T> = value.into();
+        self.values.insert(Arc::clone(&shared));
+        shared
+    }
 }
 
 /// Everything collected from the kernel for one run.
@@ -116,13 +155,13 @@ pub struct KernelRecords {
     pub thread_starts: Vec<ThreadStart>,
     /// Sorted by time.
     pub samples: Vec<CpuSample>,
-    /// Symbolised stacks of `samples`, root first, in the same order (empty when not symbolised).
-    pub sample_stacks: Vec<Vec<Frame>>,
+    /// Symbolised stacks of `samples`, in the same order (empty when not symbolised).
+    pub sample_stacks: Vec<Stack>,
     /// One sample per switch-out of a thread, with the user call chain where it stopped;
     /// sorted by time.
     pub switch_samples: Vec<CpuSample>,
     /// Symbolised stacks of `switch_samples`, as `sample_stacks`.
-    pub switch_sample_stacks: Vec<Vec<Frame>>,
+    pub switch_sample_stacks: Vec<Stack>,
     /// How the samples' call chains were obtained.
     pub call_chains: UnwindCounts,
     /// Sampling period of cpu-clock samples, in ns.
@@ -161,7 +200,7 @@ impl KernelRecords {
 /// (`stacks` is empty or parallel to `samples`).
 fn retain_with_stacks(
     samples: &mut Vec<CpuSample>,
-    stacks: &mut Vec<Vec<Frame>>,
+    stacks: &mut Vec<Stack>,
     keep: impl Fn(&CpuSample) -> bool,
 ) {
     let kept: Vec<bool> = samples.iter().map(&keep).collect();

@@ -26,11 +26,17 @@ fn finish(end: u32, syscall: i64) -> ! {
 
 /// System calls a slice makes freely: memory, waiting, time, signals' return, its own
 /// identity and usage (programs count their own page faults and CPU time), ending.
-/// The fourth argument of an `mprotect` the handler checked (the kernel ignores it).
+/// The first argument the kernel ignores (`mprotect`'s fourth, `pkey_mprotect`'s fifth)
+/// of a call the handler checked.
 const CHECKED: u64 = 0x7061_7270_726f_6621;
 
-/// `mmap`, `mprotect` and `madvise` pass only as far as they keep the program's shared
-/// memory out of the slice's reach (see [`filter`]).
+/// Where a checked call carries [`CHECKED`].
+fn checked_arg(nr: i64) -> u8 {
+    if nr == libc::SYS_pkey_mprotect { 4 } else { 3 }
+}
+
+/// `mmap`, `mprotect`, `pkey_mprotect` and `madvise` pass only as far as they keep the
+/// program's shared memory out of the slice's reach (see [`filter`]).
 const ALLOWED: &[libc::c_long] = &[
     libc::SYS_munmap,
     libc::SYS_mremap,
@@ -89,9 +95,10 @@ pub(super) fn filter(leader: RawFd, schedstat: RawFd) -> io::Result<()> {
             rules.insert(libc::SYS_pread64, arg_in(0, &[schedstat])?);
         }
         rules.insert(libc::SYS_fcntl, arg_in(1, &[libc::F_GETFD, libc::F_GETFL])?);
-        // Shared memory: an `mmap` private or not writable; an `mprotect` that asks no
-        // write access, or that the handler checked and made again (its unused fourth
-        // argument set to `CHECKED`); an `madvise` that does not punch holes in a file.
+        // Shared memory: an `mmap` private or not writable; an `mprotect` or
+        // `pkey_mprotect` that asks no write access, or that the handler checked and made
+        // again (its first unused argument set to `CHECKED`); an `madvise` that does not
+        // punch holes in a file.
         let bits_clear = |arg: u8, bits: u64| {
             SeccompCondition::new(
                 arg,
@@ -108,18 +115,20 @@ pub(super) fn filter(leader: RawFd, schedstat: RawFd) -> io::Result<()> {
                 SeccompRule::new(vec![bits_clear(2, write)?])?,
             ],
         );
-        rules.insert(
-            libc::SYS_mprotect,
-            vec![
-                SeccompRule::new(vec![bits_clear(2, write)?])?,
-                SeccompRule::new(vec![SeccompCondition::new(
-                    3,
-                    SeccompCmpArgLen::Qword,
-                    SeccompCmpOp::Eq,
-                    CHECKED,
-                )?])?,
-            ],
-        );
+        for nr in [libc::SYS_mprotect, libc::SYS_pkey_mprotect] {
+            rules.insert(
+                nr,
+                vec![
+                    SeccompRule::new(vec![bits_clear(2, write)?])?,
+                    SeccompRule::new(vec![SeccompCondition::new(
+                        checked_arg(nr),
+                        SeccompCmpArgLen::Qword,
+                        SeccompCmpOp::Eq,
+                        CHECKED,
+                    )?])?,
+                ],
+            );
+        }
         rules.insert(
             libc::SYS_madvise,
             vec![SeccompRule::new(vec![SeccompCondition::new(
@@ -236,19 +245,13 @@ extern "C" fn on_sigsys(
             iov_bytes(call.args[1], call.args[2])
         },
         libc::SYS_fsync | libc::SYS_fdatasync => 0,
-        libc::SYS_mprotect
+        libc::SYS_mprotect | libc::SYS_pkey_mprotect
             if !slice_shared_memory::intersects_shared(call.args[0], call.args[1]) =>
         {
+            let mut args = call.args;
+            args[usize::from(checked_arg(call.nr))] = CHECKED;
             // SAFETY: the program's own call, made again with the mark the filter passes.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_mprotect,
-                    call.args[0],
-                    call.args[1],
-                    call.args[2],
-                    CHECKED,
-                )
-            };
+            let r = unsafe { libc::syscall(call.nr, args[0], args[1], args[2], args[3], args[4]) };
             if r < 0 {
                 // SAFETY: errno of this thread, set by the call above.
                 (-i64::from(unsafe { *libc::__errno_location() })) as u64

@@ -103,7 +103,7 @@ impl LockFileGuard {
 impl Drop for LockFileGuard {
     fn drop(&mut self) {
         if let Err(e) = self.restore() {
-            eprintln!(
+            crate::console::note!(
                 "parprof: could not restore {} after the profiling build: {e}",
                 self.path.display()
             );
@@ -114,7 +114,7 @@ impl Drop for LockFileGuard {
             unsafe { libc::sigaction(*signal, previous, std::ptr::null_mut()) };
         }
         if let Some(signal) = self.interrupted_by() {
-            eprintln!("parprof: the build was interrupted; the lock file is as it was");
+            crate::console::note!("parprof: the build was interrupted; the lock file is as it was");
             // With its former disposition back, the signal ends the process as it would have.
             // SAFETY: raise has no memory-safety preconditions.
             unsafe { libc::raise(signal) };
