@@ -33,13 +33,6 @@ const CARGO_PARPROF: CrateLayout = CrateLayout {
     src: "cargo-parprof/src",
     most_root_files: Some(5),
     still_open: &[
-        // lifecycle.rs ↔ its children: program_totals.rs is an `impl LifecycleBuilder`,
-        // state_spans.rs uses the parent's `Gap`; mending it moves the builder's state into a
-        // leaf of lifecycle/.
-        &[
-            "module cycle among files",
-            "analysis/lifecycle.rs, analysis/lifecycle/program_totals.rs, analysis/lifecycle/state_spans.rs",
-        ],
         &["analysis/mod.rs", "fn analyse_with_counters "],
         &["analysis/attributed_counters.rs", "fn on_event "],
         &["analysis/attribution.rs", "fn attribute "],
