@@ -33,8 +33,6 @@ const CARGO_PARPROF: CrateLayout = CrateLayout {
     src: "cargo-parprof/src",
     most_root_files: Some(5),
     still_open: &[
-        &["analysis/mod.rs", "fn analyse_with_counters "],
-        &["analysis/attributed_counters.rs", "fn on_event "],
         &["analysis/attribution.rs", "fn attribute "],
         &["analysis/diagnoses.rs", "fn slack "],
         &["analysis/threads.rs", "fn summarise "],
