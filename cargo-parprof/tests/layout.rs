@@ -33,7 +33,6 @@ const CARGO_PARPROF: CrateLayout = CrateLayout {
     src: "cargo-parprof/src",
     most_root_files: Some(5),
     still_open: &[
-        &["analysis/threads.rs", "fn summarise "],
         &["build/target.rs", "fn resolve "],
         &["record/collect.rs", "fn parse_record "],
         &["record/launch.rs", "fn run_and_collect "],
