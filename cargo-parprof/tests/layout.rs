@@ -33,7 +33,6 @@ const CARGO_PARPROF: CrateLayout = CrateLayout {
     src: "cargo-parprof/src",
     most_root_files: Some(5),
     still_open: &[
-        &["build/target.rs", "fn resolve "],
         &["record/collect.rs", "fn parse_record "],
         &["record/launch.rs", "fn run_and_collect "],
         &["report/html.rs", "fn input_of "],
