@@ -35,8 +35,6 @@ const CARGO_PARPROF: CrateLayout = CrateLayout {
     still_open: &[
         &["record/collect.rs", "fn parse_record "],
         &["record/launch.rs", "fn run_and_collect "],
-        &["report/timeline.rs", "fn write "],
-        &["report/timeline.rs", "fn write_region_tracks "],
     ],
 };
 
