@@ -101,8 +101,11 @@ fn y_of(u: &Utilization, value: f64) -> f64 {
 /// A chart over time in ms (x) and the plotted figure (y).
 type TimeChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
-/// The result of drawing on a backend `DB`.
-type Drawn<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+/// The result of drawing on a backend `DB`: `T`, or the backend's error.
+type Drawn<DB, T = ()> = Result<T, DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+/// A region's band on the plot: (name, left px, right px).
+type Band<'a> = (&'a str, f64, f64);
 
 /// ns as ms, the plot's time unit.
 fn ms(ns: u64) -> f64 {
@@ -155,15 +158,15 @@ fn draw<DB: DrawingBackend>(
     draw_legend(&legend_area, !regions.is_empty())
 }
 
-/// Shades each region's span, full height; returns the bands drawn, (name, left px, right px).
+/// Shades each region's span, full height; returns the bands drawn.
 fn draw_region_bands<'r, DB: DrawingBackend>(
     chart: &mut TimeChart<'_, DB>,
     u: &Utilization,
     regions: &'r [RegionSpan],
     y_max: f64,
-) -> Result<Vec<(&'r str, f64, f64)>, DrawingAreaErrorKind<DB::ErrorType>> {
+) -> Drawn<DB, Vec<Band<'r>>> {
     let px_per_ms = px_per_ms(chart);
-    let mut bands: Vec<(&str, f64, f64)> = Vec::new();
+    let mut bands: Vec<Band<'r>> = Vec::new();
     for (name, start, end) in regions {
         let (a, b) = (
             ms(start.saturating_sub(u.origin_ns)),
@@ -206,7 +209,7 @@ fn draw_periods<DB: DrawingBackend>(chart: &mut TimeChart<'_, DB>, u: &Utilizati
 /// Names every region band; labels that would overlap go on rows below (the upper half).
 fn draw_region_labels<DB: DrawingBackend>(
     chart: &mut TimeChart<'_, DB>,
-    bands: &[(&str, f64, f64)],
+    bands: &[Band<'_>],
     y_max: f64,
 ) -> Drawn<DB> {
     let (plot_px, plot_height_px) = chart.plotting_area().dim_in_pixel();
