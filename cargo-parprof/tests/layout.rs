@@ -33,26 +33,8 @@ const CARGO_PARPROF: CrateLayout = CrateLayout {
     src: "cargo-parprof/src",
     most_root_files: Some(5),
     still_open: &[
-        // lifecycle.rs ↔ its children: program_totals.rs is an `impl LifecycleBuilder`,
-        // state_spans.rs uses the parent's `Gap`; mending it moves the builder's state into a
-        // leaf of lifecycle/.
-        &[
-            "module cycle among files",
-            "analysis/lifecycle.rs, analysis/lifecycle/program_totals.rs, analysis/lifecycle/state_spans.rs",
-        ],
-        &["analysis/mod.rs", "fn analyse_with_counters "],
-        &["analysis/attributed_counters.rs", "fn on_event "],
-        &["analysis/attribution.rs", "fn attribute "],
-        &["analysis/diagnoses.rs", "fn slack "],
-        &["analysis/threads.rs", "fn summarise "],
-        &["build/target.rs", "fn resolve "],
         &["record/collect.rs", "fn parse_record "],
         &["record/launch.rs", "fn run_and_collect "],
-        &["report/html.rs", "fn input_of "],
-        &["report/html.rs", "fn items_section "],
-        &["report/plot.rs", "fn draw "],
-        &["report/timeline.rs", "fn write "],
-        &["report/timeline.rs", "fn write_region_tracks "],
     ],
 };
 

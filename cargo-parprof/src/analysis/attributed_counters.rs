@@ -479,12 +479,44 @@ impl EventConsumer for SpanCollector {
         };
         let site = event.id;
         let group = self.group(item, site);
+        let ts = self.thread_time(tid, event.ts);
+        if matches!(
+            kind,
+            EventKind::Enter | EventKind::TaskBegin | EventKind::RegionBegin | EventKind::Detail
+        ) {
+            let frames = self.threads.entry(tid).or_default();
+            let stack = match set {
+                Set::Work => &mut frames.work,
+                Set::Regions => &mut frames.regions,
+            };
+            stack.push(Open {
+                site,
+                is_task: matches!(kind, EventKind::TaskBegin | EventKind::Detail),
+                group,
+                start: ts,
+            });
+        } else {
+            self.close_span(tid, set, kind, site, group, ts);
+        }
+    }
+}
+
+impl SpanCollector {
+    /// The time of an event on `tid` at `ts`, which widens the collector's span: a timestamp
+    /// that goes backwards on a thread is taken as simultaneous.
+    fn thread_time(&mut self, tid: u32, ts: u64) -> u64 {
         let frames = self.threads.entry(tid).or_default();
-        // A timestamp that goes backwards on a thread is taken as simultaneous.
-        let ts = event.ts.max(frames.last_ts);
+        let ts = ts.max(frames.last_ts);
         frames.last_ts = ts;
         self.first_ts = self.first_ts.min(ts);
         self.last_ts = self.last_ts.max(ts);
+        ts
+    }
+
+    /// Ends at `ts` the span of `set` open on `tid` that an end event of `kind` for `site`
+    /// closes; an end whose begin was not seen is kept apart (up to [`MAX_MISSING_STARTS`]).
+    fn close_span(&mut self, tid: u32, set: Set, kind: EventKind, site: u32, group: u32, ts: u64) {
+        let frames = self.threads.entry(tid).or_default();
         let (stack, store) = match set {
             Set::Work => (&mut frames.work, &mut self.work),
             Set::Regions => (&mut frames.regions, &mut self.regions),
@@ -494,18 +526,6 @@ impl EventConsumer for SpanCollector {
             Set::Regions => o.site,
         };
         let closed = match kind {
-            EventKind::Enter
-            | EventKind::TaskBegin
-            | EventKind::RegionBegin
-            | EventKind::Detail => {
-                stack.push(Open {
-                    site,
-                    is_task: matches!(kind, EventKind::TaskBegin | EventKind::Detail),
-                    group,
-                    start: ts,
-                });
-                return;
-            }
             EventKind::Exit => stack.iter().rposition(|o| !o.is_task && o.site == site),
             // "The task that began last on this thread ended."
             EventKind::TaskEnd => stack.iter().rposition(|o| o.is_task),
@@ -538,9 +558,7 @@ impl EventConsumer for SpanCollector {
             None => self.left_out += 1,
         }
     }
-}
 
-impl SpanCollector {
     /// Ends the tasks open on `tid` at a detail pause (the probe calls in them stay open:
     /// their exits are written).
     fn end_tasks_at_pause(&mut self, tid: u32, ts: u64) {

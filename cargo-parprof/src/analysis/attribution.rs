@@ -182,19 +182,7 @@ impl<'a> Interpolator<'a> {
 /// Attributes the series' deltas to `spans`, one result per span in the same order.
 pub fn attribute(series: &[CounterPoint], spans: &[Span], share: Share<'_>) -> Vec<Attributed> {
     let resolved = resolve_boundaries(series, spans);
-    let mut out: Vec<Attributed> = resolved
-        .iter()
-        .map(|r| Attributed {
-            value: 0.0,
-            error: 0.0,
-            share: match share {
-                Share::Equal => ShareKind::Equal,
-                Share::OnCpuWeighted(_) => ShareKind::OnCpuWeighted,
-            },
-            start_inferred: r.start_inferred,
-            end_inferred: r.end_inferred,
-        })
-        .collect();
+    let mut out = unattributed(&resolved, share);
     // Which slices fell back to equal shares, per span, to name the share kind at the end.
     let mut fell_back = vec![false; spans.len()];
     let mut weighted = vec![false; spans.len()];
@@ -242,29 +230,60 @@ pub fn attribute(series: &[CounterPoint], spans: &[Span], share: Share<'_>) -> V
                 }
             }
         }
-        while k < events.len() && events[k].0 == t {
-            let (_, is_start, i) = events[k];
-            if is_start {
-                active.push(i);
-            } else if let Some(pos) = active.iter().position(|&a| a == i) {
-                active.swap_remove(pos);
-            }
-            k += 1;
-        }
+        k = cross_boundaries(&events, k, &mut active);
         slice_start = t;
         value_at_start = value_at_t;
     }
 
     if matches!(share, Share::OnCpuWeighted(_)) {
-        for ((a, &weighted), &fell_back) in out.iter_mut().zip(&weighted).zip(&fell_back) {
-            a.share = match (weighted, fell_back) {
-                (_, false) => ShareKind::OnCpuWeighted,
-                (false, true) => ShareKind::Equal,
-                (true, true) => ShareKind::Mixed,
-            };
-        }
+        name_weighted_shares(&mut out, &weighted, &fell_back);
     }
     out
+}
+
+/// One result per resolved span, with nothing attributed yet and the share `share` asks for.
+fn unattributed(resolved: &[Resolved], share: Share<'_>) -> Vec<Attributed> {
+    resolved
+        .iter()
+        .map(|r| Attributed {
+            value: 0.0,
+            error: 0.0,
+            share: match share {
+                Share::Equal => ShareKind::Equal,
+                Share::OnCpuWeighted(_) => ShareKind::OnCpuWeighted,
+            },
+            start_inferred: r.start_inferred,
+            end_inferred: r.end_inferred,
+        })
+        .collect()
+}
+
+/// Applies the boundary events at the time of `events[k]` to the `active` spans (starts join,
+/// ends leave); returns the index of the first event after that time.
+fn cross_boundaries(events: &[(u64, bool, usize)], mut k: usize, active: &mut Vec<usize>) -> usize {
+    let t = events[k].0;
+    while k < events.len() && events[k].0 == t {
+        let (_, is_start, i) = events[k];
+        if is_start {
+            active.push(i);
+        } else if let Some(pos) = active.iter().position(|&a| a == i) {
+            active.swap_remove(pos);
+        }
+        k += 1;
+    }
+    k
+}
+
+/// Names each span's share under on-CPU weighting: weighted in every slice, equal in every
+/// slice (no weights could be had), or mixed.
+fn name_weighted_shares(out: &mut [Attributed], weighted: &[bool], fell_back: &[bool]) {
+    for ((a, &weighted), &fell_back) in out.iter_mut().zip(weighted).zip(fell_back) {
+        a.share = match (weighted, fell_back) {
+            (_, false) => ShareKind::OnCpuWeighted,
+            (false, true) => ShareKind::Equal,
+            (true, true) => ShareKind::Mixed,
+        };
+    }
 }
 
 /// The spans' starts and ends as `(time, is_start, span)`, in time order; ends sort before

@@ -342,6 +342,8 @@ fn capitalised(s: &str) -> String {
         .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
 }
 
+/// `insufficient_parallel_slack`: the region's runs leave workers without work, seen in their
+/// failed searches per second or, with exact task counts, in fewer tasks per run than workers.
 fn slack(
     r: &RegionReport,
     t: &Thresholds,
@@ -351,20 +353,7 @@ fn slack(
 ) -> Diagnosis {
     let inactive_ns = f.inactive_ns;
     let workers = r.workers;
-    // A mean: its tenths matter next to a handful of workers, not past a hundred tasks.
-    let tasks = if f.tasks_per_run < 100.0 {
-        format!("{:.1}", f.tasks_per_run)
-    } else {
-        human_count(f.tasks_per_run)
-    };
-    let per_run = if f.runs > 1.0 {
-        format!(
-            "each of its {:.0} runs creates {tasks} tasks for {workers} workers",
-            f.runs
-        )
-    } else {
-        format!("it creates {tasks} tasks for {workers} workers")
-    };
+    let per_run = tasks_per_run_in_words(f, workers);
     let few_tasks = f.tasks_per_run < workers as f64;
     let why = if few_tasks {
         "fewer tasks than there are workers"
@@ -403,6 +392,38 @@ fn slack(
         )
     };
     let summary = capitalised(&summary);
+    Diagnosis {
+        code: Code::InsufficientParallelSlack,
+        symptoms: Vec::new(),
+        evidence: opened(metric, value, summary),
+        threshold,
+        impact: f.impact(inactive_ns),
+        advice: slack_advice(f, workers, few_tasks),
+    }
+}
+
+/// What each run of the region makes for its workers, as the diagnosis says it: "each of its
+/// N runs creates T tasks for W workers".
+fn tasks_per_run_in_words(f: &Figures, workers: usize) -> String {
+    // A mean: its tenths matter next to a handful of workers, not past a hundred tasks.
+    let tasks = if f.tasks_per_run < 100.0 {
+        format!("{:.1}", f.tasks_per_run)
+    } else {
+        human_count(f.tasks_per_run)
+    };
+    if f.runs > 1.0 {
+        format!(
+            "each of its {:.0} runs creates {tasks} tasks for {workers} workers",
+            f.runs
+        )
+    } else {
+        format!("it creates {tasks} tasks for {workers} workers")
+    }
+}
+
+/// The advice for `insufficient_parallel_slack`: more pieces per run (at least four per
+/// worker when a run has fewer tasks than workers), or a pool no larger than a run's tasks.
+fn slack_advice(f: &Figures, workers: usize, few_tasks: bool) -> String {
     let cut = if few_tasks {
         format!(
             "cut each run into at least {} pieces (`with_max_len`, smaller `par_chunks`, or split the work with `join` until pieces are small)",
@@ -420,16 +441,7 @@ fn slack(
     } else {
         String::new()
     };
-    Diagnosis {
-        code: Code::InsufficientParallelSlack,
-        symptoms: Vec::new(),
-        evidence: opened(metric, value, summary),
-        threshold,
-        impact: f.impact(inactive_ns),
-        advice: format!(
-            "The region's runs leave workers without work. Per run: {cut}{smaller_pool}."
-        ),
-    }
+    format!("The region's runs leave workers without work. Per run: {cut}{smaller_pool}.")
 }
 
 /// `oversubscription`: the workers were ready to run but had no CPU for much of the region.

@@ -23,7 +23,7 @@
 //!   search round and each sleep is in the trace: from a search's first failed round on, the
 //!   worker is idle, so its time off the CPU — asleep, or yielding to other programs in
 //!   rayon's spin rounds — is W, its time on the CPU GS; GS→GS counts the rounds and GS→W the
-//!   idle episodes (see [`HookedSearch`]). The rest of this list is how it is done without.
+//!   idle episodes (see [`state::HookedSearch`]). The rest of this list is how it is done without.
 //! - GS→GS, the failed search rounds, are counted from switch records where they exist: each
 //!   switch-out of a searching worker while runnable is a `yield_now` of rayon's idle loop (or
 //!   a preemption) that ended a round, and each sleep follows rayon's 33 failed rounds, so a
@@ -45,10 +45,10 @@
 //! a bounded number of them (see [`state_spans`]).
 
 mod program_totals;
+mod state;
 mod state_spans;
 
 use super::diagnosis::Diagnosis;
-use super::distribution::DurationDistribution;
 use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
 use super::model::worker_name;
@@ -57,9 +57,11 @@ use parprof_rt::trace::{
     Event, EventKind, LifecycleTotals, NO_WORKER, SiteKind, SiteRecord, TaskOrigin, ThreadRecord,
 };
 use serde::Serialize;
+use state::{Acc, Close, Frame, Gap, GapEnd, RegionAcc, Sum, ThreadState, chain, merge};
 use state_spans::{KeptStretch, Longest, Split, Stretch};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+pub use state::{MAX_STORED_GAPS, StateNs, TaskCounts, Transitions};
 pub use state_spans::{LifecycleTimeline, TickRegionRun, TickStateSpan};
 
 /// Failed search rounds rayon's idle loop makes before a worker sleeps: 32 rounds that yield,
@@ -70,105 +72,6 @@ const ROUNDS_BEFORE_SLEEP: u64 = 33;
 const SEARCH_MIN_NS: f64 = 1_000.0;
 /// Assumed length of one failed search round, to estimate rounds without switch records.
 const ROUND_NS: f64 = 1_000.0;
-/// Gaps kept per thread for the cut along region windows at finish.
-pub const MAX_STORED_GAPS: usize = 1 << 16;
-/// Open tasks tracked per thread; deeper nesting (or task begins whose ends were lost) is
-/// counted but not tracked, so that a corrupt trace cannot grow memory.
-const MAX_DEPTH: usize = 1 << 12;
-/// Enclosing regions followed from a region.
-const MAX_NESTING: usize = 16;
-
-/// Time per state, in ns.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct StateNs {
-    #[serde(rename = "UC")]
-    pub uc: u64,
-    #[serde(rename = "LQ")]
-    pub lq: u64,
-    #[serde(rename = "GS")]
-    pub gs: u64,
-    #[serde(rename = "W")]
-    pub w: u64,
-}
-
-/// Counts of the eight transitions of the lifecycle model.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Transitions {
-    /// A task finished.
-    #[serde(rename = "UC->LQ")]
-    pub uc_lq: u64,
-    /// Found a task (or the fork's continuation) in the own deque.
-    #[serde(rename = "LQ->UC")]
-    pub lq_uc: u64,
-    /// Scheduler bypass: the next task ran inline.
-    #[serde(rename = "UC->UC")]
-    pub uc_uc: u64,
-    /// The own deque was empty.
-    #[serde(rename = "LQ->GS")]
-    pub lq_gs: u64,
-    /// Stole (or was handed) a task.
-    #[serde(rename = "GS->UC")]
-    pub gs_uc: u64,
-    /// A search round found nothing.
-    #[serde(rename = "GS->GS")]
-    pub gs_gs: u64,
-    /// Gave up and slept.
-    #[serde(rename = "GS->W")]
-    pub gs_w: u64,
-    /// Woken up.
-    #[serde(rename = "W->GS")]
-    pub w_gs: u64,
-}
-
-impl StateNs {
-    fn add(&mut self, o: &StateNs) {
-        self.uc += o.uc;
-        self.lq += o.lq;
-        self.gs += o.gs;
-        self.w += o.w;
-    }
-}
-
-impl Transitions {
-    fn add(&mut self, o: &Transitions) {
-        self.uc_lq += o.uc_lq;
-        self.lq_uc += o.lq_uc;
-        self.uc_uc += o.uc_uc;
-        self.lq_gs += o.lq_gs;
-        self.gs_uc += o.gs_uc;
-        self.gs_gs += o.gs_gs;
-        self.gs_w += o.gs_w;
-        self.w_gs += o.w_gs;
-    }
-}
-
-/// Tasks by origin.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct TaskCounts {
-    pub local: u64,
-    pub stolen: u64,
-    pub injected: u64,
-    pub inline: u64,
-}
-
-impl TaskCounts {
-    pub fn total(&self) -> u64 {
-        self.local + self.stolen + self.injected + self.inline
-    }
-
-    fn count(&mut self, origin: TaskOrigin) {
-        self.add(origin, 1);
-    }
-
-    fn add(&mut self, origin: TaskOrigin, n: u64) {
-        match origin {
-            TaskOrigin::Local => self.local += n,
-            TaskOrigin::Stolen => self.stolen += n,
-            TaskOrigin::Injected => self.injected += n,
-            TaskOrigin::Inline => self.inline += n,
-        }
-    }
-}
 
 /// Tasks' own times, in ns: begin to end less the tasks nested in them (a join's halves, work
 /// taken while waiting in it), so that a recursion's root is not its longest task. `min` and
@@ -281,311 +184,6 @@ impl RegionReport {
     }
 }
 
-/// How a gap (a stretch of a worker outside user code) ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum GapEnd {
-    /// A task from the own deque (or run inline): the gap was LQ.
-    Local,
-    /// A stolen or injected task: the gap was a search.
-    Steal,
-    /// The fork the worker waited in returned: LQ if short, a search otherwise.
-    Resume,
-    /// No end transition: the run ended, or the worker went on with code we do not see.
-    Idle,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Gap {
-    start: u64,
-    end: u64,
-    /// Began with a task's end, so the worker first looked in its own deque.
-    after_task: bool,
-    kind: GapEnd,
-    /// The region of the event that closed it (where a folded gap is counted).
-    region: u32,
-    /// What the rayon-core hooks saw during the gap.
-    search: HookedSearch,
-}
-
-/// The search rounds and sleeps the rayon-core hooks recorded during one gap of a worker.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct HookedSearch {
-    /// The end of the first failed round: the worker has looked everywhere once and found
-    /// nothing, so from then until the gap ends, time off the CPU is idle (W), whether it
-    /// sleeps or yields in rayon's spin rounds: on a busy machine each yield can last a whole
-    /// time slice of another program, and counting that as search would hide the idle time.
-    /// Time on the CPU is still search (GS): the rounds themselves.
-    idle_from: Option<u64>,
-    rounds: u32,
-    sleeps: u32,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct Sum {
-    count: u64,
-    ticks: u64,
-}
-
-impl Sum {
-    fn add(&mut self, ticks: u64) {
-        self.count += 1;
-        self.ticks += ticks;
-    }
-}
-
-/// Gaps folded without windows or switch records, classified at finish.
-#[derive(Clone, Debug)]
-struct Folded {
-    local: Sum,
-    steal: Sum,
-    /// By bit length of the gap, so that each bucket's mean says whether it was a search.
-    resume: [Sum; 65],
-    /// Of the folded gaps: idle time after a first failed round (hooks), its rounds, and the
-    /// idle episodes (gaps with a failed round).
-    idle_ticks: u64,
-    rounds: u64,
-    idle_episodes: u64,
-}
-
-impl Default for Folded {
-    fn default() -> Self {
-        Folded {
-            local: Sum::default(),
-            steal: Sum::default(),
-            resume: [Sum::default(); 65],
-            idle_ticks: 0,
-            rounds: 0,
-            idle_episodes: 0,
-        }
-    }
-}
-
-/// One thread in one region, in ticks.
-#[derive(Clone, Debug, Default)]
-struct Acc {
-    uc: u64,
-    lq: u64,
-    gs: u64,
-    w: u64,
-    /// Parts of `lq`, `gs` and `w` switched out while runnable (see
-    /// [`RegionReport::preempted_ns`]); the UC part is derived at finish.
-    preempted: StateNs,
-    /// UC time switched out blocked, derived at finish (see [`RegionReport::blocked_ns`]).
-    blocked_uc: u64,
-    /// Of `uc`, what the program counted while the thread's detail was paused.
-    counted_uc: u64,
-    transitions: Transitions,
-    tasks: TaskCounts,
-    /// Ran a task of the region or its body: the thread's pool works for the region.
-    ran_region_code: bool,
-    folded: Folded,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Frame {
-    region: u32,
-    begin: u64,
-    task: bool,
-    /// Open when a detail window began: its begin is not in the trace, and its duration is
-    /// counted by the program.
-    partial: bool,
-    /// Time of the tasks that ran nested in this one: a task's own time is its duration
-    /// less theirs.
-    nested: u64,
-}
-
-#[derive(Debug, Default)]
-struct ThreadState {
-    frames: Vec<Frame>,
-    /// Frames beyond [`MAX_DEPTH`].
-    untracked_frames: u64,
-    in_uc: bool,
-    /// Start of the current UC interval or gap.
-    since: u64,
-    first: Option<(u64, GapEnd, HookedSearch)>,
-    /// What the hooks saw since the current gap began.
-    search: HookedSearch,
-    gap_after_task: bool,
-    accs: IdMap<u32, Acc>,
-    stored: Vec<Gap>,
-    /// Gaps shorter than this are folded.
-    keep_min: u64,
-    /// Regions entered on this thread and not yet left: (region, begin).
-    open_regions: Vec<(u32, u64)>,
-    /// Between a detail pause and the next resume: the program counts this thread's
-    /// lifecycle (see `program_totals`); only region runs are in the trace.
-    paused: bool,
-    /// When the current pause began, and the stretches paused before it, in order: the
-    /// switch records inside them fall in states the program counted without placing them.
-    paused_since: u64,
-    paused_stretches: Vec<(u64, u64)>,
-    /// Just resumed: the stretch the next event ends was counted by the program.
-    fresh: bool,
-}
-
-/// What closes the current interval of a thread.
-#[derive(Clone, Copy)]
-enum Close {
-    Begin(TaskOrigin),
-    Resume,
-    /// A region's begin or end: ends UC normally; a gap it closes is not the scheduler's.
-    Region,
-    TaskEnd,
-}
-
-impl Close {
-    /// How a gap that this closes ends; `Idle` when it is not the scheduler's.
-    fn gap_end(self) -> GapEnd {
-        match self {
-            Close::Begin(TaskOrigin::Local | TaskOrigin::Inline) => GapEnd::Local,
-            Close::Begin(TaskOrigin::Stolen | TaskOrigin::Injected) => GapEnd::Steal,
-            Close::Resume => GapEnd::Resume,
-            Close::Region | Close::TaskEnd => GapEnd::Idle,
-        }
-    }
-}
-
-fn chain(parents: &IdMap<u32, u32>, region: u32) -> impl Iterator<Item = u32> + '_ {
-    std::iter::successors(Some(region), |r| parents.get(r).copied()).take(MAX_NESTING)
-}
-
-impl ThreadState {
-    fn acc(&mut self, region: u32) -> &mut Acc {
-        self.accs.entry(region).or_default()
-    }
-
-    fn for_chain(&mut self, parents: &IdMap<u32, u32>, region: u32, mut f: impl FnMut(&mut Acc)) {
-        for r in chain(parents, region) {
-            f(self.acc(r));
-        }
-    }
-
-    /// Ends the current UC interval or gap at `ts`; returns a closed gap, if any, for the
-    /// caller to record.
-    fn close(
-        &mut self,
-        ts: u64,
-        how: Close,
-        region: u32,
-        parents: &IdMap<u32, u32>,
-    ) -> Option<Gap> {
-        let since = std::mem::replace(&mut self.since, ts);
-        let search = std::mem::take(&mut self.search);
-        let len = ts.saturating_sub(since);
-        if self.in_uc {
-            if let Some(top) = self.frames.last().map(|f| f.region) {
-                self.for_chain(parents, top, |a| a.uc += len);
-            }
-            if let Close::Begin(_) = how {
-                self.for_chain(parents, region, |a| a.transitions.uc_uc += 1);
-            }
-            return None;
-        }
-        let kind = how.gap_end();
-        if kind == GapEnd::Idle {
-            return None;
-        }
-        Some(Gap {
-            start: since,
-            end: ts,
-            after_task: self.gap_after_task,
-            kind,
-            region,
-            search,
-        })
-    }
-
-    fn push(&mut self, frame: Frame) {
-        if self.frames.len() < MAX_DEPTH {
-            self.frames.push(frame);
-        } else {
-            self.untracked_frames += 1;
-        }
-    }
-
-    /// Removes the innermost open frame of the given kind.
-    fn pop(&mut self, task: bool, region: u32) -> Option<Frame> {
-        if self.untracked_frames > 0 {
-            self.untracked_frames -= 1;
-            return None;
-        }
-        // Normally the top frame; after lost events, the innermost one that matches.
-        let at = self
-            .frames
-            .iter()
-            .rposition(|f| f.task == task && f.region == region)
-            .or_else(|| self.frames.iter().rposition(|f| f.task == task))?;
-        Some(self.frames.remove(at))
-    }
-
-    fn keep(&mut self, gap: Gap, parents: &IdMap<u32, u32>) {
-        if gap.end - gap.start < self.keep_min {
-            self.fold(gap, parents);
-            return;
-        }
-        if self.stored.len() >= MAX_STORED_GAPS {
-            self.fold_shorter_half(parents);
-            if gap.end - gap.start < self.keep_min {
-                self.fold(gap, parents);
-                return;
-            }
-        }
-        self.stored.push(gap);
-    }
-
-    /// Raises the keeping threshold until at most half the limit is kept; folds the rest.
-    fn fold_shorter_half(&mut self, parents: &IdMap<u32, u32>) {
-        while self.stored.len() > MAX_STORED_GAPS / 2 {
-            self.keep_min = self.keep_min.saturating_mul(2).max(1);
-            let keep_min = self.keep_min;
-            let (kept, folded): (Vec<Gap>, Vec<Gap>) = self
-                .stored
-                .drain(..)
-                .partition(|g| g.end - g.start >= keep_min);
-            self.stored = kept;
-            for gap in folded {
-                self.fold(gap, parents);
-            }
-        }
-    }
-
-    fn fold(&mut self, gap: Gap, parents: &IdMap<u32, u32>) {
-        let len = gap.end - gap.start;
-        // Without the switch records here, only a search that slept is taken as idle after
-        // its first failed round.
-        let idle = match gap.search.idle_from {
-            Some(t) if gap.search.sleeps > 0 => gap.end.saturating_sub(t.max(gap.start)),
-            _ => 0,
-        };
-        self.for_chain(parents, gap.region, |a| {
-            match gap.kind {
-                GapEnd::Local => a.folded.local.add(len),
-                GapEnd::Steal => a.folded.steal.add(len),
-                GapEnd::Resume => a.folded.resume[64 - len.leading_zeros() as usize].add(len),
-                GapEnd::Idle => return,
-            }
-            a.folded.idle_ticks += idle;
-            a.folded.rounds += u64::from(gap.search.rounds);
-            a.folded.idle_episodes += u64::from(gap.search.idle_from.is_some());
-        });
-    }
-}
-
-#[derive(Debug, Default)]
-struct RegionAcc {
-    /// Closed runs: (begin, end).
-    windows: Vec<(u64, u64)>,
-    tasks: TaskCounts,
-    /// Own times of the tasks that ran no nested task.
-    durations: DurationDistribution,
-    /// The longest own time of any task, in ticks.
-    longest_own: u64,
-    /// Gaps that ended with a local pop: their median is the LQ part of a search.
-    local_gaps: DurationDistribution,
-    /// Tasks counted by the program while their worker's detail was paused.
-    counted_in_program: u64,
-}
-
 /// Streams a trace's events and rebuilds the lifecycle of every parallel region.
 ///
 /// Feed it every event ([`Self::on_event`], or through [`EventConsumer`]: each thread's events
@@ -662,6 +260,28 @@ impl LifecycleBuilder {
     /// A thread record: which threads are rayon workers, of which pool.
     pub fn on_thread(&mut self, record: &ThreadRecord) {
         self.records.insert(record.tid, record.clone());
+    }
+
+    /// A snapshot of one thread's counts in one region: cumulative, the last one wins.
+    pub fn on_totals(&mut self, totals: LifecycleTotals) {
+        self.hooked = true;
+        self.program_totals
+            .insert((totals.tid, totals.region), totals);
+    }
+
+    /// A detail event: see [`program_totals::on_detail`].
+    fn on_detail(&mut self, tid: u32, event: &Event) {
+        self.first_ts = self.first_ts.min(event.ts);
+        self.last_ts = self.last_ts.max(event.ts);
+        program_totals::on_detail(self.threads.entry(tid).or_default(), event);
+    }
+
+    /// A region's begin or end on a paused thread: see [`program_totals::on_paused_region`].
+    fn on_paused_region(&mut self, tid: u32, event: &Event, kind: EventKind) {
+        self.first_ts = self.first_ts.min(event.ts);
+        self.last_ts = self.last_ts.max(event.ts);
+        let t = self.threads.entry(tid).or_default();
+        program_totals::on_paused_region(t, &mut self.regions, event, kind);
     }
 
     /// Small enough to be inlined in the loop over a chunk: most events are probe entries and
@@ -872,7 +492,12 @@ impl LifecycleBuilder {
     /// the timeline. `offcpu` holds the switched-out intervals on the trace's tick time line;
     /// `ns_per_tick` converts ticks.
     pub fn finish(mut self, offcpu: &OffCpuIndex, ns_per_tick: f64) -> Lifecycle {
-        self.merge_program_totals();
+        program_totals::merge_program_totals(
+            std::mem::take(&mut self.program_totals),
+            &mut self.threads,
+            &mut self.regions,
+            &self.parents,
+        );
         if self.first_ts > self.last_ts {
             return Lifecycle {
                 regions: Vec::new(),
@@ -1339,19 +964,6 @@ fn uc_preempted(acc: &Acc, preempted_in_runs: u64) -> u64 {
     preempted_in_runs.saturating_sub(in_gaps).min(acc.uc)
 }
 
-/// Sorted, disjoint windows.
-fn merge(mut windows: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    windows.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(windows.len());
-    for (a, b) in windows {
-        match merged.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => merged.push((a, b)),
-        }
-    }
-    merged
-}
-
 /// Length of `[a, b] ∩ [c, d]`.
 fn overlap(a: u64, b: u64, c: u64, d: u64) -> u64 {
     b.min(d).saturating_sub(a.max(c))
@@ -1362,7 +974,7 @@ struct Shape {
     search_min: u64,
     round_ticks: f64,
     counted: bool,
-    /// Searches and sleeps come from rayon-core hooks (see [`HookedSearch`]).
+    /// Searches and sleeps come from rayon-core hooks (see [`state::HookedSearch`]).
     hooked: bool,
 }
 
@@ -1579,6 +1191,7 @@ impl Shape {
 
 #[cfg(test)]
 mod tests {
+    use super::state::MAX_DEPTH;
     use super::*;
     use crate::analysis::diagnoses;
     use crate::analysis::diagnosis::Code;

@@ -220,12 +220,7 @@ pub fn analyse_with_counters(
     let mut source = TraceSource::open(trace, opts.child_pid, &mut notes)?;
     let switches = sorted_switches(&kernel.switches);
     let span = RunSpan::of(&source, kernel, &switches);
-    let off_cpu = OffCpuIndex::from_switches(
-        &switches,
-        &kernel.thread_starts,
-        |ns| source.ticks(ns),
-        span.end_ticks,
-    );
+    let off_cpu = source.off_cpu(kernel, &switches, span);
     let streamed = stream_trace(&mut source, kernel, &switches, counters, &off_cpu, opts);
     let cx = Context {
         kernel,
@@ -239,10 +234,7 @@ pub fn analyse_with_counters(
     let threads = cx.threads(&streamed.activity, &streamed.contents);
     let folded = cpu_stacks::fold(kernel, &threads, span.origin_ns);
     let offcpu_stacks = cpu_stacks::fold_switch_outs(kernel, &switches, &threads);
-    let mut regions = streamed.lifecycle.regions;
-    if let Some(stacks) = &offcpu_stacks {
-        blocked_where::name_where_tasks_blocked(&mut regions, stacks);
-    }
+    let regions = with_blocked_where(streamed.lifecycle.regions, offcpu_stacks.as_ref());
     let lost_events = source.lost_events(&streamed.contents);
     let views = cx.probe_views(
         streamed.active,
@@ -259,12 +251,8 @@ pub fn analyse_with_counters(
     let counters_analysis =
         cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites, &mut notes);
     let utilization = cx.utilization(&mut notes);
-    let mut clock = source.clock_info();
     let mut probes = views.probes;
-    if let Some(clock) = clock.as_mut() {
-        clock.in_run_speed = views.in_run_speed;
-        clock::weigh_overhead_uncertainty(clock, &mut probes);
-    }
+    let clock = source.clock_with_speed(views.in_run_speed, &mut probes);
     Ok(Analysis {
         target: TargetInfo::default(),
         exit: ExitStatus::default(),
@@ -292,6 +280,17 @@ pub fn analyse_with_counters(
         anomalies: views.anomalies,
         notes,
     })
+}
+
+/// The regions, with where their tasks blocked named from the off-CPU stacks, if recorded.
+fn with_blocked_where(
+    mut regions: Vec<lifecycle::RegionReport>,
+    offcpu_stacks: Option<&OffCpuStacks>,
+) -> Vec<lifecycle::RegionReport> {
+    if let Some(stacks) = offcpu_stacks {
+        blocked_where::name_where_tasks_blocked(&mut regions, stacks);
+    }
+    regions
 }
 
 /// The run's trace, if any, and the clock that places kernel records on its tick time line.
@@ -379,10 +378,37 @@ impl TraceSource {
         }
     }
 
-    fn clock_info(&self) -> Option<ClockInfo> {
-        self.opened
+    /// The trace's clock with the speed measured during the run, by which the probes'
+    /// overhead uncertainty is weighed.
+    fn clock_with_speed(
+        &self,
+        in_run_speed: Option<InRunSpeed>,
+        probes: &mut [ProbeSummary],
+    ) -> Option<ClockInfo> {
+        let mut clock = self
+            .opened
             .as_ref()
-            .map(|_| clock::clock_info(&self.header, self.end.as_ref(), &self.converter))
+            .map(|_| clock::clock_info(&self.header, self.end.as_ref(), &self.converter));
+        if let Some(clock) = clock.as_mut() {
+            clock.in_run_speed = in_run_speed;
+            clock::weigh_overhead_uncertainty(clock, probes);
+        }
+        clock
+    }
+
+    /// Every thread's switched-out intervals, on the trace's tick time line up to the run's end.
+    fn off_cpu(
+        &self,
+        kernel: &KernelRecords,
+        switches: &[SwitchRecord],
+        span: RunSpan,
+    ) -> OffCpuIndex {
+        OffCpuIndex::from_switches(
+            switches,
+            &kernel.thread_starts,
+            |ns| self.ticks(ns),
+            span.end_ticks,
+        )
     }
 }
 

@@ -82,26 +82,22 @@ impl ThreadActivity {
             });
     }
 
+    /// Every thread named in `tids` or seen in the trace, by tid, with when it was seen in the
+    /// trace, if it was.
+    fn every_thread<'a>(
+        &self,
+        tids: impl Iterator<Item = &'a u32>,
+    ) -> BTreeMap<u32, Option<Sighting>> {
+        let mut every: BTreeMap<u32, Option<Sighting>> = tids.map(|&tid| (tid, None)).collect();
+        for (tid, sighting) in &self.seen {
+            every.insert(*tid, Some(*sighting));
+        }
+        every
+    }
+
     /// One summary per thread seen anywhere, sorted by tid.
     pub(crate) fn summarise(&self, sources: &ThreadSources<'_>) -> Vec<ThreadSummary> {
-        #[derive(Default)]
-        struct KernelCounts {
-            voluntary: u64,
-            preempted: u64,
-            samples: u64,
-        }
-        let mut counts: HashMap<u32, KernelCounts> = HashMap::new();
-        for s in &sources.kernel.switches {
-            let c = counts.entry(s.tid).or_default();
-            match s.kind {
-                SwitchKind::OutVoluntary => c.voluntary += 1,
-                SwitchKind::OutPreempted => c.preempted += 1,
-                SwitchKind::In => {}
-            }
-        }
-        for s in &sources.kernel.samples {
-            counts.entry(s.tid).or_default().samples += 1;
-        }
+        let counts = KernelCounts::by_thread(sources.kernel);
         // The last name the kernel reported for a thread is its current one.
         let kernel_names: HashMap<u32, &str> = sources
             .kernel
@@ -109,20 +105,13 @@ impl ThreadActivity {
             .iter()
             .map(|(tid, name)| (*tid, name.as_str()))
             .collect();
-
-        let mut tids: BTreeMap<u32, Option<Sighting>> = BTreeMap::new();
-        for tid in sources
-            .trace_threads
-            .keys()
-            .chain(counts.keys())
-            .chain(kernel_names.keys())
-        {
-            tids.insert(*tid, None);
-        }
-        for (tid, sighting) in &self.seen {
-            tids.insert(*tid, Some(*sighting));
-        }
-
+        let tids = self.every_thread(
+            sources
+                .trace_threads
+                .keys()
+                .chain(counts.keys())
+                .chain(kernel_names.keys()),
+        );
         let ns = |ticks: u64| sources.converter.span_ns(ticks).round() as u64;
         let since_origin = |ticks: u64| {
             sources
@@ -168,5 +157,32 @@ impl ThreadActivity {
                 }
             })
             .collect()
+    }
+}
+
+/// A thread's context switches out and CPU samples, as the kernel recorded them.
+#[derive(Default)]
+struct KernelCounts {
+    voluntary: u64,
+    preempted: u64,
+    samples: u64,
+}
+
+impl KernelCounts {
+    /// The counts of every thread the kernel recorded.
+    fn by_thread(kernel: &KernelRecords) -> HashMap<u32, KernelCounts> {
+        let mut counts: HashMap<u32, KernelCounts> = HashMap::new();
+        for s in &kernel.switches {
+            let c = counts.entry(s.tid).or_default();
+            match s.kind {
+                SwitchKind::OutVoluntary => c.voluntary += 1,
+                SwitchKind::OutPreempted => c.preempted += 1,
+                SwitchKind::In => {}
+            }
+        }
+        for s in &kernel.samples {
+            counts.entry(s.tid).or_default().samples += 1;
+        }
+        counts
     }
 }

@@ -92,86 +92,105 @@ pub struct TargetRequest {
     pub package: Option<String>,
 }
 
+/// The target `request` names among the workspace's packages (those of `-p`, if given), or
+/// without a name the default binary of the one package it can be.
 pub fn resolve(metadata: &Metadata, request: &TargetRequest) -> Result<ResolvedTarget> {
-    let members = metadata.workspace_packages();
-    let candidates: Vec<&Package> = match &request.package {
-        Some(name) => {
-            let found: Vec<&Package> = members
-                .iter()
-                .copied()
-                .filter(|p| p.name.as_str() == name)
-                .collect();
-            if found.is_empty() {
-                let names: Vec<&str> = members.iter().map(|p| p.name.as_str()).collect();
-                bail!(
-                    "package `{name}` is not a member of the workspace{}",
-                    suggestion(name, &names)
-                );
-            }
-            found
-        }
-        None => members.clone(),
-    };
+    let candidates = candidate_packages(metadata, request.package.as_deref())?;
     match &request.kind_and_name {
-        Some((kind, name)) => {
-            let mut hits = candidates.iter().flat_map(|p| {
-                p.targets
-                    .iter()
-                    .filter(|t| t.name == *name && kind.matches(&t.kind))
-                    .map(move |t| (*p, t))
-            });
-            let Some((package, _)) = hits.next() else {
-                let names: Vec<&str> = candidates
-                    .iter()
-                    .flat_map(|p| p.targets.iter())
-                    .filter(|t| kind.matches(&t.kind))
-                    .map(|t| t.name.as_str())
-                    .collect();
-                bail!(
-                    "no {kind} target named `{name}`{}\n{}",
-                    suggestion(name, &names),
-                    available(*kind, &names)
-                );
-            };
-            if let Some((other, _)) = hits.next() {
-                bail!(
-                    "{kind} `{name}` exists in packages `{}` and `{}`; choose one with `-p`",
-                    package.name,
-                    other.name
-                );
-            }
-            Ok(resolved(package, name, *kind))
-        }
-        None => {
-            let package = match (candidates.len(), metadata.root_package()) {
-                (1, _) => candidates[0],
-                (_, Some(root)) if request.package.is_none() => root,
-                _ => {
-                    let names: Vec<&str> = candidates.iter().map(|p| p.name.as_str()).collect();
-                    bail!(
-                        "`cargo parprof` could not determine which package to profile; use `-p` with one of: {}",
-                        names.join(", ")
-                    );
-                }
-            };
-            let bins: Vec<&str> = package
-                .targets
-                .iter()
-                .filter(|t| TargetKind::Bin.matches(&t.kind))
-                .map(|t| t.name.as_str())
-                .collect();
-            let name = match (&package.default_run, bins.as_slice()) {
-                (Some(default), _) => default.clone(),
-                (None, [only]) => only.to_string(),
-                _ => bail!(
-                    "`cargo parprof` could not determine which target of `{}` to profile; choose one:\n{}",
-                    package.name,
-                    all_targets(package)
-                ),
-            };
-            Ok(resolved(package, &name, TargetKind::Bin))
-        }
+        Some((kind, name)) => named_target(&candidates, *kind, name),
+        None => default_target(metadata, &candidates, request.package.is_some()),
     }
+}
+
+/// The workspace's members, or only the one named by `-p`.
+fn candidate_packages<'a>(
+    metadata: &'a Metadata,
+    package: Option<&str>,
+) -> Result<Vec<&'a Package>> {
+    let members = metadata.workspace_packages();
+    let Some(name) = package else {
+        return Ok(members);
+    };
+    let found: Vec<&Package> = members
+        .iter()
+        .copied()
+        .filter(|p| p.name.as_str() == name)
+        .collect();
+    if found.is_empty() {
+        let names: Vec<&str> = members.iter().map(|p| p.name.as_str()).collect();
+        bail!(
+            "package `{name}` is not a member of the workspace{}",
+            suggestion(name, &names)
+        );
+    }
+    Ok(found)
+}
+
+/// The one target of `kind` called `name` among the candidates' targets.
+fn named_target(candidates: &[&Package], kind: TargetKind, name: &str) -> Result<ResolvedTarget> {
+    let mut hits = candidates.iter().flat_map(|p| {
+        p.targets
+            .iter()
+            .filter(|t| t.name == *name && kind.matches(&t.kind))
+            .map(move |t| (*p, t))
+    });
+    let Some((package, _)) = hits.next() else {
+        let names: Vec<&str> = candidates
+            .iter()
+            .flat_map(|p| p.targets.iter())
+            .filter(|t| kind.matches(&t.kind))
+            .map(|t| t.name.as_str())
+            .collect();
+        bail!(
+            "no {kind} target named `{name}`{}\n{}",
+            suggestion(name, &names),
+            available(kind, &names)
+        );
+    };
+    if let Some((other, _)) = hits.next() {
+        bail!(
+            "{kind} `{name}` exists in packages `{}` and `{}`; choose one with `-p`",
+            package.name,
+            other.name
+        );
+    }
+    Ok(resolved(package, name, kind))
+}
+
+/// The binary to run when no target is named: of the only candidate, or of the workspace's
+/// root package when `-p` was not given; its `default-run`, or its only binary.
+fn default_target(
+    metadata: &Metadata,
+    candidates: &[&Package],
+    package_asked: bool,
+) -> Result<ResolvedTarget> {
+    let package = match (candidates.len(), metadata.root_package()) {
+        (1, _) => candidates[0],
+        (_, Some(root)) if !package_asked => root,
+        _ => {
+            let names: Vec<&str> = candidates.iter().map(|p| p.name.as_str()).collect();
+            bail!(
+                "`cargo parprof` could not determine which package to profile; use `-p` with one of: {}",
+                names.join(", ")
+            );
+        }
+    };
+    let bins: Vec<&str> = package
+        .targets
+        .iter()
+        .filter(|t| TargetKind::Bin.matches(&t.kind))
+        .map(|t| t.name.as_str())
+        .collect();
+    let name = match (&package.default_run, bins.as_slice()) {
+        (Some(default), _) => default.clone(),
+        (None, [only]) => only.to_string(),
+        _ => bail!(
+            "`cargo parprof` could not determine which target of `{}` to profile; choose one:\n{}",
+            package.name,
+            all_targets(package)
+        ),
+    };
+    Ok(resolved(package, &name, TargetKind::Bin))
 }
 
 fn resolved(package: &Package, name: &str, kind: TargetKind) -> ResolvedTarget {

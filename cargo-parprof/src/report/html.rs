@@ -13,6 +13,7 @@ use super::tables;
 use super::wording::{completeness_text, correction_sentence, exit_text, relative_error};
 use crate::analysis::Analysis;
 use crate::analysis::attribution::ShareKind;
+use crate::recording::TargetInfo;
 use crate::units::counter_figure;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -128,12 +129,38 @@ pub fn render(input: &HtmlInput) -> String {
 
 /// The page of a run: `svgs` are the figures to embed, (caption, SVG document).
 pub fn input_of(analysis: &Analysis, svgs: Vec<(String, String)>) -> HtmlInput {
-    let target = &analysis.target;
-    let name = if target.name.is_empty() {
+    let name = program_name(&analysis.target);
+    HtmlInput {
+        title: format!("parprof: {name}"),
+        summary_lines: summary_lines(analysis, name),
+        diagnoses: html_diagnoses(analysis),
+        tables: [
+            Some(tables::regions(analysis)),
+            Some(tables::probes(analysis)),
+            tables::slices(analysis),
+            Some(tables::threads(analysis)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        svgs,
+        items: html_items(analysis),
+    }
+}
+
+/// The profiled program's name, or "the program" when the run does not say.
+fn program_name(target: &TargetInfo) -> &str {
+    if target.name.is_empty() {
         "the program"
     } else {
         target.name.as_str()
-    };
+    }
+}
+
+/// The page's opening lines: the run's headline, the overhead correction, the counters' totals
+/// and how they were shared, and the notes.
+fn summary_lines(analysis: &Analysis, name: &str) -> Vec<String> {
+    let target = &analysis.target;
     let mut summary_lines = vec![format!(
         "{name}{}: {}, {} threads, {} probe events, {}",
         if target.kind.is_empty() {
@@ -168,8 +195,12 @@ pub fn input_of(analysis: &Analysis, svgs: Vec<(String, String)>) -> HtmlInput {
             .iter()
             .map(|n| format!("Note: {n}")),
     );
+    summary_lines
+}
 
-    let diagnoses = diagnosed(&analysis.regions)
+/// Every region's diagnoses, as the page shows them.
+fn html_diagnoses(analysis: &Analysis) -> Vec<HtmlDiagnosis> {
+    diagnosed(&analysis.regions)
         .map(|(region, d)| HtmlDiagnosis {
             code: d.code.as_str().to_owned(),
             region: region.name.clone(),
@@ -177,9 +208,12 @@ pub fn input_of(analysis: &Analysis, svgs: Vec<(String, String)>) -> HtmlInput {
             impact: impact_text(region, d),
             advice: d.advice.clone(),
         })
-        .collect();
+        .collect()
+}
 
-    let items = analysis
+/// The items counters were attributed to, with their figures, for the selectable table.
+fn html_items(analysis: &Analysis) -> Vec<HtmlItem> {
+    analysis
         .counters
         .iter()
         .flat_map(|c| &c.items)
@@ -197,33 +231,12 @@ pub fn input_of(analysis: &Analysis, svgs: Vec<(String, String)>) -> HtmlInput {
                 })
                 .collect(),
         })
-        .collect();
-    HtmlInput {
-        title: format!("parprof: {name}"),
-        summary_lines,
-        diagnoses,
-        tables: [
-            Some(tables::regions(analysis)),
-            Some(tables::probes(analysis)),
-            tables::slices(analysis),
-            Some(tables::threads(analysis)),
-        ]
-        .into_iter()
-        .flatten()
-        .collect(),
-        svgs,
-        items,
-    }
+        .collect()
 }
 
+/// The selectable table of the items counters were attributed to, with its controls.
 fn items_section(html: &mut String, items: &[HtmlItem]) {
-    // Columns: every counter, in the order first met.
-    let mut counters: Vec<&str> = Vec::new();
-    for c in items.iter().flat_map(|i| &i.counters) {
-        if !counters.contains(&c.counter.as_str()) {
-            counters.push(&c.counter);
-        }
-    }
+    let counters = counter_columns(items);
     let _ = write!(
         html,
         "<section id=\"items\">\n<h2>Tasks, probes and regions</h2>\n\
@@ -261,36 +274,7 @@ fn items_section(html: &mut String, items: &[HtmlItem]) {
         );
         for c in &counters {
             match item.counters.iter().find(|x| x.counter == *c) {
-                Some(x) => {
-                    let numbers = format!(
-                        "{} ± {} ({})",
-                        format_number(x.value),
-                        format_number(x.error),
-                        x.share.describe()
-                    );
-                    let (class, shown) = if counter_cells::trusted(x.value, x.error) {
-                        (
-                            "num",
-                            format!(
-                                "{} <span class=\"err\">{}</span>",
-                                counter_figure(c, x.value),
-                                relative_error(x.value, x.error).trim()
-                            ),
-                        )
-                    } else {
-                        (
-                            "num uncertain",
-                            format!(
-                                "— <span class=\"err\">({})</span>",
-                                escape(&counter_cells::cause(&item.kind, x.value, x.error))
-                            ),
-                        )
-                    };
-                    let _ = write!(
-                        html,
-                        "<td class=\"{class}\" title=\"{numbers}\">{shown}</td>"
-                    );
-                }
+                Some(x) => counter_cell(html, &item.kind, c, x),
                 None => html.push_str("<td class=\"num\">–</td>"),
             }
         }
@@ -302,6 +286,51 @@ fn items_section(html: &mut String, items: &[HtmlItem]) {
         );
     }
     html.push_str("</tbody>\n</table></div>\n</section>\n");
+}
+
+/// The columns of the items' table: every counter, in the order first met.
+fn counter_columns(items: &[HtmlItem]) -> Vec<&str> {
+    let mut counters: Vec<&str> = Vec::new();
+    for c in items.iter().flat_map(|i| &i.counters) {
+        if !counters.contains(&c.counter.as_str()) {
+            counters.push(&c.counter);
+        }
+    }
+    counters
+}
+
+/// One cell of the items' table: the figure `x` attributed to an item of `kind` for `counter`
+/// with its relative error, or a dash and why when the error is too large to trust it; the
+/// exact numbers in its title.
+fn counter_cell(html: &mut String, kind: &str, counter: &str, x: &HtmlCounter) {
+    let numbers = format!(
+        "{} ± {} ({})",
+        format_number(x.value),
+        format_number(x.error),
+        x.share.describe()
+    );
+    let (class, shown) = if counter_cells::trusted(x.value, x.error) {
+        (
+            "num",
+            format!(
+                "{} <span class=\"err\">{}</span>",
+                counter_figure(counter, x.value),
+                relative_error(x.value, x.error).trim()
+            ),
+        )
+    } else {
+        (
+            "num uncertain",
+            format!(
+                "— <span class=\"err\">({})</span>",
+                escape(&counter_cells::cause(kind, x.value, x.error))
+            ),
+        )
+    };
+    let _ = write!(
+        html,
+        "<td class=\"{class}\" title=\"{numbers}\">{shown}</td>"
+    );
 }
 
 fn table_section(html: &mut String, table: &HtmlTable) {

@@ -7,6 +7,7 @@
 use super::region_labels::place;
 use crate::analysis::Analysis;
 use crate::analysis::utilization::{ON_CPU_UNIT, Utilization};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -97,18 +98,32 @@ fn y_of(u: &Utilization, value: f64) -> f64 {
     }
 }
 
+/// A chart over time in ms (x) and the plotted figure (y).
+type TimeChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The result of drawing on a backend `DB`: `T`, or the backend's error.
+type Drawn<DB, T = ()> = Result<T, DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+/// A region's band on the plot: (name, left px, right px).
+type Band<'a> = (&'a str, f64, f64);
+
+/// ns as ms, the plot's time unit.
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// The plot and its legend: the axes, the regions' bands, the periods, the regions' names.
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, plotters::coord::Shift>,
     u: &Utilization,
     regions: &[RegionSpan],
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+) -> Drawn<DB> {
     root.fill(&WHITE)?;
     let (plot_area, legend_area) = root.split_horizontally(WIDTH - LEGEND_WIDTH);
-    let to_ms = |ns: u64| ns as f64 / 1e6;
     let end_ms = u
         .periods
         .last()
-        .map_or(1.0, |p| to_ms(p.t_ns + u.period_ns))
+        .map_or(1.0, |p| ms(p.t_ns + u.period_ns))
         .max(1e-3);
     let y_max = u
         .periods
@@ -137,13 +152,25 @@ fn draw<DB: DrawingBackend>(
         .draw()?;
 
     // Regions first, under the data; their labels last, over it.
-    let (plot_px, plot_height_px) = chart.plotting_area().dim_in_pixel();
-    let px_per_ms = f64::from(plot_px) / end_ms;
-    let mut bands: Vec<(&str, f64, f64)> = Vec::new();
+    let bands = draw_region_bands(&mut chart, u, regions, y_max)?;
+    draw_periods(&mut chart, u)?;
+    draw_region_labels(&mut chart, &bands, y_max)?;
+    draw_legend(&legend_area, !regions.is_empty())
+}
+
+/// Shades each region's span, full height; returns the bands drawn.
+fn draw_region_bands<'r, DB: DrawingBackend>(
+    chart: &mut TimeChart<'_, DB>,
+    u: &Utilization,
+    regions: &'r [RegionSpan],
+    y_max: f64,
+) -> Drawn<DB, Vec<Band<'r>>> {
+    let px_per_ms = px_per_ms(chart);
+    let mut bands: Vec<Band<'r>> = Vec::new();
     for (name, start, end) in regions {
         let (a, b) = (
-            to_ms(start.saturating_sub(u.origin_ns)),
-            to_ms(end.saturating_sub(u.origin_ns)),
+            ms(start.saturating_sub(u.origin_ns)),
+            ms(end.saturating_sub(u.origin_ns)),
         );
         if b <= a {
             continue;
@@ -154,14 +181,18 @@ fn draw<DB: DrawingBackend>(
         )))?;
         bands.push((name, a * px_per_ms, b * px_per_ms));
     }
+    Ok(bands)
+}
 
-    // Each period as a step: its value holds from its start to its end.
+/// The CPU time executed (an area) and available (a line), each period as a step: its value
+/// holds from its start to its end.
+fn draw_periods<DB: DrawingBackend>(chart: &mut TimeChart<'_, DB>, u: &Utilization) -> Drawn<DB> {
     let steps = |value: fn(&crate::analysis::utilization::Period) -> f64| {
         u.periods
             .iter()
             .flat_map(|p| {
                 let y = y_of(u, value(p));
-                [(to_ms(p.t_ns), y), (to_ms(p.t_ns + u.period_ns), y)]
+                [(ms(p.t_ns), y), (ms(p.t_ns + u.period_ns), y)]
             })
             .collect::<Vec<_>>()
     };
@@ -172,12 +203,21 @@ fn draw<DB: DrawingBackend>(
         steps(|p| p.available),
         AVAILABLE.stroke_width(2),
     ))?;
+    Ok(())
+}
 
-    // Every region named; labels that would overlap go on rows below (the upper half).
+/// Names every region band; labels that would overlap go on rows below (the upper half).
+fn draw_region_labels<DB: DrawingBackend>(
+    chart: &mut TimeChart<'_, DB>,
+    bands: &[Band<'_>],
+    y_max: f64,
+) -> Drawn<DB> {
+    let (plot_px, plot_height_px) = chart.plotting_area().dim_in_pixel();
+    let px_per_ms = px_per_ms(chart);
     let max_rows = (f64::from(plot_height_px) / 2.0 / LABEL_ROW_PX) as usize;
     let y_per_px = y_max / f64::from(plot_height_px.max(1));
     let text_px = |name: &str| name.chars().count() as f64 * LABEL_CHAR_PX;
-    for label in place(&bands, f64::from(plot_px), max_rows, text_px) {
+    for label in place(bands, f64::from(plot_px), max_rows, text_px) {
         chart.draw_series(std::iter::once(Text::new(
             bands[label.band].0.to_owned(),
             (
@@ -187,7 +227,13 @@ fn draw<DB: DrawingBackend>(
             ("sans-serif", 12).into_font().color(&LABEL),
         )))?;
     }
-    draw_legend(&legend_area, !regions.is_empty())
+    Ok(())
+}
+
+/// Pixels of the plotting area per ms of the run.
+fn px_per_ms<DB: DrawingBackend>(chart: &TimeChart<'_, DB>) -> f64 {
+    let (plot_px, _) = chart.plotting_area().dim_in_pixel();
+    f64::from(plot_px) / chart.x_range().end
 }
 
 /// The legend, in its own column right of the plot.

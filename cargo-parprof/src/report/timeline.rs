@@ -87,36 +87,34 @@ fn nested(spans: &[TimelineSpan]) -> Vec<(TimelineSpan, u64)> {
     out
 }
 
+/// Writes `timeline.json`: the header, then the events of the profiled process's threads, of
+/// the parallel regions and of the counters, streamed one by one.
 pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
     let pid = process_id(analysis);
-    let names: HashMap<u32, &str> = analysis
-        .probes
-        .iter()
-        .map(|p| (p.site, p.name.as_str()))
-        .collect();
-    let process_name = [
-        analysis.target.name.as_str(),
-        analysis.trace.program.as_deref().unwrap_or(""),
-    ]
-    .into_iter()
-    .find(|n| !n.is_empty())
-    .unwrap_or("profiled program");
-
-    let mut events: Vec<Value> = vec![json!({
-        "ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": { "name": process_name }
-    })];
-    for (index, thread) in analysis.threads.iter().enumerate() {
-        let name = match (&thread.name, thread.rayon_index) {
-            (Some(name), _) => name.clone(),
-            (None, Some(worker)) => format!("rayon worker {worker}"),
-            (None, None) => format!("thread {}", thread.tid),
-        };
-        events.push(json!({ "ph": "M", "name": "thread_name", "pid": pid, "tid": thread.tid, "args": { "name": name } }));
-        events.push(json!({
-            "ph": "M", "name": "thread_sort_index", "pid": pid, "tid": thread.tid, "args": { "sort_index": index }
-        }));
+    write_header(analysis, out)?;
+    for (i, event) in process_metadata(analysis, pid).iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",\n")?;
+        }
+        serde_json::to_writer(&mut *out, event)?;
     }
+    write_thread_spans(analysis, pid, out)?;
+    write_region_tracks(analysis, pid, out)?;
+    write_counter_tracks(analysis, pid, out)?;
+    out.write_all(b"\n]}\n")?;
+    Ok(())
+}
 
+/// Writes one more event of the `traceEvents` list, after the first.
+fn write_event(out: &mut dyn Write, event: &impl Serialize) -> anyhow::Result<()> {
+    out.write_all(b",\n")?;
+    serde_json::to_writer(&mut *out, event)?;
+    Ok(())
+}
+
+/// The document's opening, up to the start of its `traceEvents` list: the time unit and what
+/// the timeline kept and left out.
+fn write_header(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut header = serde_json::to_string(&json!({
         "displayTimeUnit": "ns",
         "otherData": {
@@ -133,12 +131,43 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
     // Open the object again to stream the events into it instead of building them all.
     header.pop();
     writeln!(out, "{header},\"traceEvents\":[")?;
-    for (i, event) in events.iter().enumerate() {
-        if i > 0 {
-            out.write_all(b",\n")?;
-        }
-        serde_json::to_writer(&mut *out, event)?;
+    Ok(())
+}
+
+/// The metadata ("M" events) of the profiled process: its name, and each thread's name and
+/// place in the order of the threads.
+fn process_metadata(analysis: &Analysis, pid: u32) -> Vec<Value> {
+    let process_name = [
+        analysis.target.name.as_str(),
+        analysis.trace.program.as_deref().unwrap_or(""),
+    ]
+    .into_iter()
+    .find(|n| !n.is_empty())
+    .unwrap_or("profiled program");
+    let mut events: Vec<Value> = vec![json!({
+        "ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": { "name": process_name }
+    })];
+    for (index, thread) in analysis.threads.iter().enumerate() {
+        let name = match (&thread.name, thread.rayon_index) {
+            (Some(name), _) => name.clone(),
+            (None, Some(worker)) => format!("rayon worker {worker}"),
+            (None, None) => format!("thread {}", thread.tid),
+        };
+        events.push(json!({ "ph": "M", "name": "thread_name", "pid": pid, "tid": thread.tid, "args": { "name": name } }));
+        events.push(json!({
+            "ph": "M", "name": "thread_sort_index", "pid": pid, "tid": thread.tid, "args": { "sort_index": index }
+        }));
     }
+    events
+}
+
+/// The threads' tracks: their probe calls and the times they were switched out, nested.
+fn write_thread_spans(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> anyhow::Result<()> {
+    let names: HashMap<u32, &str> = analysis
+        .probes
+        .iter()
+        .map(|p| (p.site, p.name.as_str()))
+        .collect();
     for (span, duration_ns) in nested(&analysis.timeline.spans) {
         let (name, cat, args) = match span.kind {
             SpanKind::Probe { site, active_ns } => (
@@ -154,9 +183,8 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
             SpanKind::Preempted => ("preempted".to_owned(), "switched_out.preempted", None),
             SpanKind::Blocked => ("blocked".to_owned(), "switched_out.blocked", None),
         };
-        out.write_all(b",\n")?;
-        serde_json::to_writer(
-            &mut *out,
+        write_event(
+            out,
             &CompleteEvent {
                 ph: "X",
                 name,
@@ -169,22 +197,17 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
             },
         )?;
     }
-    write_region_tracks(analysis, pid, out)?;
-    write_counter_tracks(analysis, pid, out)?;
-    out.write_all(b"\n]}\n")?;
     Ok(())
 }
 
 /// Counter tracks ("C" events) of the profiled process: each counter's increase per ms, and
 /// the utilization's work executed and slots available per period.
 fn write_counter_tracks(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> anyhow::Result<()> {
-    let mut counter = |name: &str, ts_ns: u64, args: Value| -> anyhow::Result<()> {
-        out.write_all(b",\n")?;
-        serde_json::to_writer(
-            &mut *out,
+    let mut counter = |name: &str, ts_ns: u64, args: Value| {
+        write_event(
+            out,
             &json!({ "ph": "C", "name": name, "pid": pid, "ts": micros(ts_ns), "args": args }),
-        )?;
-        Ok(())
+        )
     };
     for track in analysis.counters.iter().flat_map(|c| &c.tracks) {
         let name = format!("{} per ms", track.name);
@@ -231,80 +254,118 @@ fn write_region_tracks(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> an
         return Ok(());
     }
     let region_pid = pid | REGION_TRACKS;
-    let mut regions: Vec<(u32, &str)> = analysis
-        .regions
-        .iter()
-        .map(|r| (r.site, r.name.as_str()))
-        .collect();
-    regions.sort_unstable();
-    let region_name = |site: u32| {
-        regions
-            .binary_search_by_key(&site, |(s, _)| *s)
-            .map_or_else(|_| format!("region #{site}"), |i| regions[i].1.to_owned())
-    };
-    let region_track = |site: u32| {
-        REGION_TRACKS
-            + regions
-                .binary_search_by_key(&site, |(s, _)| *s)
-                .unwrap_or(0) as u32
-    };
-    let mut workers: Vec<u32> = timeline.worker_states.iter().map(|s| s.tid).collect();
-    workers.dedup();
-    let worker_track = |tid: u32| {
-        REGION_TRACKS + (regions.len() + workers.binary_search(&tid).unwrap_or(0)) as u32
-    };
-
-    let mut metadata = vec![json!({
-        "ph": "M", "name": "process_name", "pid": region_pid, "tid": 0, "args": { "name": "parallel regions" }
-    })];
-    let tracks = regions
-        .iter()
-        .map(|&(site, name)| (region_track(site), format!("region {name}")))
-        .chain(workers.iter().map(|&tid| {
-            let thread = analysis.threads.iter().find(|t| t.tid == tid);
-            // Workers often keep the program's name: their rayon index says more.
-            let label = match (
-                thread.and_then(|t| t.rayon_index),
-                thread.and_then(|t| t.name.as_deref()),
-            ) {
-                (Some(index), _) => format!("rayon worker {index}"),
-                (None, Some(name)) => name.to_owned(),
-                (None, None) => format!("thread {tid}"),
-            };
-            (worker_track(tid), format!("{label} (tid {tid}): states"))
-        }));
-    for (index, (track, name)) in tracks.enumerate() {
-        metadata.push(json!({ "ph": "M", "name": "thread_name", "pid": region_pid, "tid": track, "args": { "name": name } }));
-        metadata.push(json!({
-            "ph": "M", "name": "thread_sort_index", "pid": region_pid, "tid": track, "args": { "sort_index": index }
-        }));
-    }
-    for event in &metadata {
-        out.write_all(b",\n")?;
-        serde_json::to_writer(&mut *out, event)?;
+    let tracks = RegionTracks::of(analysis);
+    for event in &tracks.metadata(analysis, region_pid) {
+        write_event(out, event)?;
     }
     for run in &timeline.region_runs {
-        out.write_all(b",\n")?;
-        serde_json::to_writer(
-            &mut *out,
+        write_event(
+            out,
             &json!({
-                "ph": "X", "name": region_name(run.region), "cat": "region", "pid": region_pid,
-                "tid": region_track(run.region), "ts": micros(run.start_ns), "dur": micros(run.duration_ns)
+                "ph": "X", "name": tracks.region_name(run.region), "cat": "region", "pid": region_pid,
+                "tid": tracks.region_track(run.region), "ts": micros(run.start_ns), "dur": micros(run.duration_ns)
             }),
         )?;
     }
     for span in &timeline.worker_states {
-        out.write_all(b",\n")?;
-        serde_json::to_writer(
-            &mut *out,
+        write_event(
+            out,
             &json!({
                 "ph": "X", "name": span.state.abbreviation(), "cat": "lifecycle", "pid": region_pid,
-                "tid": worker_track(span.tid), "ts": micros(span.start_ns), "dur": micros(span.duration_ns),
-                "args": { "region": region_name(span.region) }
+                "tid": tracks.worker_track(span.tid), "ts": micros(span.start_ns), "dur": micros(span.duration_ns),
+                "args": { "region": tracks.region_name(span.region) }
             }),
         )?;
     }
     Ok(())
+}
+
+/// The tracks of the "parallel regions" process: one per region, by site, then one per worker
+/// with states in the timeline, by tid; their ids count up from [`REGION_TRACKS`].
+struct RegionTracks<'a> {
+    /// (site, name), sorted by site.
+    regions: Vec<(u32, &'a str)>,
+    /// Each worker once, sorted (the timeline's states are sorted by thread).
+    workers: Vec<u32>,
+}
+
+impl<'a> RegionTracks<'a> {
+    fn of(analysis: &'a Analysis) -> Self {
+        let mut regions: Vec<(u32, &str)> = analysis
+            .regions
+            .iter()
+            .map(|r| (r.site, r.name.as_str()))
+            .collect();
+        regions.sort_unstable();
+        let mut workers: Vec<u32> = analysis
+            .timeline
+            .worker_states
+            .iter()
+            .map(|s| s.tid)
+            .collect();
+        workers.dedup();
+        RegionTracks { regions, workers }
+    }
+
+    fn region_name(&self, site: u32) -> String {
+        self.regions
+            .binary_search_by_key(&site, |(s, _)| *s)
+            .map_or_else(
+                |_| format!("region #{site}"),
+                |i| self.regions[i].1.to_owned(),
+            )
+    }
+
+    fn region_track(&self, site: u32) -> u32 {
+        REGION_TRACKS
+            + self
+                .regions
+                .binary_search_by_key(&site, |(s, _)| *s)
+                .unwrap_or(0) as u32
+    }
+
+    fn worker_track(&self, tid: u32) -> u32 {
+        REGION_TRACKS + (self.regions.len() + self.workers.binary_search(&tid).unwrap_or(0)) as u32
+    }
+
+    /// The process's name, and each track's name and place in the order of the tracks.
+    fn metadata(&self, analysis: &Analysis, region_pid: u32) -> Vec<Value> {
+        let mut metadata = vec![json!({
+            "ph": "M", "name": "process_name", "pid": region_pid, "tid": 0, "args": { "name": "parallel regions" }
+        })];
+        let tracks = self
+            .regions
+            .iter()
+            .map(|&(site, name)| (self.region_track(site), format!("region {name}")))
+            .chain(self.workers.iter().map(|&tid| {
+                let label = worker_label(analysis, tid);
+                (
+                    self.worker_track(tid),
+                    format!("{label} (tid {tid}): states"),
+                )
+            }));
+        for (index, (track, name)) in tracks.enumerate() {
+            metadata.push(json!({ "ph": "M", "name": "thread_name", "pid": region_pid, "tid": track, "args": { "name": name } }));
+            metadata.push(json!({
+                "ph": "M", "name": "thread_sort_index", "pid": region_pid, "tid": track, "args": { "sort_index": index }
+            }));
+        }
+        metadata
+    }
+}
+
+/// A worker's name on its states' track: workers often keep the program's name, so their
+/// rayon index says more.
+fn worker_label(analysis: &Analysis, tid: u32) -> String {
+    let thread = analysis.threads.iter().find(|t| t.tid == tid);
+    match (
+        thread.and_then(|t| t.rayon_index),
+        thread.and_then(|t| t.name.as_deref()),
+    ) {
+        (Some(index), _) => format!("rayon worker {index}"),
+        (None, Some(name)) => name.to_owned(),
+        (None, None) => format!("thread {tid}"),
+    }
 }
 
 #[cfg(test)]

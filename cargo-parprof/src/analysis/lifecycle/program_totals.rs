@@ -10,141 +10,147 @@
 //! events never cover the same stretch: the stretch a resume's first event ends was counted by
 //! the program, and a task begun before a resume is timed by it.
 
-use super::{Frame, LifecycleBuilder, Sum};
+use super::state::{Frame, RegionAcc, Sum, ThreadState};
+use crate::analysis::id_map::IdMap;
 use parprof_rt::trace::{
     DETAIL_FRAME, DETAIL_PAUSE, DETAIL_RESUME, Event, EventKind, GapSum, LifecycleTotals,
     TaskOrigin, duration_bucket_midpoint,
 };
+use std::collections::HashMap;
 
 fn add_sum(to: &mut Sum, s: GapSum) {
     to.count += s.count;
     to.ticks += s.ticks;
 }
 
-impl LifecycleBuilder {
-    /// A snapshot of one thread's counts in one region: cumulative, the last one wins.
-    pub fn on_totals(&mut self, totals: LifecycleTotals) {
-        self.hooked = true;
-        self.program_totals
-            .insert((totals.tid, totals.region), totals);
+/// A thread's detail pauses, resumes, or tells a frame open at the resume.
+pub(super) fn on_detail(t: &mut ThreadState, event: &Event) {
+    match event.flags {
+        DETAIL_PAUSE => {
+            if !t.paused {
+                t.paused_since = event.ts;
+            }
+            t.paused = true;
+            t.frames.clear();
+            t.untracked_frames = 0;
+            t.in_uc = false;
+            t.search = Default::default();
+        }
+        DETAIL_RESUME => {
+            if t.paused {
+                t.paused_stretches.push((t.paused_since, event.ts));
+            }
+            t.paused = false;
+            t.since = event.ts.max(t.since);
+            t.in_uc = false;
+            t.gap_after_task = false;
+            t.search = Default::default();
+            // aux 1: a gap starts here (the thread goes to sleep), the trace's to place.
+            t.fresh = event.aux == 0;
+        }
+        DETAIL_FRAME => {
+            t.push(Frame {
+                region: event.id,
+                begin: event.ts,
+                task: event.aux & 1 == 1,
+                partial: true,
+                nested: 0,
+            });
+            t.in_uc = true;
+        }
+        _ => {}
     }
+}
 
-    /// A thread's detail pauses, resumes, or tells a frame open at the resume.
-    pub(super) fn on_detail(&mut self, tid: u32, event: &Event) {
-        self.first_ts = self.first_ts.min(event.ts);
-        self.last_ts = self.last_ts.max(event.ts);
-        let t = self.threads.entry(tid).or_default();
-        match event.flags {
-            DETAIL_PAUSE => {
-                if !t.paused {
-                    t.paused_since = event.ts;
-                }
-                t.paused = true;
-                t.frames.clear();
-                t.untracked_frames = 0;
-                t.in_uc = false;
-                t.search = Default::default();
-            }
-            DETAIL_RESUME => {
-                if t.paused {
-                    t.paused_stretches.push((t.paused_since, event.ts));
-                }
-                t.paused = false;
-                t.since = event.ts.max(t.since);
-                t.in_uc = false;
-                t.gap_after_task = false;
-                t.search = Default::default();
-                // aux 1: a gap starts here (the thread goes to sleep), the trace's to place.
-                t.fresh = event.aux == 0;
-            }
-            DETAIL_FRAME => {
-                t.push(Frame {
-                    region: event.id,
-                    begin: event.ts,
-                    task: event.aux & 1 == 1,
-                    partial: true,
-                    nested: 0,
-                });
-                t.in_uc = true;
-            }
-            _ => {}
-        }
+/// A region begins or ends on a paused thread: its run is kept, the thread's stretches are
+/// the program's to count.
+pub(super) fn on_paused_region(
+    t: &mut ThreadState,
+    regions: &mut IdMap<u32, RegionAcc>,
+    event: &Event,
+    kind: EventKind,
+) {
+    let region = event.id;
+    if kind == EventKind::RegionBegin {
+        t.open_regions.push((region, event.ts));
+        t.acc(region).ran_region_code = true;
+    } else if let Some(at) = t.open_regions.iter().rposition(|(r, _)| *r == region) {
+        let (_, begin) = t.open_regions.remove(at);
+        regions
+            .entry(region)
+            .or_default()
+            .windows
+            .push((begin, event.ts.max(begin)));
     }
+}
 
-    /// A region begins or ends on a paused thread: its run is kept, the thread's stretches are
-    /// the program's to count.
-    pub(super) fn on_paused_region(&mut self, tid: u32, event: &Event, kind: EventKind) {
-        self.first_ts = self.first_ts.min(event.ts);
-        self.last_ts = self.last_ts.max(event.ts);
-        let t = self.threads.entry(tid).or_default();
-        let region = event.id;
-        if kind == EventKind::RegionBegin {
-            t.open_regions.push((region, event.ts));
-            t.acc(region).ran_region_code = true;
-        } else if let Some(at) = t.open_regions.iter().rposition(|(r, _)| *r == region) {
-            let (_, begin) = t.open_regions.remove(at);
-            self.regions
-                .entry(region)
-                .or_default()
-                .windows
-                .push((begin, event.ts.max(begin)));
+/// Adds the program's counts (the last snapshot of each thread in each region) to the threads
+/// and regions, before they are classified; `parents` maps a region to the one that entered it.
+pub(super) fn merge_program_totals(
+    all: HashMap<(u32, u32), LifecycleTotals>,
+    threads: &mut IdMap<u32, ThreadState>,
+    regions: &mut IdMap<u32, RegionAcc>,
+    parents: &IdMap<u32, u32>,
+) {
+    for totals in all.into_values() {
+        // Region 0 is no region: a search left by no task.
+        if totals.region == 0 {
+            continue;
         }
+        let t = threads.entry(totals.tid).or_default();
+        merge_one(
+            &totals,
+            t,
+            regions.entry(totals.region).or_default(),
+            parents,
+        );
     }
+}
 
-    /// Adds the program's counts to the threads and regions, before they are classified.
-    pub(super) fn merge_program_totals(&mut self) {
-        let all = std::mem::take(&mut self.program_totals);
-        for totals in all.into_values() {
-            // Region 0 is no region: a search left by no task.
-            if totals.region == 0 {
-                continue;
-            }
-            self.merge_one(&totals);
+/// Adds one snapshot to its thread (along the region's chain) and to its region.
+fn merge_one(
+    c: &LifecycleTotals,
+    t: &mut ThreadState,
+    region: &mut RegionAcc,
+    parents: &IdMap<u32, u32>,
+) {
+    t.for_chain(parents, c.region, |a| {
+        a.uc += c.user_code_ticks;
+        a.counted_uc += c.user_code_ticks;
+        a.transitions.uc_uc += c.bypasses;
+        a.transitions.uc_lq += c.task_ends;
+        add_sum(&mut a.folded.local, c.local_gaps);
+        add_sum(&mut a.folded.steal, c.steal_gaps);
+        for &(bits, s) in &c.resume_gaps {
+            add_sum(&mut a.folded.resume[usize::from(bits)], s);
         }
+        a.folded.idle_ticks += c.idle_ticks;
+        a.folded.rounds += c.search_rounds;
+        a.folded.idle_episodes += c.idle_episodes;
+    });
+    let acc = t.acc(c.region);
+    for (origin, &n) in c.tasks.iter().enumerate() {
+        let Some(origin) = TaskOrigin::from_u8(origin as u8) else {
+            continue;
+        };
+        acc.tasks.add(origin, n);
+        region.tasks.add(origin, n);
+        region.counted_in_program += n;
     }
-
-    fn merge_one(&mut self, c: &LifecycleTotals) {
-        let parents = &self.parents;
-        let t = self.threads.entry(c.tid).or_default();
-        t.for_chain(parents, c.region, |a| {
-            a.uc += c.user_code_ticks;
-            a.counted_uc += c.user_code_ticks;
-            a.transitions.uc_uc += c.bypasses;
-            a.transitions.uc_lq += c.task_ends;
-            add_sum(&mut a.folded.local, c.local_gaps);
-            add_sum(&mut a.folded.steal, c.steal_gaps);
-            for &(bits, s) in &c.resume_gaps {
-                add_sum(&mut a.folded.resume[usize::from(bits)], s);
-            }
-            a.folded.idle_ticks += c.idle_ticks;
-            a.folded.rounds += c.search_rounds;
-            a.folded.idle_episodes += c.idle_episodes;
-        });
-        let acc = t.acc(c.region);
-        let region = self.regions.entry(c.region).or_default();
-        for (origin, &n) in c.tasks.iter().enumerate() {
-            let Some(origin) = TaskOrigin::from_u8(origin as u8) else {
-                continue;
-            };
-            acc.tasks.add(origin, n);
-            region.tasks.add(origin, n);
-            region.counted_in_program += n;
-        }
-        if c.user_code_ticks > 0 || c.tasks.iter().any(|&n| n > 0) {
-            acc.ran_region_code = true;
-        }
-        region.longest_own = region.longest_own.max(c.max_task_ticks);
-        for &(bucket, n) in &c.task_durations {
-            let midpoint = duration_bucket_midpoint(usize::from(bucket));
-            region
-                .durations
-                .record_counted(midpoint, n, c.min_task_ticks, c.max_task_ticks);
-        }
-        for &(bucket, n) in &c.local_gap_lengths {
-            let midpoint = duration_bucket_midpoint(usize::from(bucket));
-            region
-                .local_gaps
-                .record_counted(midpoint, n, midpoint, midpoint);
-        }
+    if c.user_code_ticks > 0 || c.tasks.iter().any(|&n| n > 0) {
+        acc.ran_region_code = true;
+    }
+    region.longest_own = region.longest_own.max(c.max_task_ticks);
+    for &(bucket, n) in &c.task_durations {
+        let midpoint = duration_bucket_midpoint(usize::from(bucket));
+        region
+            .durations
+            .record_counted(midpoint, n, c.min_task_ticks, c.max_task_ticks);
+    }
+    for &(bucket, n) in &c.local_gap_lengths {
+        let midpoint = duration_bucket_midpoint(usize::from(bucket));
+        region
+            .local_gaps
+            .record_counted(midpoint, n, midpoint, midpoint);
     }
 }

@@ -8,7 +8,7 @@
 //! Which threads are workers is known only at finish (thread records may come last), so the
 //! stretches of other threads take places in the bound too, and are dropped then.
 
-use super::{Gap, GapEnd};
+use super::state::{Gap, GapEnd, merge};
 use crate::analysis::model::WorkerState;
 use crate::analysis::offcpu::OffCpuIndex;
 use std::cmp::Reverse;
@@ -176,7 +176,7 @@ impl Split<'_> {
     /// The states of the kept stretches of workers, gaps clipped to the runs of any region.
     pub(super) fn timeline(&self, stretches: Longest<KeptStretch>) -> LifecycleTimeline {
         let (stretches, mut left_out) = stretches.into_parts();
-        let any_run = super::merge(self.runs.values().flatten().copied().collect());
+        let any_run = merge(self.runs.values().flatten().copied().collect());
         let mut states = Longest::new(self.capacity);
         for kept in stretches.iter().filter(|k| self.workers.contains(&k.tid)) {
             match kept.stretch {
