@@ -1,7 +1,7 @@
 //! cpu-clock samples folded by call stack, for the CPU flamegraph.
 
 use super::model::{CpuSamples, OffCpuStacks, SampledStack, ThreadSummary, TimedSample};
-use super::offcpu::OffCpuIndex;
+use super::offcpu::{OffCpu, OffCpuIndex};
 use super::threads::WRITER_THREAD;
 use crate::recording::kernel_records::{CpuSample, Frame, KernelRecords, Stack, SwitchRecord};
 use std::collections::{BTreeMap, HashMap};
@@ -351,15 +351,9 @@ pub(crate) fn fold_switch_outs(
     let mut result = OffCpuStacks::default();
     for (i, sample) in kernel.switch_samples.iter().enumerate() {
         let list = off_cpu.intervals(sample.tid);
-        // The interval whose switch-out is nearest the sample.
-        let at = list.partition_point(|iv| iv.start < sample.time_ns);
-        let nearest = [at.checked_sub(1), Some(at)]
-            .into_iter()
-            .flatten()
-            .filter(|&j| j < list.len())
-            .min_by_key(|&j| list[j].start.abs_diff(sample.time_ns))
-            .filter(|&j| list[j].start.abs_diff(sample.time_ns) <= SWITCH_SAMPLE_SLACK_NS);
-        let Some(j) = nearest else { continue };
+        let Some(j) = nearest_switch_out(list, sample.time_ns) else {
+            continue;
+        };
         let Some(seen) = matched.get_mut(&sample.tid).and_then(|v| v.get_mut(j)) else {
             continue;
         };
@@ -392,8 +386,33 @@ pub(crate) fn fold_switch_outs(
     for (key, ns) in weighed {
         *stacks.entry(key).or_default() += ns;
     }
-    // Switch-outs of the program's threads whose sample was lost.
-    for (tid, seen) in &matched {
+    add_unsampled_switch_outs(&off_cpu, &matched, &roles, &mut stacks, &mut result);
+    result.stacks = sampled_stacks(stacks);
+    Some(result)
+}
+
+/// The off-CPU interval of `list` whose switch-out is nearest a switch sample at `time_ns`,
+/// if it is near enough to be the same switch.
+fn nearest_switch_out(list: &[OffCpu], time_ns: u64) -> Option<usize> {
+    let at = list.partition_point(|iv| iv.start < time_ns);
+    [at.checked_sub(1), Some(at)]
+        .into_iter()
+        .flatten()
+        .filter(|&j| j < list.len())
+        .min_by_key(|&j| list[j].start.abs_diff(time_ns))
+        .filter(|&j| list[j].start.abs_diff(time_ns) <= SWITCH_SAMPLE_SLACK_NS)
+}
+
+/// The switch-outs of the program's threads whose sample was lost (not `matched`), under
+/// "[stack not recorded]".
+fn add_unsampled_switch_outs(
+    off_cpu: &OffCpuIndex,
+    matched: &HashMap<u32, Vec<bool>>,
+    roles: &HashMap<u32, &str>,
+    stacks: &mut BTreeMap<StackKey, u64>,
+    result: &mut OffCpuStacks,
+) {
+    for (tid, seen) in matched {
         let role = roles.get(tid).copied();
         if role == Some(WRITER_THREAD) {
             continue;
@@ -410,8 +429,6 @@ pub(crate) fn fold_switch_outs(
             *stacks.entry((thread_root(role, *tid), frames)).or_default() += ns;
         }
     }
-    result.stacks = sampled_stacks(stacks);
-    Some(result)
 }
 
 fn leaf(preempted: bool) -> &'static str {

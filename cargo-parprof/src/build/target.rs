@@ -333,31 +333,7 @@ pub fn build(
     build_dir: &Path,
     hooks: Option<&HookedBuild>,
 ) -> Result<PathBuf> {
-    let profile = opts
-        .profile
-        .clone()
-        .unwrap_or_else(|| target.kind.default_profile().to_owned());
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.arg("build")
-        .arg("--message-format=json-render-diagnostics")
-        .arg("--manifest-path")
-        .arg(&target.manifest_path)
-        .args(["--package", &target.package])
-        .args([target.kind.flag(), &target.name])
-        .args(["--profile", &profile])
-        .env("CARGO_TARGET_DIR", build_dir)
-        .stdout(Stdio::piped())
-        // cargo fails a build whose stderr pipe lost its reader (`cargo parprof … 2>&1 |
-        // head`): off a terminal its lines come through us, and stop quietly there.
-        .stderr(if std::io::stderr().is_terminal() {
-            Stdio::inherit()
-        } else {
-            Stdio::piped()
-        });
-    for (key, value) in profiling_config(&profile) {
-        cmd.arg("--config").arg(format!("{key}={value}"));
-    }
-    append_profiling_flags(&mut cmd);
+    let mut cmd = cargo_build_command(target, opts, build_dir);
     // Saved (and the ending signals caught) before cargo can touch the lock file.
     let lock_file = match hooks {
         Some(h) => {
@@ -368,15 +344,6 @@ pub fn build(
         }
         None => None,
     };
-    if !opts.features.is_empty() {
-        cmd.arg("--features").arg(opts.features.join(","));
-    }
-    if opts.all_features {
-        cmd.arg("--all-features");
-    }
-    if opts.no_default_features {
-        cmd.arg("--no-default-features");
-    }
     let mut child = cmd.spawn().context("could not run `cargo build`")?;
     if let Some(lock_file) = &lock_file {
         lock_file.watch(child.id());
@@ -419,6 +386,46 @@ pub fn build(
             target.kind, target.name
         )
     })
+}
+
+/// `cargo build` of the target with the profiling profile, flags and the user's features,
+/// into `build_dir`.
+fn cargo_build_command(target: &ResolvedTarget, opts: &BuildOptions, build_dir: &Path) -> Command {
+    let profile = opts
+        .profile
+        .clone()
+        .unwrap_or_else(|| target.kind.default_profile().to_owned());
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.arg("build")
+        .arg("--message-format=json-render-diagnostics")
+        .arg("--manifest-path")
+        .arg(&target.manifest_path)
+        .args(["--package", &target.package])
+        .args([target.kind.flag(), &target.name])
+        .args(["--profile", &profile])
+        .env("CARGO_TARGET_DIR", build_dir)
+        .stdout(Stdio::piped())
+        // cargo fails a build whose stderr pipe lost its reader (`cargo parprof … 2>&1 |
+        // head`): off a terminal its lines come through us, and stop quietly there.
+        .stderr(if std::io::stderr().is_terminal() {
+            Stdio::inherit()
+        } else {
+            Stdio::piped()
+        });
+    for (key, value) in profiling_config(&profile) {
+        cmd.arg("--config").arg(format!("{key}={value}"));
+    }
+    append_profiling_flags(&mut cmd);
+    if !opts.features.is_empty() {
+        cmd.arg("--features").arg(opts.features.join(","));
+    }
+    if opts.all_features {
+        cmd.arg("--all-features");
+    }
+    if opts.no_default_features {
+        cmd.arg("--no-default-features");
+    }
+    cmd
 }
 
 /// The target's executable, from cargo's messages until it closes its stdout.

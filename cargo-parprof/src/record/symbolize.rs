@@ -231,8 +231,22 @@ fn module_label(m: &Mapping) -> String {
 /// every sample that has it.
 pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -> Vec<Stack> {
     let spaces = AddressSpaces::new(side);
+    let (chains, chain_of_sample) = distinct_site_chains(samples, pids, &spaces);
+    let mut names = Interner::default();
+    let resolved = resolve_file_sites(&chains, &mut names);
+    let stacks = stacks_of_chains(&chains, &resolved, &mut names);
+    chain_of_sample
+        .into_iter()
+        .map(|id| Arc::clone(&stacks[id]))
+        .collect()
+}
 
-    // The distinct chains of sites, and which one each sample has.
+/// The distinct chains of sites of `samples`, and which one each sample has.
+fn distinct_site_chains<'a>(
+    samples: &[CpuSample],
+    pids: &[u32],
+    spaces: &'a AddressSpaces,
+) -> (Vec<Vec<Site<'a>>>, Vec<usize>) {
     let mut chain_ids: HashMap<Vec<Site>, usize> = HashMap::new();
     let mut chains: Vec<Vec<Site>> = Vec::new();
     let mut chain_of_sample = Vec::with_capacity(samples.len());
@@ -260,8 +274,14 @@ pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -
         };
         chain_of_sample.push(id);
     }
-    drop(chain_ids);
+    (chains, chain_of_sample)
+}
 
+/// The frames of each file address the chains hold, each symbolised once.
+fn resolve_file_sites<'a>(
+    chains: &'a [Vec<Site<'a>>],
+    names: &mut Interner<str>,
+) -> HashMap<(&'a Path, u64), Vec<Frame>> {
     let mut offsets_by_file: HashMap<&Path, Vec<u64>> = HashMap::new();
     for site in chains.iter().flatten() {
         if let Site::File(m, off) = site {
@@ -271,7 +291,6 @@ pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -
                 .push(*off);
         }
     }
-
     let symbolizer = Symbolizer::builder()
         .enable_code_info(true)
         .enable_inlined_fns(true)
@@ -281,23 +300,30 @@ pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -
         // every run, for inlining detail inside system libraries.
         .set_debug_dirs(Some(std::iter::empty::<&Path>()))
         .build();
-    let mut names = Interner::default();
-    let mut resolved: HashMap<(&Path, u64), Vec<Frame>> = HashMap::new();
+    let mut resolved = HashMap::new();
     for (path, mut offsets) in offsets_by_file {
         offsets.sort_unstable();
         offsets.dedup();
-        for (off, frames) in file_frames(&symbolizer, path, &offsets, &mut names) {
+        for (off, frames) in file_frames(&symbolizer, path, &offsets, names) {
             resolved.insert((path, off), frames);
         }
     }
+    resolved
+}
 
+/// Each chain's stack, root first; two chains of sites can still make one stack (the same
+/// file mapped twice), stored once.
+fn stacks_of_chains(
+    chains: &[Vec<Site>],
+    resolved: &HashMap<(&Path, u64), Vec<Frame>>,
+    names: &mut Interner<str>,
+) -> Vec<Stack> {
     let mut unknown = |label: String| Frame {
         function: names.intern(label),
         inlined: false,
     };
-    // Two chains of sites can still make one stack (the same file mapped twice).
     let mut distinct_stacks: Interner<[Frame]> = Interner::default();
-    let stacks: Vec<Stack> = chains
+    chains
         .iter()
         .map(|chain| {
             let mut stack = Vec::with_capacity(chain.len());
@@ -313,10 +339,6 @@ pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -
             }
             distinct_stacks.intern(stack)
         })
-        .collect();
-    chain_of_sample
-        .into_iter()
-        .map(|id| Arc::clone(&stacks[id]))
         .collect()
 }
 
