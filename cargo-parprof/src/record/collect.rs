@@ -588,106 +588,122 @@ fn read_user_stack<'a>(c: &mut Cursor<'a>) -> Option<Option<UserStack<'a>>> {
 fn parse_record(ty: u32, misc: u16, body: &[u8], out: &mut Parsed) -> Option<()> {
     let mut c = Cursor::new(body);
     match ty {
-        PERF_RECORD_SAMPLE => {
-            let ip = c.u64()?;
-            let id = SampleId::read(&mut c)?;
-            let nr = c.u64()?;
-            if nr > MAX_CALLCHAIN || (nr as usize) * 8 > c.remaining() {
-                return None;
-            }
-            let mut callchain = Vec::with_capacity(nr as usize);
-            for _ in 0..nr {
-                let a = c.u64()?;
-                if a < PERF_CONTEXT_MAX && a != 0 {
-                    callchain.push(a);
-                }
-            }
-            if callchain.is_empty() && ip != 0 {
-                callchain.push(ip);
-            }
-            if let Some(unwinder) = &mut out.unwinder {
-                callchain = match read_user_stack(&mut c)? {
-                    Some(stack) => unwinder.unwind(id.pid, &stack, &callchain),
-                    None => {
-                        unwinder.count_without_copy();
-                        callchain
-                    }
-                };
-            }
-            out.samples.push((
-                CpuSample {
-                    time_ns: id.time_ns,
-                    tid: id.tid,
-                    cpu: id.cpu,
-                    callchain: out.callchains.intern(callchain),
-                },
-                id.pid,
-            ));
-        }
+        PERF_RECORD_SAMPLE => parse_sample(&mut c, out)?,
         PERF_RECORD_SWITCH => out.switches.push(switch_record(misc, body)?),
-        PERF_RECORD_MMAP | PERF_RECORD_MMAP2 => {
-            let (pid, _tid) = (c.u32()?, c.u32()?);
-            let (start, len, pgoff) = (c.u64()?, c.u64()?, c.u64()?);
-            if ty == PERF_RECORD_MMAP2 {
-                // maj, min, ino, ino_generation (or build id), prot, flags.
-                c.bytes(24 + 8)?;
-            }
-            let name = padded_str(body, c.pos())?;
-            let t = SampleId::trailer(body)?;
-            let path = PathBuf::from(OsStr::from_bytes(name));
-            if let Some(unwinder) = &mut out.unwinder {
-                unwinder.on_mmap(pid, start, len, pgoff, &path);
-            }
-            out.maps.push(Mapping {
-                time_ns: t.time_ns,
-                pid,
-                start,
-                len,
-                pgoff,
-                path,
-            });
-        }
-        PERF_RECORD_COMM => {
-            let (pid, tid) = (c.u32()?, c.u32()?);
-            let name = padded_str(body, c.pos())?;
-            let t = SampleId::trailer(body)?;
-            out.comms.push(Comm {
-                time_ns: t.time_ns,
-                tid,
-                name: String::from_utf8_lossy(name).into_owned(),
-            });
-            if misc & PERF_RECORD_MISC_COMM_EXEC != 0 {
-                if let Some(unwinder) = &mut out.unwinder {
-                    unwinder.on_exec(pid);
-                }
-                out.execs.push(ExecEvent {
-                    time_ns: t.time_ns,
-                    pid,
-                });
-            }
-        }
-        PERF_RECORD_FORK => {
-            let (pid, ppid, tid, ptid) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
-            let time_ns = c.u64()?;
-            if let Some(unwinder) = &mut out.unwinder
-                && pid != ppid
-            {
-                unwinder.on_fork(pid, ppid);
-            }
-            out.forks.push(ForkEvent {
-                time_ns,
-                pid,
-                ppid,
-                tid,
-                ptid,
-            });
-        }
+        PERF_RECORD_MMAP | PERF_RECORD_MMAP2 => parse_mmap(ty, body, &mut c, out)?,
+        PERF_RECORD_COMM => parse_comm(misc, body, &mut c, out)?,
+        PERF_RECORD_FORK => parse_fork(&mut c, out)?,
         PERF_RECORD_LOST | PERF_RECORD_LOST_SAMPLES => {
             out.lost = out.lost.saturating_add(lost_count(ty, body)?);
         }
         // EXIT, THROTTLE and anything newer carry nothing we use.
         _ => {}
     }
+    Some(())
+}
+
+/// A sample: its call chain from the kernel, or unwound from its stack copy.
+fn parse_sample(c: &mut Cursor<'_>, out: &mut Parsed) -> Option<()> {
+    let ip = c.u64()?;
+    let id = SampleId::read(c)?;
+    let nr = c.u64()?;
+    if nr > MAX_CALLCHAIN || (nr as usize) * 8 > c.remaining() {
+        return None;
+    }
+    let mut callchain = Vec::with_capacity(nr as usize);
+    for _ in 0..nr {
+        let a = c.u64()?;
+        if a < PERF_CONTEXT_MAX && a != 0 {
+            callchain.push(a);
+        }
+    }
+    if callchain.is_empty() && ip != 0 {
+        callchain.push(ip);
+    }
+    if let Some(unwinder) = &mut out.unwinder {
+        callchain = match read_user_stack(c)? {
+            Some(stack) => unwinder.unwind(id.pid, &stack, &callchain),
+            None => {
+                unwinder.count_without_copy();
+                callchain
+            }
+        };
+    }
+    out.samples.push((
+        CpuSample {
+            time_ns: id.time_ns,
+            tid: id.tid,
+            cpu: id.cpu,
+            callchain: out.callchains.intern(callchain),
+        },
+        id.pid,
+    ));
+    Some(())
+}
+
+/// A mapping of a file (or anonymous memory) into the process.
+fn parse_mmap(ty: u32, body: &[u8], c: &mut Cursor<'_>, out: &mut Parsed) -> Option<()> {
+    let (pid, _tid) = (c.u32()?, c.u32()?);
+    let (start, len, pgoff) = (c.u64()?, c.u64()?, c.u64()?);
+    if ty == PERF_RECORD_MMAP2 {
+        // maj, min, ino, ino_generation (or build id), prot, flags.
+        c.bytes(24 + 8)?;
+    }
+    let name = padded_str(body, c.pos())?;
+    let t = SampleId::trailer(body)?;
+    let path = PathBuf::from(OsStr::from_bytes(name));
+    if let Some(unwinder) = &mut out.unwinder {
+        unwinder.on_mmap(pid, start, len, pgoff, &path);
+    }
+    out.maps.push(Mapping {
+        time_ns: t.time_ns,
+        pid,
+        start,
+        len,
+        pgoff,
+        path,
+    });
+    Some(())
+}
+
+/// A thread's new name, and an exec when the record says so.
+fn parse_comm(misc: u16, body: &[u8], c: &mut Cursor<'_>, out: &mut Parsed) -> Option<()> {
+    let (pid, tid) = (c.u32()?, c.u32()?);
+    let name = padded_str(body, c.pos())?;
+    let t = SampleId::trailer(body)?;
+    out.comms.push(Comm {
+        time_ns: t.time_ns,
+        tid,
+        name: String::from_utf8_lossy(name).into_owned(),
+    });
+    if misc & PERF_RECORD_MISC_COMM_EXEC != 0 {
+        if let Some(unwinder) = &mut out.unwinder {
+            unwinder.on_exec(pid);
+        }
+        out.execs.push(ExecEvent {
+            time_ns: t.time_ns,
+            pid,
+        });
+    }
+    Some(())
+}
+
+/// A new process or thread.
+fn parse_fork(c: &mut Cursor<'_>, out: &mut Parsed) -> Option<()> {
+    let (pid, ppid, tid, ptid) = (c.u32()?, c.u32()?, c.u32()?, c.u32()?);
+    let time_ns = c.u64()?;
+    if let Some(unwinder) = &mut out.unwinder
+        && pid != ppid
+    {
+        unwinder.on_fork(pid, ppid);
+    }
+    out.forks.push(ForkEvent {
+        time_ns,
+        pid,
+        ppid,
+        tid,
+        ptid,
+    });
     Some(())
 }
 

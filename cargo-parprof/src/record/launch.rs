@@ -154,14 +154,7 @@ pub fn run_and_collect(
 ) -> anyhow::Result<RunOutcome> {
     check_target(exe, working_dir)?;
     let sigint = SigintGuard::install().context("installing the SIGINT handler")?;
-    let (ready_r, ready_w) = io::pipe().context("creating the launch pipe")?;
-    let (go_r, go_w) = io::pipe().context("creating the launch pipe")?;
-    let hold = ChildHold {
-        ready_w: OwnedFd::from(ready_w),
-        go_r: OwnedFd::from(go_r),
-        parent_only: [ready_r.as_raw_fd(), go_w.as_raw_fd()],
-        ignore_sigint: sigint.was_ignored,
-    };
+    let (ready_r, go_w, hold) = launch_pipes(sigint.was_ignored)?;
 
     let mut cmd = held_command(exe, args, env, working_dir, hold);
     std::thread::scope(|scope| {
@@ -169,17 +162,7 @@ pub fn run_and_collect(
         // `spawn` returns, so a failed spawn shows up as end-of-file on `ready_r`.
         let spawner = scope.spawn(move || cmd.spawn());
         let Some(pid) = read_pid(ready_r) else {
-            let err = match spawner.join() {
-                Ok(Err(e)) => anyhow::Error::new(e),
-                // Unreachable in practice (the pid is written before exec), but an
-                // unsupervised child must not be left behind.
-                Ok(Ok(mut child)) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    anyhow::anyhow!("the child did not report its pid")
-                }
-                Err(_) => anyhow::anyhow!("the launching thread panicked"),
-            };
+            let err = spawn_failure(spawner.join());
             return Err(err.context(format!("cannot start {}", exe.display())));
         };
 
@@ -204,25 +187,18 @@ pub fn run_and_collect(
         let (status, interrupted) = wait_forwarding_sigint(&mut child, &sigint)
             .with_context(|| format!("waiting for {} (pid {pid})", exe.display()))?;
         let wall_ns = monotonic_ns().saturating_sub(started);
-        let mut collected = collector.finish();
-        let counters = counters.map_or_else(CounterRecords::default, |c| {
-            c.finish(
-                &collected.kernel.switches,
-                &collected.kernel.capabilities.context_switches,
-            )
-        });
+        let (mut kernel, addresses, counters) = finish_collection(collector, counters);
         // From here on Ctrl-C is the user's to abort symbolisation and reporting.
         drop(sigint);
-
         let unsymbolised = if opts.symbolize {
-            collected.addresses.symbolize(&mut collected.kernel);
+            addresses.symbolize(&mut kernel);
             None
         } else {
-            Some(collected.addresses)
+            Some(addresses)
         };
         Ok(RunOutcome {
             exit: status.into(),
-            kernel: collected.kernel,
+            kernel,
             unsymbolised,
             counters,
             child_pid: pid,
@@ -231,6 +207,53 @@ pub fn run_and_collect(
             interrupted,
         })
     })
+}
+
+/// The pipes between the profiler and the child it holds before `exec`: the end the child
+/// reports its pid on, the end that releases it, and the child's side ([`ChildHold`]).
+fn launch_pipes(
+    ignore_sigint: bool,
+) -> anyhow::Result<(io::PipeReader, io::PipeWriter, ChildHold)> {
+    let (ready_r, ready_w) = io::pipe().context("creating the launch pipe")?;
+    let (go_r, go_w) = io::pipe().context("creating the launch pipe")?;
+    let hold = ChildHold {
+        ready_w: OwnedFd::from(ready_w),
+        go_r: OwnedFd::from(go_r),
+        parent_only: [ready_r.as_raw_fd(), go_w.as_raw_fd()],
+        ignore_sigint,
+    };
+    Ok((ready_r, go_w, hold))
+}
+
+/// Why a child reported no pid: its spawn's error (or, were it running, the child killed:
+/// an unsupervised child must not be left behind).
+fn spawn_failure(spawned: std::thread::Result<io::Result<Child>>) -> anyhow::Error {
+    match spawned {
+        Ok(Err(e)) => anyhow::Error::new(e),
+        // Unreachable in practice: the pid is written before exec.
+        Ok(Ok(mut child)) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::anyhow!("the child did not report its pid")
+        }
+        Err(_) => anyhow::anyhow!("the launching thread panicked"),
+    }
+}
+
+/// The kernel records of a run that ended, what symbolising their samples needs, and the
+/// counters.
+fn finish_collection(
+    collector: Collector,
+    counters: Option<CounterCollector>,
+) -> (KernelRecords, SampleAddresses, CounterRecords) {
+    let collected = collector.finish();
+    let counters = counters.map_or_else(CounterRecords::default, |c| {
+        c.finish(
+            &collected.kernel.switches,
+            &collected.kernel.capabilities.context_switches,
+        )
+    });
+    (collected.kernel, collected.addresses, counters)
 }
 
 /// The program's command, which holds the child between fork and exec until the collectors
