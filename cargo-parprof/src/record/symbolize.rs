@@ -322,7 +322,19 @@ fn stacks_of_chains(
         function: names.intern(label),
         inlined: false,
     };
-    let mut distinct_stacks: Interner<[Frame]> = Interner::default();
+    // Every name here comes from `names`, so a stack is known by its names' addresses: a
+    // deep recursion's stack has hundreds of frames, too many to hash by their text.
+    let mut distinct_stacks: HashMap<Vec<(*const u8, bool)>, Stack> = HashMap::new();
+    let mut intern = |stack: Vec<Frame>| -> Stack {
+        let key = (stack.iter())
+            .map(|f| (f.function.as_ptr(), f.inlined))
+            .collect();
+        Arc::clone(
+            distinct_stacks
+                .entry(key)
+                .or_insert_with(|| Stack::from(stack)),
+        )
+    };
     chains
         .iter()
         .map(|chain| {
@@ -337,7 +349,7 @@ fn stacks_of_chains(
                     },
                 }
             }
-            distinct_stacks.intern(stack)
+            intern(stack)
         })
         .collect()
 }
