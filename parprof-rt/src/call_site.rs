@@ -98,7 +98,31 @@ fn location(line: &str) -> Option<(String, u32)> {
     let (rest, _column) = at.rsplit_once(':')?;
     let (file, line) = rest.rsplit_once(':')?;
     let file = file.strip_prefix("./").unwrap_or(file);
-    Some((file.to_owned(), line.parse().ok()?))
+    Some((crate_relative(file).to_owned(), line.parse().ok()?))
+}
+
+/// The folders of a crate's own sources.
+const SOURCE_FOLDERS: [&str; 4] = ["src", "examples", "benches", "tests"];
+
+/// A source path from its crate's source folder on (`/home/me/proj/src/main.rs` →
+/// `src/main.rs`). The standard library prints paths relative to the program's current
+/// folder, and absolute ones elsewhere: a program run outside its workspace (recorded on
+/// another machine, say) would otherwise name its regions after the folders of the machine
+/// it was built on.
+fn crate_relative(file: &str) -> &str {
+    if !file.starts_with('/') {
+        return file;
+    }
+    (file.match_indices('/'))
+        .map(|(at, _)| &file[at + 1..])
+        .filter(|rest| {
+            SOURCE_FOLDERS.iter().any(|folder| {
+                rest.strip_prefix(folder)
+                    .is_some_and(|r| r.starts_with('/'))
+            })
+        })
+        .last()
+        .unwrap_or(file)
 }
 
 /// The crate of a path: its first segment (`None` for a type of no crate: `usize`, `[T]`).
@@ -182,6 +206,24 @@ mod tests {
    6: core::ops::function::FnOnce::call_once
              at /rustc/abc/library/core/src/ops/function.rs:250:5
 ";
+
+    #[test]
+    fn source_paths_start_at_the_crate_source_folder() {
+        assert_eq!(crate_relative("src/main.rs"), "src/main.rs");
+        assert_eq!(
+            crate_relative("/work/rdemo/rayon-demo/src/nbody/nbody.rs"),
+            "src/nbody/nbody.rs"
+        );
+        assert_eq!(
+            crate_relative("/home/me/proj/examples/demo.rs"),
+            "examples/demo.rs"
+        );
+        assert_eq!(crate_relative("/usr/lib/x.rs"), "/usr/lib/x.rs");
+        assert_eq!(
+            location("             at /home/me/proj/benches/b.rs:12:5"),
+            Some(("benches/b.rs".to_owned(), 12))
+        );
+    }
 
     #[test]
     fn the_innermost_frame_outside_rayon_std_and_the_profiler_is_the_call_site() {
