@@ -113,15 +113,14 @@ fn crate_relative(file: &str) -> &str {
     if !file.starts_with('/') {
         return file;
     }
-    (file.match_indices('/'))
+    (file.rmatch_indices('/'))
         .map(|(at, _)| &file[at + 1..])
-        .filter(|rest| {
+        .find(|rest| {
             SOURCE_FOLDERS.iter().any(|folder| {
                 rest.strip_prefix(folder)
                     .is_some_and(|r| r.starts_with('/'))
             })
         })
-        .last()
         .unwrap_or(file)
 }
 
