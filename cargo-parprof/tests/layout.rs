@@ -47,9 +47,21 @@ fn cargo_parprof_layout_is_one_way() {
     assert_layout(&CARGO_PARPROF);
 }
 
+/// parprof-macros: the entry points in lib.rs, one file per attribute.
+const PARPROF_MACROS: CrateLayout = CrateLayout {
+    src: "parprof-macros/src",
+    most_root_files: None,
+    still_open: &[],
+};
+
 #[test]
 fn parprof_rt_layout_is_one_way() {
     assert_layout(&PARPROF_RT);
+}
+
+#[test]
+fn parprof_macros_layout_is_one_way() {
+    assert_layout(&PARPROF_MACROS);
 }
 
 fn assert_layout(layout: &CrateLayout) {
