@@ -19,7 +19,7 @@
 mod common;
 
 use cargo_parprof::build::target::BuildOptions;
-use common::{build_example, build_example_unhooked, folder_bytes, median};
+use common::{build_example, build_example_unhooked, folder_bytes, median, release_profiler};
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -71,20 +71,7 @@ struct Profiled {
 }
 
 fn main() -> anyhow::Result<()> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "cargo-parprof",
-            "--bin",
-            "cargo-parprof",
-        ])
-        .current_dir(root)
-        .status()?;
-    anyhow::ensure!(status.success(), "cannot build cargo-parprof");
-    let profiler = root.join("target/release/cargo-parprof");
+    let profiler = release_profiler()?;
     let opts = BuildOptions::default();
     let scratch = tempfile::tempdir()?;
     for w in &WORKLOADS {

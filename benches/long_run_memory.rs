@@ -16,7 +16,7 @@
 mod common;
 
 use cargo_parprof::build::target::BuildOptions;
-use common::{build_example, folder_bytes};
+use common::{build_example, folder_bytes, release_profiler};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -49,20 +49,7 @@ fn main() -> anyhow::Result<()> {
         .find_map(|a| a.parse::<u64>().ok())
         .unwrap_or(DEFAULT_SECONDS)
         .max(1);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "cargo-parprof",
-            "--bin",
-            "cargo-parprof",
-        ])
-        .current_dir(root)
-        .status()?;
-    anyhow::ensure!(status.success(), "cannot build cargo-parprof");
-    let profiler = root.join("target/release/cargo-parprof");
+    let profiler = release_profiler()?;
     let exe = build_example("long_run", &BuildOptions::default())?;
     let scratch = tempfile::tempdir()?;
     let mut all = Vec::new();

@@ -70,6 +70,25 @@ fn resolve_example(example: &str) -> anyhow::Result<(ResolvedTarget, PathBuf)> {
     Ok((resolved, build_dir))
 }
 
+/// Builds the `cargo-parprof` binary (release), as `cargo parprof` does on its first use,
+/// and returns its path: the benchmarks that time whole commands run it directly.
+pub fn release_profiler() -> anyhow::Result<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = std::process::Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "cargo-parprof",
+            "--bin",
+            "cargo-parprof",
+        ])
+        .current_dir(root)
+        .status()?;
+    anyhow::ensure!(status.success(), "cannot build cargo-parprof");
+    Ok(root.join("target/release/cargo-parprof"))
+}
+
 /// The size of the files under `dir`, in bytes.
 pub fn folder_bytes(dir: &Path) -> anyhow::Result<u64> {
     let mut total = 0;
