@@ -124,6 +124,10 @@ struct Counters {
     local_gap_lengths: [Count; DURATION_BUCKETS],
     min_task: Count,
     max_task: Count,
+    /// When the longest task ended and how long it lasted begin to end: the analysis takes
+    /// out the time its thread was switched out then (see [`LifecycleTotals::max_task_end`]).
+    max_task_end: Count,
+    max_task_span: Count,
 }
 
 impl Counters {
@@ -145,13 +149,16 @@ impl Counters {
             local_gap_lengths: std::array::from_fn(|_| Count::default()),
             min_task: Count(AtomicU64::new(u64::MAX)),
             max_task: Count::default(),
+            max_task_end: Count::default(),
+            max_task_span: Count::default(),
         }
     }
 
     /// A task's own time: counted in the histogram (and the shortest) when it is a `leaf`, a
     /// piece of work that ran no nested task (the split tasks of a recursion do little of
-    /// their own and would make the median theirs); the longest is over every task.
-    fn task_duration(&self, ticks: u64, leaf: bool) {
+    /// their own and would make the median theirs); the longest is over every task, kept with
+    /// when it ended (`end`) and its time from begin to end (`span`).
+    fn task_duration(&self, ticks: u64, leaf: bool, end: u64, span: u64) {
         if leaf {
             self.durations[duration_bucket(ticks)].add(1);
             if ticks < self.min_task.get() {
@@ -160,6 +167,8 @@ impl Counters {
         }
         if ticks > self.max_task.get() {
             self.max_task.set(ticks);
+            self.max_task_end.set(end);
+            self.max_task_span.set(span);
         }
     }
 
@@ -192,6 +201,8 @@ impl Counters {
                 self.min_task.get()
             },
             max_task_ticks: self.max_task.get(),
+            max_task_end: self.max_task_end.get(),
+            max_task_span_ticks: self.max_task_span.get(),
             task_durations,
             local_gap_lengths: buckets(&self.local_gap_lengths),
         }
@@ -571,7 +582,12 @@ impl Tracker {
                     let seen_whole = !count && frame.begin >= self.resumed_at;
                     if !seen_whole {
                         let c = self.counters(frame.region);
-                        c.task_duration(took.saturating_sub(frame.nested), frame.nested == 0);
+                        c.task_duration(
+                            took.saturating_sub(frame.nested),
+                            frame.nested == 0,
+                            ts,
+                            took,
+                        );
                         if count {
                             c.task_ends.add(1);
                         }

@@ -31,7 +31,7 @@ use std::io::{self, Read, Write};
 /// First eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
 /// Version of the format written by this crate. Readers accept exactly this version.
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 /// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
 pub const MAX_CHUNK_LEN: u32 = 64 << 20;
 /// Size of one [`Event`] in memory (the runtime's rings).
@@ -472,6 +472,12 @@ pub struct LifecycleTotals {
     pub local_gap_lengths: Vec<(u16, u64)>,
     pub min_task_ticks: u64,
     pub max_task_ticks: u64,
+    /// The longest task's end (event clock) and its time from begin to end, nested tasks and
+    /// switched-out time included (since version 8): the analysis takes out the time its
+    /// thread was switched out between the two, so that a task preempted for milliseconds is
+    /// not "the longest task".
+    pub max_task_end: u64,
+    pub max_task_span_ticks: u64,
 }
 
 /// A decoded chunk.
@@ -595,6 +601,8 @@ fn put_totals(o: &mut Vec<u8>, t: &LifecycleTotals) {
     }
     put(o, t.min_task_ticks);
     put(o, t.max_task_ticks);
+    put(o, t.max_task_end);
+    put(o, t.max_task_span_ticks);
 }
 
 fn put_sync(out: &mut Vec<u8>, s: &ClockSync) {
@@ -1003,6 +1011,8 @@ impl<'a> Cursor<'a> {
             local_gap_lengths: self.buckets()?,
             min_task_ticks: self.varint()?,
             max_task_ticks: self.varint()?,
+            max_task_end: self.varint()?,
+            max_task_span_ticks: self.varint()?,
         })
     }
     fn finish(&self) -> Result<(), &'static str> {

@@ -121,6 +121,8 @@ fn arb_totals() -> impl Strategy<Value = LifecycleTotals> {
                 local_gap_lengths: gaps,
                 min_task_ticks: v[0] / 3,
                 max_task_ticks: v[0] / 2,
+                max_task_end: v[1],
+                max_task_span_ticks: v[2],
             },
         )
 }

@@ -128,6 +128,7 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
             ));
         }
     }
+    let mut oversubscribed = oversubscription(r, t, &f, usable_cpus);
     let inactive_ns = f.inactive_ns;
     let inactive_share = inactive_ns / f.runnable_ns;
     if inactive_share > t.inactive_overhead {
@@ -155,13 +156,16 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
             ));
         } else if freq > t.search_wait_per_worker_per_s || few_tasks_per_run(r, &f) {
             out.push(slack(r, t, &f, freq, opened));
+        } else if let Some(shortage) = oversubscribed.as_mut().filter(|_| even_pieces(r, &f)) {
+            shortage
+                .evidence
+                .summary
+                .push_str(&idle_behind_the_shortage(r, &f, inactive_share));
         } else {
             out.push(imbalance(r, t, &f, freq, inactive_share, opened));
         }
     }
-    if let Some(d) = oversubscription(r, t, &f, usable_cpus) {
-        out.push(d);
-    }
+    out.extend(oversubscribed);
     if let Some(d) = blocking(r, t, &f) {
         out.push(d);
     }
@@ -273,7 +277,7 @@ fn imbalance(
     let summary = format!(
         "{:.0}% of the time workers could run is spent asleep while the region runs, yet workers rarely search again \
          ({} failed searches and sleeps per second each, under {}): they ran out of work and \
-         stayed idle. The longest task ran {} of its own (the tasks nested in it aside), {longest:.0}× the median ({}).",
+         stayed idle. The longest task ran {} of its own (its time switched out and the tasks nested in it aside), {longest:.0}× the median ({}).",
         inactive_share * 100.0,
         human_count(freq),
         human_count(t.search_wait_per_worker_per_s),
@@ -331,6 +335,33 @@ fn stealing(
 }
 
 /// A run makes fewer tasks than the region has workers, counted exactly (rayon-core hooks).
+/// The longest task's own time against the median, at most, for pieces of work to count as even.
+const EVEN_PIECES: f64 = 8.0;
+
+/// Whether each run cut the work into many pieces (8 per worker at least) of about one size (the
+/// longest's own time within [`EVEN_PIECES`] × the median): workers then run out of work
+/// together, and idle time while others still work cannot come from the cut.
+fn even_pieces(r: &RegionReport, f: &Figures) -> bool {
+    f.tasks_per_run >= (8 * r.workers) as f64
+        && (r.task_ns.max as f64) <= EVEN_PIECES * r.task_ns.median.max(1) as f64
+}
+
+/// Idle time in an oversubscribed region whose pieces are even: workers whose work had arrived
+/// (a join's other half done, a task to take) waited for a CPU to go on — the wake-ups a busy
+/// machine delays, part of the same shortage rather than load imbalance.
+fn idle_behind_the_shortage(r: &RegionReport, f: &Figures, inactive_share: f64) -> String {
+    format!(
+        " Workers were also idle for {:.0}% of the time they could run, although each run cut \
+         the work into {:.0} even pieces (the longest {} of its own, the median {}): not load \
+         imbalance, but workers waiting for a CPU to go on with work that had arrived — the same \
+         shortage.",
+        inactive_share * 100.0,
+        f.tasks_per_run,
+        human_duration(r.task_ns.max),
+        human_duration(r.task_ns.median)
+    )
+}
+
 fn few_tasks_per_run(r: &RegionReport, f: &Figures) -> bool {
     r.wait_source == WaitSource::Hooks && f.tasks_per_run < r.workers as f64
 }
@@ -922,8 +953,30 @@ mod tests {
         searching.preempted_ns = beside_hogs.preempted_ns;
         searching.idle_while_others_preempted_ns = 950_000_000;
         assert_eq!(codes(&searching), vec![Code::Oversubscription]);
-        // Idle yielding while no worker holds work is idle, switched out or not.
+        // Idle yielding while no worker holds work is idle, switched out or not, when the
+        // pieces are unequal (the longest 5,000× the median)…
         beside_hogs.idle_while_others_preempted_ns = 0;
+        assert_eq!(
+            codes(&beside_hogs),
+            vec![Code::LoadImbalance, Code::Oversubscription]
+        );
+        // …but with 211 even pieces a run, the workers waited for a CPU to go on: the shortage.
+        beside_hogs.task_ns.max = 40_000;
+        let diagnoses = diagnose(&beside_hogs, &Thresholds::default(), None);
+        assert_eq!(
+            diagnoses.iter().map(|d| d.code).collect::<Vec<_>>(),
+            vec![Code::Oversubscription]
+        );
+        let summary = &diagnoses[0].evidence.summary;
+        assert!(
+            summary.contains("idle for 29% of the time they could run")
+                && summary.contains(
+                    "211 even pieces (the longest 40.0 µs of its own, the median 10.0 µs)"
+                ),
+            "{summary}"
+        );
+        // Few pieces a run stay imbalance, however even.
+        beside_hogs.instances = 1_000;
         assert_eq!(
             codes(&beside_hogs),
             vec![Code::LoadImbalance, Code::Oversubscription]

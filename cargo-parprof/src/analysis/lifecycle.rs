@@ -60,6 +60,7 @@ use serde::Serialize;
 use state::{Acc, Close, Frame, Gap, GapEnd, RegionAcc, Sum, ThreadState, chain, merge};
 use state_spans::{KeptStretch, Longest, Split, Stretch};
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 pub use state::{MAX_STORED_GAPS, StateNs, TaskCounts, Transitions};
 pub use state_spans::{LifecycleTimeline, TickRegionRun, TickStateSpan};
@@ -212,6 +213,9 @@ pub struct LifecycleBuilder {
     program_totals: HashMap<(u32, u32), LifecycleTotals>,
     /// Each worker's gaps, merged, once classified: where it held no work.
     gap_spans: IdMap<u32, Vec<(u64, u64)>>,
+    /// The threads' switched-out intervals, when known while the events stream: taken out of
+    /// the tasks' own times for the longest task.
+    switched_out: Option<Arc<OffCpuIndex>>,
 }
 
 impl EventConsumer for LifecycleBuilder {
@@ -246,7 +250,14 @@ impl LifecycleBuilder {
             profiler_threads: Vec::new(),
             program_totals: HashMap::new(),
             gap_spans: IdMap::default(),
+            switched_out: None,
         }
+    }
+
+    /// The switched-out intervals on the trace's time line, for the tasks' own times.
+    pub fn with_switched_out(mut self, offcpu: Arc<OffCpuIndex>) -> Self {
+        self.switched_out = Some(offcpu);
+        self
     }
 
     /// A site record: region sites give their region its name.
@@ -405,6 +416,7 @@ impl LifecycleBuilder {
                     task: true,
                     partial: false,
                     nested: 0,
+                    nested_switched_out: 0,
                 });
                 let acc = t.acc(region);
                 acc.tasks.count(origin);
@@ -415,15 +427,24 @@ impl LifecycleBuilder {
             Close::TaskEnd => {
                 if let Some(frame) = t.pop(true, region) {
                     let took = ts - frame.begin;
+                    let switched_out = self
+                        .switched_out
+                        .as_ref()
+                        .map_or(0, |o| o.within(tid, frame.begin, ts).total());
                     if let Some(outer) = t.frames.iter_mut().rev().find(|f| f.task) {
                         outer.nested += took;
+                        outer.nested_switched_out += switched_out;
                     }
                     if !frame.partial {
                         // The distribution is of the pieces of work (tasks that ran no nested
-                        // task); the longest is over every task's own time.
+                        // task); the longest is over every task's own time, less its own
+                        // switched-out time: a task preempted for milliseconds is not long.
                         let racc = self.regions.entry(frame.region).or_default();
                         let own = took.saturating_sub(frame.nested);
-                        racc.longest_own = racc.longest_own.max(own);
+                        let own_switched_out =
+                            switched_out.saturating_sub(frame.nested_switched_out);
+                        racc.longest_own =
+                            racc.longest_own.max(own.saturating_sub(own_switched_out));
                         if frame.nested == 0 {
                             racc.durations.record(own);
                         }
@@ -442,6 +463,7 @@ impl LifecycleBuilder {
                     task: false,
                     partial: false,
                     nested: 0,
+                    nested_switched_out: 0,
                 });
                 t.acc(region).ran_region_code = true;
                 t.in_uc = true;
@@ -497,6 +519,7 @@ impl LifecycleBuilder {
             &mut self.threads,
             &mut self.regions,
             &self.parents,
+            offcpu,
         );
         if self.first_ts > self.last_ts {
             return Lifecycle {
@@ -719,7 +742,7 @@ impl LifecycleBuilder {
             task_ns: TaskNs {
                 min: ns(d.min().unwrap_or(0)),
                 median: ns(d.median().map_or(0, |(m, _)| m)),
-                max: ns(d.max().unwrap_or(0).max(racc.longest_own)),
+                max: ns(racc.longest_own),
             },
             state_ns,
             transitions,
@@ -1527,6 +1550,48 @@ mod tests {
         assert_eq!(p.uc, 300, "{r:#?}");
         assert_eq!(p.lq + p.gs, 300, "{r:#?}");
         assert_eq!(p.w, 0);
+    }
+
+    /// The longest task is judged by its own time running: its time switched out and that of
+    /// the tasks nested in it aside, whether the events show it or the program counted it.
+    #[test]
+    fn the_longest_task_leaves_out_its_switched_out_time() {
+        let off = Arc::new(offcpu(&[
+            (0, 20, 90, true),
+            (0, 260, 340, true),
+            (1, 500, 900, true),
+        ]));
+        let mut b = builder(2).with_switched_out(Arc::clone(&off));
+        feed(&mut b, MAIN, &[region(0, EventKind::RegionBegin)]);
+        feed(
+            &mut b,
+            0,
+            &[
+                // 100 ticks begin to end, 70 of them switched out: 30 of its own.
+                begin(10, TaskOrigin::Injected),
+                end(110),
+                // A parent of 200 ticks with a nested task of 100, switched out for 80 inside
+                // it: the parent's own time is 100, all of it running; the child's is 20.
+                begin(200, TaskOrigin::Stolen),
+                begin(250, TaskOrigin::Inline),
+                end(350),
+                end(400),
+            ],
+        );
+        feed(&mut b, MAIN, &[region(2_000, EventKind::RegionEnd)]);
+        // Worker 1's program counted a task of 450 ticks (ended at 950, nothing nested),
+        // switched out for 400 of them: 50 of its own.
+        b.on_totals(LifecycleTotals {
+            tid: 1,
+            region: R,
+            task_ends: 1,
+            tasks: [0, 1, 0, 0],
+            max_task_ticks: 450,
+            max_task_end: 950,
+            max_task_span_ticks: 450,
+            ..LifecycleTotals::default()
+        });
+        assert_eq!(finish(b, &off).task_ns.max, 100);
     }
 
     /// A worker asleep while the other, holding the work, waits for a CPU: its idle time is

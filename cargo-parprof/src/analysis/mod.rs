@@ -53,6 +53,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use threads::{ThreadActivity, ThreadSources};
 use trace_file::CountingReader;
 
@@ -220,7 +221,7 @@ pub fn analyse_with_counters(
     let mut source = TraceSource::open(trace, opts.child_pid, &mut notes)?;
     let switches = sorted_switches(&kernel.switches);
     let span = RunSpan::of(&source, kernel, &switches);
-    let off_cpu = source.off_cpu(kernel, &switches, span);
+    let off_cpu = Arc::new(source.off_cpu(kernel, &switches, span));
     let streamed = stream_trace(&mut source, kernel, &switches, counters, &off_cpu, opts);
     let cx = Context {
         kernel,
@@ -466,12 +467,13 @@ fn stream_trace(
     kernel: &KernelRecords,
     switches: &[SwitchRecord],
     counters: &CounterRecords,
-    off_cpu: &OffCpuIndex,
+    off_cpu: &Arc<OffCpuIndex>,
     opts: &AnalysisOptions,
 ) -> Streamed {
     let mut active = ActiveTime::new(off_cpu, &source.header.calibration, opts.max_timeline_spans);
     let mut activity = ThreadActivity::default();
-    let mut lifecycle = LifecycleBuilder::new(lifecycle_span_cap(opts.max_timeline_spans));
+    let mut lifecycle = LifecycleBuilder::new(lifecycle_span_cap(opts.max_timeline_spans))
+        .with_switched_out(Arc::clone(off_cpu));
     lifecycle.set_profiler_threads(
         kernel
             .thread_names

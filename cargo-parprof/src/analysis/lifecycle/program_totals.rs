@@ -12,6 +12,7 @@
 
 use super::state::{Frame, RegionAcc, Sum, ThreadState};
 use crate::analysis::id_map::IdMap;
+use crate::analysis::offcpu::OffCpuIndex;
 use parprof_rt::trace::{
     DETAIL_FRAME, DETAIL_PAUSE, DETAIL_RESUME, Event, EventKind, GapSum, LifecycleTotals,
     TaskOrigin, duration_bucket_midpoint,
@@ -55,6 +56,7 @@ pub(super) fn on_detail(t: &mut ThreadState, event: &Event) {
                 task: event.aux & 1 == 1,
                 partial: true,
                 nested: 0,
+                nested_switched_out: 0,
             });
             t.in_uc = true;
         }
@@ -85,12 +87,14 @@ pub(super) fn on_paused_region(
 }
 
 /// Adds the program's counts (the last snapshot of each thread in each region) to the threads
-/// and regions, before they are classified; `parents` maps a region to the one that entered it.
+/// and regions, before they are classified; `parents` maps a region to the one that entered it,
+/// `offcpu` gives the time the longest tasks' threads were switched out.
 pub(super) fn merge_program_totals(
     all: HashMap<(u32, u32), LifecycleTotals>,
     threads: &mut IdMap<u32, ThreadState>,
     regions: &mut IdMap<u32, RegionAcc>,
     parents: &IdMap<u32, u32>,
+    offcpu: &OffCpuIndex,
 ) {
     for totals in all.into_values() {
         // Region 0 is no region: a search left by no task.
@@ -98,13 +102,20 @@ pub(super) fn merge_program_totals(
             continue;
         }
         let t = threads.entry(totals.tid).or_default();
-        merge_one(
-            &totals,
-            t,
-            regions.entry(totals.region).or_default(),
-            parents,
-        );
+        let region = regions.entry(totals.region).or_default();
+        region.longest_own = region.longest_own.max(longest_running(&totals, offcpu));
+        merge_one(&totals, t, region, parents);
     }
+}
+
+/// The own time of the longest task the program counted, less the time its thread was
+/// switched out from its begin to its end. Exact for a task that ran no nested task; for one
+/// that did, the nested tasks' switched-out time is taken out too (their time is not known
+/// apart), so it is at most that much short.
+fn longest_running(c: &LifecycleTotals, offcpu: &OffCpuIndex) -> u64 {
+    let begin = c.max_task_end.saturating_sub(c.max_task_span_ticks);
+    let switched_out = offcpu.within(c.tid, begin, c.max_task_end).total();
+    c.max_task_ticks.saturating_sub(switched_out)
 }
 
 /// Adds one snapshot to its thread (along the region's chain) and to its region.
@@ -140,7 +151,6 @@ fn merge_one(
     if c.user_code_ticks > 0 || c.tasks.iter().any(|&n| n > 0) {
         acc.ran_region_code = true;
     }
-    region.longest_own = region.longest_own.max(c.max_task_ticks);
     for &(bucket, n) in &c.task_durations {
         let midpoint = duration_bucket_midpoint(usize::from(bucket));
         region

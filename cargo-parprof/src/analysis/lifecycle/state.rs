@@ -221,6 +221,9 @@ pub(super) struct Frame {
     /// Time of the tasks that ran nested in this one: a task's own time is its duration
     /// less theirs.
     pub(super) nested: u64,
+    /// Of `nested`, the time this thread was switched out: what the task's own switched-out
+    /// time is the rest of.
+    pub(super) nested_switched_out: u64,
 }
 
 #[derive(Debug, Default)]
@@ -412,7 +415,8 @@ pub(super) struct RegionAcc {
     pub(super) tasks: TaskCounts,
     /// Own times of the tasks that ran no nested task.
     pub(super) durations: DurationDistribution,
-    /// The longest own time of any task, in ticks.
+    /// The longest own time of any task, in ticks: its time switched out and that of the
+    /// tasks nested in it aside.
     pub(super) longest_own: u64,
     /// Gaps that ended with a local pop: their median is the LQ part of a search.
     pub(super) local_gaps: DurationDistribution,
