@@ -30,8 +30,11 @@ use std::io::{self, Read, Write};
 
 /// First eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
-/// Version of the format written by this crate. Readers accept exactly this version.
+/// Version of the format written by this crate.
 pub const VERSION: u32 = 8;
+/// The oldest version readers accept: version 7 differs only by two fields at the end of
+/// [`LifecycleTotals`], read as 0 when absent.
+pub const OLDEST_READABLE: u32 = 7;
 /// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
 pub const MAX_CHUNK_LEN: u32 = 64 << 20;
 /// Size of one [`Event`] in memory (the runtime's rings).
@@ -758,7 +761,7 @@ impl<R: Read> TraceReader<R> {
                 supported: VERSION,
             });
         }
-        if version < VERSION {
+        if version < OLDEST_READABLE {
             return Err(TraceError::OldVersion {
                 found: version,
                 supported: VERSION,
@@ -896,6 +899,15 @@ impl<'a> Cursor<'a> {
         Ok(value)
     }
 
+    /// A varint that an older version did not write at the end of its chunk: 0 there.
+    fn varint_or_absent(&mut self) -> Result<u64, &'static str> {
+        if self.b.is_empty() {
+            Ok(0)
+        } else {
+            self.varint()
+        }
+    }
+
     /// One packed event after `previous` (see the module's format).
     #[inline(always)]
     fn packed_event(&mut self, previous: &Event) -> Result<Event, &'static str> {
@@ -1011,8 +1023,9 @@ impl<'a> Cursor<'a> {
             local_gap_lengths: self.buckets()?,
             min_task_ticks: self.varint()?,
             max_task_ticks: self.varint()?,
-            max_task_end: self.varint()?,
-            max_task_span_ticks: self.varint()?,
+            // Absent in version 7.
+            max_task_end: self.varint_or_absent()?,
+            max_task_span_ticks: self.varint_or_absent()?,
         })
     }
     fn finish(&self) -> Result<(), &'static str> {
@@ -1194,5 +1207,41 @@ impl TickConverter {
 
     pub fn ns_per_tick(&self) -> f64 {
         self.ns_per_tick
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A version-7 trace's totals end before the longest task's end and span: they read as 0.
+    #[test]
+    fn version_7_totals_read_without_the_longest_tasks_end() {
+        let totals = LifecycleTotals {
+            tid: 3,
+            region: 1,
+            task_ends: 5,
+            max_task_ticks: 900,
+            max_task_end: 1_000_000,
+            max_task_span_ticks: 950,
+            ..LifecycleTotals::default()
+        };
+        let mut body = Vec::new();
+        put_totals(&mut body, &totals);
+        let read = |body: &[u8]| match decode_chunk(ChunkKind::LifecycleTotals, body) {
+            Ok(Chunk::LifecycleTotals(t)) => t,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(read(&body), totals);
+        // Version 7 wrote neither varint: 1,000,000 takes 3 bytes, 950 two.
+        let version_7 = &body[..body.len() - 5];
+        assert_eq!(
+            read(version_7),
+            LifecycleTotals {
+                max_task_end: 0,
+                max_task_span_ticks: 0,
+                ..totals
+            }
+        );
     }
 }

@@ -4,8 +4,9 @@ use super::model::{CpuSamples, OffCpuStacks, SampledStack, ThreadSummary, TimedS
 use super::offcpu::{OffCpu, OffCpuIndex};
 use super::threads::WRITER_THREAD;
 use crate::recording::kernel_records::{CpuSample, Frame, KernelRecords, Stack, SwitchRecord};
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 /// Suffix of an inlined frame: the annotation flamegraph tools (inferno's palettes included)
@@ -135,14 +136,11 @@ fn without_profiler_frames(frames: Vec<String>) -> Option<Vec<String>> {
 /// Linear in the stack's depth (a deep recursion has hundreds of frames): each frame kept is
 /// found by its hash.
 pub fn fold_recursion(frames: Vec<String>) -> Vec<String> {
-    let hash = |frame: &str| {
-        let mut h = DefaultHasher::new();
-        frame.hash(&mut h);
-        h.finish()
-    };
+    let hash = |frame: &str| FxBuildHasher.hash_one(frame);
     let mut folded: Vec<(u64, String)> = Vec::with_capacity(frames.len());
     // Where each frame kept is, by hash; a colliding frame is found by a scan.
-    let mut position: HashMap<u64, usize> = HashMap::with_capacity(frames.len());
+    let mut position: FxHashMap<u64, usize> =
+        FxHashMap::with_capacity_and_hasher(frames.len(), FxBuildHasher);
     for frame in frames {
         let h = hash(&frame);
         let first = match position.get(&h) {
@@ -260,10 +258,10 @@ pub(crate) fn fold(
 ) -> FoldedSamples {
     let roles = roles(threads);
     // Stacks numbered as first met, sorted at the end.
-    let mut ids: HashMap<StackKey, u32> = HashMap::new();
+    let mut ids: FxHashMap<StackKey, u32> = FxHashMap::default();
     let mut stacks: Vec<(StackKey, u64)> = Vec::new();
     // The id and whether it was symbolised, or `None` for the profiler's own.
-    let mut folded_once: HashMap<SharedStack, Option<(u32, bool)>> = HashMap::new();
+    let mut folded_once: FxHashMap<SharedStack, Option<(u32, bool)>> = FxHashMap::default();
     let mut timed = Vec::new();
     let mut unsymbolised = 0;
     let mut profiler = 0;

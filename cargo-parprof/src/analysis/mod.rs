@@ -141,19 +141,19 @@ impl Default for AnalysisOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum AnalysisError {
-    #[error("cannot look for the trace in {path}: {source}")]
+    #[error("cannot look for the trace in {path}")]
     Folder {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot open the trace {path}: {source}")]
+    #[error("cannot open the trace {path}")]
     Open {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot analyse the trace {path}: {source}")]
+    #[error("cannot analyse the trace {path}")]
     Trace {
         path: PathBuf,
         #[source]

@@ -7,6 +7,7 @@
 //! offsets rather than virtual addresses make the PIE load bias and shared-library placement
 //! irrelevant.
 
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -247,7 +248,8 @@ fn distinct_site_chains<'a>(
     pids: &[u32],
     spaces: &'a AddressSpaces,
 ) -> (Vec<Vec<Site<'a>>>, Vec<usize>) {
-    let mut chain_ids: HashMap<Vec<Site>, usize> = HashMap::new();
+    // Chains are hundreds of sites deep in a recursion: hashed with the compiler's fast hash.
+    let mut chain_ids: FxHashMap<Vec<Site>, usize> = FxHashMap::default();
     let mut chains: Vec<Vec<Site>> = Vec::new();
     let mut chain_of_sample = Vec::with_capacity(samples.len());
     let mut sites = Vec::new();
@@ -281,12 +283,12 @@ fn distinct_site_chains<'a>(
 fn resolve_file_sites<'a>(
     chains: &'a [Vec<Site<'a>>],
     names: &mut Interner<str>,
-) -> HashMap<(&'a Path, u64), Vec<Frame>> {
-    let mut offsets_by_file: HashMap<&Path, Vec<u64>> = HashMap::new();
+) -> FxHashMap<(&'a OsStr, u64), Vec<Frame>> {
+    let mut offsets_by_file: FxHashMap<&OsStr, Vec<u64>> = FxHashMap::default();
     for site in chains.iter().flatten() {
         if let Site::File(m, off) = site {
             offsets_by_file
-                .entry(m.path.as_path())
+                .entry(m.path.as_os_str())
                 .or_default()
                 .push(*off);
         }
@@ -300,11 +302,11 @@ fn resolve_file_sites<'a>(
         // every run, for inlining detail inside system libraries.
         .set_debug_dirs(Some(std::iter::empty::<&Path>()))
         .build();
-    let mut resolved = HashMap::new();
+    let mut resolved = FxHashMap::default();
     for (path, mut offsets) in offsets_by_file {
         offsets.sort_unstable();
         offsets.dedup();
-        for (off, frames) in file_frames(&symbolizer, path, &offsets, names) {
+        for (off, frames) in file_frames(&symbolizer, Path::new(path), &offsets, names) {
             resolved.insert((path, off), frames);
         }
     }
@@ -315,7 +317,7 @@ fn resolve_file_sites<'a>(
 /// file mapped twice), stored once.
 fn stacks_of_chains(
     chains: &[Vec<Site>],
-    resolved: &HashMap<(&Path, u64), Vec<Frame>>,
+    resolved: &FxHashMap<(&OsStr, u64), Vec<Frame>>,
     names: &mut Interner<str>,
 ) -> Vec<Stack> {
     let mut unknown = |label: String| Frame {
@@ -324,7 +326,7 @@ fn stacks_of_chains(
     };
     // Every name here comes from `names`, so a stack is known by its names' addresses: a
     // deep recursion's stack has hundreds of frames, too many to hash by their text.
-    let mut distinct_stacks: HashMap<Vec<(*const u8, bool)>, Stack> = HashMap::new();
+    let mut distinct_stacks: FxHashMap<Vec<(*const u8, bool)>, Stack> = FxHashMap::default();
     let mut intern = |stack: Vec<Frame>| -> Stack {
         let key = (stack.iter())
             .map(|f| (f.function.as_ptr(), f.inlined))
@@ -343,7 +345,7 @@ fn stacks_of_chains(
                 match site {
                     Site::Unknown => stack.push(unknown("[unknown]".to_string())),
                     Site::Label(m) => stack.push(unknown(module_label(m))),
-                    Site::File(m, off) => match resolved.get(&(m.path.as_path(), *off)) {
+                    Site::File(m, off) => match resolved.get(&(m.path.as_os_str(), *off)) {
                         Some(frames) => stack.extend(frames.iter().cloned()),
                         None => stack.push(unknown(module_label(m))),
                     },

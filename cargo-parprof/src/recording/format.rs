@@ -49,6 +49,7 @@ use super::kernel_records::{
 use super::run::{Recording, RunMeta};
 use parprof_rt::codec::{put_varint, read_full, read_varint};
 pub use parprof_rt::trace::Completeness;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -263,16 +264,17 @@ fn switch_kind_code(kind: SwitchKind) -> u8 {
     }
 }
 
-/// Distinct values in the order first seen; a value's id is its index.
+/// Distinct values in the order first seen; a value's id is its index. Keys are call chains and
+/// stacks hundreds of entries deep, one per sample: hashed with the compiler's fast hash.
 struct Table<K> {
-    ids: HashMap<K, u64>,
+    ids: FxHashMap<K, u64>,
     items: Vec<K>,
 }
 
 impl<K: Hash + Eq + Clone> Table<K> {
     fn new() -> Self {
         Table {
-            ids: HashMap::new(),
+            ids: FxHashMap::default(),
             items: Vec::new(),
         }
     }

@@ -16,13 +16,13 @@ pub enum RunFolderError {
          (runs recorded before parprof saved its records cannot be analysed again)"
     )]
     NoRecords { dir: PathBuf },
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     Write {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         path: PathBuf,
         #[source]
