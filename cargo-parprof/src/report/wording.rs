@@ -464,3 +464,36 @@ mod tests {
         assert_eq!(speed_followed_sentence(&speed(1.1)), None);
     }
 }
+
+/// What a criterion benchmark's run measured, as criterion counted it, and what of the profile
+/// is kept to its measured batch (`None`: not a hooked criterion benchmark).
+pub fn bench_measured(analysis: &Analysis) -> Option<String> {
+    let b = analysis.bench.as_ref()?;
+    let phase = |iterations: Option<u64>, ns: Option<u64>| match (iterations, ns) {
+        (Some(n), Some(ns)) => format!("{n} iterations in {}", human_duration(ns)),
+        (Some(n), None) => format!("{n} iterations"),
+        _ => "iterations not recorded".to_owned(),
+    };
+    let warm_up = phase(b.warm_up_iterations, b.warm_up_ns);
+    let Some(measured) = b.measured_iterations else {
+        return Some(format!(
+            "criterion's warm-up only, {warm_up} (criterion's count): the warm-up filled \
+             `--profile-time` and no measured batch ran, so the profile covers the whole run."
+        ));
+    };
+    let mut text = format!(
+        "criterion's measured batch, {} (criterion's count); criterion's warm-up before it, \
+         {warm_up}, is left out of the probes and the CPU samples: {} CPU samples and {} probe \
+         calls from outside the batch (warm-up, start-up, exit) were dropped.",
+        phase(Some(measured), b.measured_ns),
+        b.samples_dropped,
+        b.probe_calls_dropped
+    );
+    if !b.whole_run_views.is_empty() {
+        text.push_str(&format!(
+            " Still over the whole run, warm-up included: {}.",
+            b.whole_run_views.join(", ")
+        ));
+    }
+    Some(text)
+}
