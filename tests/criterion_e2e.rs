@@ -75,7 +75,10 @@ fn the_reported_iterations_are_criterions_own_and_the_probes_keep_to_the_batch()
         assert_eq!(warm_up + measured, truth, "{bench:#}");
         let probe = report["probes"]
             .as_array()
-            .and_then(|p| p.iter().find(|p| p["name"] == "sort_numbers"))
+            .and_then(|p| {
+                p.iter()
+                    .find(|p| p["name"] == "criterion_counted::sort_numbers")
+            })
             .unwrap_or_else(|| panic!("no probe sort_numbers: {report:#}"));
         assert_eq!(probe["calls"], measured, "{probe:#}\n{bench:#}");
         // The warm-up ran the same routine for over a second: its calls and samples were

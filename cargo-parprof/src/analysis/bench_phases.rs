@@ -71,7 +71,7 @@ impl CallWindow {
             let inside = (begin..=end).contains(&e.ts);
             // A call nested in a dropped one is dropped with it.
             let in_kept = open.last().copied().unwrap_or(true);
-            let keep = match e.kind() {
+            match e.kind() {
                 EventKind::Enter => {
                     let keep = inside && in_kept;
                     open.push(keep);
@@ -88,8 +88,7 @@ impl CallWindow {
                     keep
                 }
                 _ => true,
-            };
-            keep
+            }
         });
         self.dropped_calls += dropped;
         events

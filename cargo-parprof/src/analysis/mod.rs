@@ -228,17 +228,10 @@ pub fn analyse_with_counters(
     let switches = sorted_switches(&kernel.switches);
     let span = RunSpan::of(&source, kernel, &switches);
     let mut batch = MeasuredBatch::of(&source, kernel, opts, &mut notes);
-    let kernel = batch.kernel.as_ref().unwrap_or(kernel);
+    // The switches and thread starts are the same with or without the batch's samples only.
     let off_cpu = source.off_cpu(kernel, &switches, span);
-    let streamed = stream_trace(
-        &mut source,
-        kernel,
-        &switches,
-        counters,
-        &off_cpu,
-        opts,
-        batch.calls.as_mut(),
-    );
+    let streamed = batch.stream(&mut source, &switches, counters, &off_cpu, opts);
+    let kernel = &*batch.kernel;
     let cx = Context {
         kernel,
         counters,
@@ -313,21 +306,21 @@ fn with_blocked_where(
 
 /// A criterion benchmark's phases, and what keeps the profile to its measured batch: the CPU
 /// samples taken in it, and the window of the probes' calls.
-struct MeasuredBatch {
+struct MeasuredBatch<'a> {
     phases: bench_phases::BenchPhases,
-    /// The kernel's records with the samples of the batch only (`None`: no batch).
-    kernel: Option<KernelRecords>,
+    /// The kernel's records, with the samples of the batch only when there is one.
+    kernel: Cow<'a, KernelRecords>,
     samples_dropped: u64,
     calls: Option<bench_phases::CallWindow>,
 }
 
-impl MeasuredBatch {
+impl<'a> MeasuredBatch<'a> {
     fn of(
         source: &TraceSource,
-        kernel: &KernelRecords,
+        kernel: &'a KernelRecords,
         opts: &AnalysisOptions,
         notes: &mut Vec<String>,
-    ) -> MeasuredBatch {
+    ) -> MeasuredBatch<'a> {
         let phases = if opts.bench_phases {
             source.bench_phases(notes)
         } else {
@@ -336,7 +329,7 @@ impl MeasuredBatch {
         let Some(batch) = phases.measured else {
             return MeasuredBatch {
                 phases,
-                kernel: None,
+                kernel: Cow::Borrowed(kernel),
                 samples_dropped: 0,
                 calls: None,
             };
@@ -345,10 +338,31 @@ impl MeasuredBatch {
         let (kept, samples_dropped) = kernel.with_samples_between(ns(batch.begin), ns(batch.end));
         MeasuredBatch {
             phases,
-            kernel: Some(kept),
+            kernel: Cow::Owned(kept),
             samples_dropped,
             calls: Some(bench_phases::CallWindow::new(batch.begin, batch.end)),
         }
+    }
+
+    /// [`stream_trace`] with the kernel's records and the probe calls kept to the batch.
+    fn stream(
+        &mut self,
+        source: &mut TraceSource,
+        switches: &[SwitchRecord],
+        counters: &CounterRecords,
+        off_cpu: &OffCpuIndex,
+        opts: &AnalysisOptions,
+    ) -> Streamed {
+        let calls = self.calls.as_mut();
+        stream_trace(
+            source,
+            &self.kernel,
+            switches,
+            counters,
+            off_cpu,
+            opts,
+            calls,
+        )
     }
 
     /// What the benchmark measured, for the reports (`None`: not a hooked benchmark).

@@ -16,6 +16,12 @@
 //!    `cargo parprof diff` pairs benchmark by benchmark), and [`combined_markdown`] makes the
 //!    top `report.md` with one section per benchmark.
 //!
+//! What was measured: the bench is built against criterion with parprof's hooks
+//! (`build::criterion_hooks`), which write the warm-up's and the measured batch's iterations,
+//! as criterion counts them, into the trace; the analysis keeps the probes and the CPU samples
+//! to the measured batch, and each benchmark's report states both counts. Only where criterion
+//! could not be hooked does [`measured`] say what the profile time implies instead.
+//!
 //! A bench without criterion (`harness = false` with its own `main`, or libtest's `#[bench]`)
 //! is profiled as one program. divan is detected, but profiled as one program too: its
 //! per-benchmark mode is not supported yet, and the run says so.
