@@ -73,18 +73,28 @@ fn the_reported_iterations_are_criterions_own_and_the_probes_keep_to_the_batch()
         );
         assert!(measured > 0, "{bench:#}");
         assert_eq!(warm_up + measured, truth, "{bench:#}");
-        let probe = report["probes"]
-            .as_array()
-            .and_then(|p| {
-                p.iter()
-                    .find(|p| p["name"] == "criterion_counted::sort_numbers")
-            })
-            .unwrap_or_else(|| panic!("no probe sort_numbers: {report:#}"));
-        assert_eq!(probe["calls"], measured, "{probe:#}\n{bench:#}");
-        // The warm-up ran the same routine for over a second: its calls and samples were
-        // dropped.
-        assert!(
-            bench["probe_calls_dropped"].as_u64() >= Some(warm_up),
+        let probe = |name: &str| {
+            report["probes"]
+                .as_array()
+                .and_then(|p| p.iter().find(|p| p["name"] == name))
+                .unwrap_or_else(|| panic!("no probe {name}: {report:#}"))
+                .clone()
+        };
+        let sort = probe("criterion_counted::sort_numbers");
+        let checks = probe("criterion_counted::sorted_at");
+        eprintln!(
+            "sort_numbers: {} calls; sorted_at: {} calls, {} of them unrecorded",
+            sort["calls"], checks["calls"], checks["unrecorded_calls"]
+        );
+        assert_eq!(sort["calls"], measured, "{sort:#}\n{bench:#}");
+        // `CHECKS` (2048) checks an iteration, most of them counted by sampling, not recorded.
+        assert!(checks["unrecorded_calls"].as_u64() > Some(0), "{checks:#}");
+        assert_eq!(checks["calls"], 2048 * measured, "{checks:#}\n{bench:#}");
+        // The warm-up ran the same routine for over a second: its calls were dropped (one
+        // sort and 2048 checks an iteration), and its samples.
+        assert_eq!(
+            bench["probe_calls_dropped"].as_u64(),
+            Some(2049 * warm_up),
             "{bench:#}"
         );
         assert!(bench["samples_dropped"].as_u64() > Some(0), "{bench:#}");

@@ -5,7 +5,7 @@
 //! the measured batch. Not a public API.
 
 use crate::clock;
-use crate::recorder::{RUNTIME, queue_metadata};
+use crate::recorder::{self, RUNTIME, queue_metadata};
 use crate::runtime;
 use crate::trace::{BenchPhase, BenchPhaseKind, Chunk};
 
@@ -20,12 +20,17 @@ impl Phase {
     pub fn begin() -> Phase {
         // The runtime may not have started yet: a bench with neither probes nor rayon has no
         // event before this one.
-        let begin = if runtime::is_enabled() {
-            clock::now()
-        } else {
-            0
-        };
-        Phase { begin }
+        if !runtime::is_enabled() {
+            return Phase { begin: 0 };
+        }
+        // Calls that sampling did not record wait for the thread's next event to be written,
+        // stamped then: those of this thread are written now, before the phase, so that they
+        // count in the phase that ran them. (A rayon worker writes its own at its next event
+        // or before it sleeps.)
+        recorder::flush_unrecorded(clock::now());
+        Phase {
+            begin: clock::now(),
+        }
     }
 
     /// The warm-up ended after `iterations` iterations of the routine (criterion's `wu_iters`).
@@ -43,6 +48,8 @@ impl Phase {
             return;
         }
         let end = clock::now();
+        // This thread's unrecorded calls of the phase, stamped inside it (see `begin`).
+        recorder::flush_unrecorded(end);
         if let Some(rt) = RUNTIME.get() {
             queue_metadata(
                 rt,
