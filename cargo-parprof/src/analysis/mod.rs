@@ -397,7 +397,7 @@ impl<'a> MeasuredBatch<'a> {
 /// the kernel's context switches, which are kept whole so that no task or wait is cut in two.
 const WHOLE_RUN_VIEWS: &[&str] = &[
     "parallel regions and their diagnoses",
-    "the timeline",
+    "the timeline's worker states and region runs",
     "utilization",
     "threads",
     "off-CPU stacks",
