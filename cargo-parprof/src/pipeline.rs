@@ -27,6 +27,7 @@ pub fn analyse(
         child_pid: Some(recording.run.child_pid),
         thresholds: options.thresholds.clone(),
         utilization_period_ns: options.utilization_period_ns,
+        bench_phases: recording.run.harness == Harness::Criterion,
         ..AnalysisOptions::default()
     };
     let mut slice_notes = Vec::new();

@@ -9,6 +9,8 @@ pub use parprof_macros::parallel_region;
 pub use parprof_macros::probe;
 
 mod attention;
+#[doc(hidden)]
+pub mod bench_hooks;
 mod calibrate;
 mod call_site;
 pub mod clock;

@@ -389,7 +389,7 @@ mod tests {
             "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/rayon-1.12.0/src/iter/plumbing/mod.rs"
         ));
         assert!(in_rayon_sources(
-            "/w/target/parprof/build/rayon-hooked/rayon-core-1.13.0/src/join/mod.rs"
+            "/w/target/parprof/build/hooked-crates/rayon-core-1.13.0/src/join/mod.rs"
         ));
         assert!(!in_rayon_sources("examples/demo_quicksort.rs"));
         assert!(!in_rayon_sources("/home/me/rayon-demo/src/main.rs"));

@@ -74,6 +74,7 @@ pub enum ChunkKind {
     Lost = 5,
     End = 6,
     LifecycleTotals = 7,
+    BenchPhase = 8,
 }
 
 impl ChunkKind {
@@ -86,6 +87,7 @@ impl ChunkKind {
             5 => Self::Lost,
             6 => Self::End,
             7 => Self::LifecycleTotals,
+            8 => Self::BenchPhase,
             _ => return None,
         })
     }
@@ -483,6 +485,27 @@ pub struct LifecycleTotals {
     pub max_task_span_ticks: u64,
 }
 
+/// Which part of a benchmark harness's run a [`BenchPhase`] is. The values are part of the
+/// format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum BenchPhaseKind {
+    /// Criterion's warm-up: the routine in batches of 1, 2, 4, … iterations.
+    WarmUp = 1,
+    /// The batch criterion measures (in profile mode: one batch).
+    Measured = 2,
+}
+
+/// A phase of a benchmark, as the harness counted it (criterion hooks): its iterations of the
+/// benchmarked routine, and when it began and ended on the event clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BenchPhase {
+    pub kind: BenchPhaseKind,
+    pub iterations: u64,
+    pub begin: u64,
+    pub end: u64,
+}
+
 /// A decoded chunk.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Chunk {
@@ -500,6 +523,7 @@ pub enum Chunk {
     },
     End(End),
     LifecycleTotals(LifecycleTotals),
+    BenchPhase(BenchPhase),
 }
 
 /// Why a trace could not be read.
@@ -668,6 +692,12 @@ impl ChunkEncoder {
             Chunk::LifecycleTotals(t) => self.framed(ChunkKind::LifecycleTotals, |o| {
                 put_totals(o, t);
             }),
+            Chunk::BenchPhase(b) => self.framed(ChunkKind::BenchPhase, |o| {
+                o.push(b.kind as u8);
+                o.extend_from_slice(&b.iterations.to_le_bytes());
+                o.extend_from_slice(&b.begin.to_le_bytes());
+                o.extend_from_slice(&b.end.to_le_bytes());
+            }),
         }
     }
 
@@ -798,6 +828,38 @@ impl<R: Read> TraceReader<R> {
 
     /// The next chunk, `Ok(None)` at the end of the trace (see [`Self::completeness`]).
     pub fn next_chunk(&mut self) -> Result<Option<Chunk>, TraceError> {
+        self.next_chunk_of(|_| true)
+    }
+
+    /// The next chunk of a kind `wanted` accepts; the others are read and checked but not
+    /// decoded, so that a scan for a few small chunks costs the reading of the file only.
+    pub fn next_chunk_of(
+        &mut self,
+        wanted: impl Fn(ChunkKind) -> bool,
+    ) -> Result<Option<Chunk>, TraceError> {
+        loop {
+            let start = self.offset;
+            let Some(kind) = self.next_frame()? else {
+                return Ok(None);
+            };
+            if kind == ChunkKind::End {
+                self.completeness = Some(Completeness::Complete);
+            }
+            if wanted(kind) {
+                let body = &self.payload[..self.payload.len() - 4];
+                return decode_chunk(kind, body)
+                    .map(Some)
+                    .map_err(|reason| TraceError::Corrupt {
+                        offset: start,
+                        reason: reason.to_string(),
+                    });
+            }
+        }
+    }
+
+    /// Reads the next chunk's frame and checks it: its kind, with its body and checksum in
+    /// `payload`; `None` at the end of the trace.
+    fn next_frame(&mut self) -> Result<Option<ChunkKind>, TraceError> {
         if self.completeness.is_some() {
             return Ok(None);
         }
@@ -843,11 +905,7 @@ impl<R: Read> TraceReader<R> {
             return Err(corrupt(format!("checksum mismatch in a {kind:?} chunk")));
         }
         self.offset += 8 + len as u64 + 4;
-        let chunk = decode_chunk(kind, body).map_err(|reason| corrupt(reason.to_string()))?;
-        if matches!(chunk, Chunk::End(_)) {
-            self.completeness = Some(Completeness::Complete);
-        }
-        Ok(Some(chunk))
+        Ok(Some(kind))
     }
 }
 
@@ -1075,6 +1133,16 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
             events_lost: c.u64()?,
         }),
         ChunkKind::LifecycleTotals => Chunk::LifecycleTotals(c.totals()?),
+        ChunkKind::BenchPhase => Chunk::BenchPhase(BenchPhase {
+            kind: match c.u8()? {
+                1 => BenchPhaseKind::WarmUp,
+                2 => BenchPhaseKind::Measured,
+                _ => return Err("unknown bench phase"),
+            },
+            iterations: c.u64()?,
+            begin: c.u64()?,
+            end: c.u64()?,
+        }),
     };
     c.finish()?;
     Ok(chunk)

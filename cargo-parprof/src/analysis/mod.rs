@@ -9,6 +9,7 @@
 mod active_time;
 pub mod attributed_counters;
 pub mod attribution;
+pub mod bench_phases;
 mod blocked_where;
 mod clock;
 mod cpu_stacks;
@@ -67,6 +68,8 @@ pub struct Analysis {
     /// Whether the build recorded rayon's lifecycle (filled by the caller; `None`: not known,
     /// e.g. a trace analysed on its own).
     pub rayon_hooks: Option<crate::recording::RayonHooks>,
+    /// What a criterion benchmark measured (`None`: not a benchmark, or criterion not hooked).
+    pub bench: Option<BenchMeasurement>,
     pub capabilities: Capabilities,
     pub trace: TraceSummary,
     /// `None` when the program wrote no trace: kernel times are then used as they are.
@@ -125,6 +128,9 @@ pub struct AnalysisOptions {
     pub utilization_period_ns: u64,
     /// Thresholds of the parallel-overhead diagnoses of regions.
     pub thresholds: Thresholds,
+    /// Look for a criterion benchmark's phases and keep the probes' calls and the CPU samples
+    /// to its measured batch (a criterion bench's run): a scan of the trace before its pass.
+    pub bench_phases: bool,
 }
 
 impl Default for AnalysisOptions {
@@ -135,6 +141,7 @@ impl Default for AnalysisOptions {
             progress_min_bytes: 64 << 20,
             utilization_period_ns: DEFAULT_PERIOD_NS,
             thresholds: Thresholds::default(),
+            bench_phases: false,
         }
     }
 }
@@ -221,8 +228,11 @@ pub fn analyse_with_counters(
     let mut source = TraceSource::open(trace, opts.child_pid, &mut notes)?;
     let switches = sorted_switches(&kernel.switches);
     let span = RunSpan::of(&source, kernel, &switches);
+    let mut batch = MeasuredBatch::of(&source, kernel, opts, &mut notes);
+    // The switches and thread starts are the same with or without the batch's samples only.
     let off_cpu = Arc::new(source.off_cpu(kernel, &switches, span));
-    let streamed = stream_trace(&mut source, kernel, &switches, counters, &off_cpu, opts);
+    let streamed = batch.stream(&mut source, &switches, counters, &off_cpu, opts);
+    let kernel = &*batch.kernel;
     let cx = Context {
         kernel,
         counters,
@@ -258,6 +268,7 @@ pub fn analyse_with_counters(
         target: TargetInfo::default(),
         exit: ExitStatus::default(),
         rayon_hooks: None,
+        bench: batch.measurement(&source.converter, span.origin_ns),
         capabilities: kernel.capabilities.clone(),
         trace: source.summary(streamed.contents.completeness, streamed.contents.events),
         clock,
@@ -293,6 +304,105 @@ fn with_blocked_where(
     }
     regions
 }
+
+/// A criterion benchmark's phases, and what keeps the profile to its measured batch: the CPU
+/// samples taken in it, and the window of the probes' calls.
+struct MeasuredBatch<'a> {
+    phases: bench_phases::BenchPhases,
+    /// The kernel's records, with the samples of the batch only when there is one.
+    kernel: Cow<'a, KernelRecords>,
+    samples_dropped: u64,
+    calls: Option<bench_phases::CallWindow>,
+}
+
+impl<'a> MeasuredBatch<'a> {
+    fn of(
+        source: &TraceSource,
+        kernel: &'a KernelRecords,
+        opts: &AnalysisOptions,
+        notes: &mut Vec<String>,
+    ) -> MeasuredBatch<'a> {
+        let phases = if opts.bench_phases {
+            source.bench_phases(notes)
+        } else {
+            bench_phases::BenchPhases::default()
+        };
+        let Some(batch) = phases.measured else {
+            return MeasuredBatch {
+                phases,
+                kernel: Cow::Borrowed(kernel),
+                samples_dropped: 0,
+                calls: None,
+            };
+        };
+        let ns = |ticks| source.converter.to_ns(ticks);
+        let (kept, samples_dropped) = kernel.with_samples_between(ns(batch.begin), ns(batch.end));
+        MeasuredBatch {
+            phases,
+            kernel: Cow::Owned(kept),
+            samples_dropped,
+            calls: Some(bench_phases::CallWindow::new(batch.begin, batch.end)),
+        }
+    }
+
+    /// [`stream_trace`] with the kernel's records and the probe calls kept to the batch.
+    fn stream(
+        &mut self,
+        source: &mut TraceSource,
+        switches: &[SwitchRecord],
+        counters: &CounterRecords,
+        off_cpu: &Arc<OffCpuIndex>,
+        opts: &AnalysisOptions,
+    ) -> Streamed {
+        let calls = self.calls.as_mut();
+        stream_trace(
+            source,
+            &self.kernel,
+            switches,
+            counters,
+            off_cpu,
+            opts,
+            calls,
+        )
+    }
+
+    /// What the benchmark measured, for the reports (`None`: not a hooked benchmark).
+    fn measurement(&self, converter: &TickConverter, origin_ns: u64) -> Option<BenchMeasurement> {
+        if self.phases.is_empty() {
+            return None;
+        }
+        let span = |p: &parprof_rt::trace::BenchPhase| {
+            converter.span_ns(p.end.saturating_sub(p.begin)).round() as u64
+        };
+        let (warm_up, measured) = (self.phases.warm_up, self.phases.measured);
+        let on_timeline = |ticks| converter.to_ns(ticks).saturating_sub(origin_ns);
+        Some(BenchMeasurement {
+            warm_up_iterations: warm_up.map(|p| p.iterations),
+            warm_up_ns: warm_up.as_ref().map(span),
+            measured_iterations: measured.map(|p| p.iterations),
+            measured_ns: measured.as_ref().map(span),
+            measured_begin_ns: measured.map(|p| on_timeline(p.begin)),
+            measured_end_ns: measured.map(|p| on_timeline(p.end)),
+            samples_dropped: self.samples_dropped,
+            probe_calls_dropped: self.calls.as_ref().map_or(0, |c| c.dropped_calls),
+            whole_run_views: if measured.is_some() {
+                WHOLE_RUN_VIEWS.iter().map(|v| (*v).to_owned()).collect()
+            } else {
+                Vec::new()
+            },
+        })
+    }
+}
+
+/// The views that a measured batch does not restrict: they are made of rayon's lifecycle and
+/// the kernel's context switches, which are kept whole so that no task or wait is cut in two.
+const WHOLE_RUN_VIEWS: &[&str] = &[
+    "parallel regions and their diagnoses",
+    "the timeline's worker states and region runs",
+    "utilization",
+    "threads",
+    "off-CPU stacks",
+];
 
 /// The run's trace, if any, and the clock that places kernel records on its tick time line.
 struct TraceSource {
@@ -344,6 +454,25 @@ impl TraceSource {
 
     fn ticks(&self, ns: u64) -> u64 {
         self.converter.ns_to_ticks(ns)
+    }
+
+    /// The benchmark phases in the trace, from a scan of its own; what stops it is noted.
+    fn bench_phases(&self, notes: &mut Vec<String>) -> bench_phases::BenchPhases {
+        let Some(path) = self.opened.as_ref().map(|t| &t.path) else {
+            return bench_phases::BenchPhases::default();
+        };
+        let scanned = File::open(path)
+            .map_err(TraceError::from)
+            .and_then(|file| TraceReader::new(BufReader::new(file)))
+            .and_then(bench_phases::scan);
+        scanned.unwrap_or_else(|e| {
+            notes.push(format!(
+                "criterion's iteration counts could not be read from {}: {e}; the profile covers \
+                 the whole run, warm-up included.",
+                path.display()
+            ));
+            bench_phases::BenchPhases::default()
+        })
     }
 
     /// A duration in ticks, in whole ns.
@@ -469,6 +598,7 @@ fn stream_trace(
     counters: &CounterRecords,
     off_cpu: &Arc<OffCpuIndex>,
     opts: &AnalysisOptions,
+    calls: Option<&mut bench_phases::CallWindow>,
 ) -> Streamed {
     let mut active = ActiveTime::new(off_cpu, &source.header.calibration, opts.max_timeline_spans);
     let mut activity = ThreadActivity::default();
@@ -487,6 +617,7 @@ fn stream_trace(
         Some(trace) => read_chunks(
             trace,
             opts,
+            calls,
             &mut [&mut activity, &mut lifecycle, &mut counter_spans],
             &mut [&mut active],
         ),
@@ -780,6 +911,7 @@ const CHUNKS_IN_FLIGHT: usize = 4;
 fn read_chunks(
     trace: &mut OpenTrace,
     opts: &AnalysisOptions,
+    mut calls: Option<&mut bench_phases::CallWindow>,
     here: &mut [&mut dyn EventConsumer],
     there: &mut [&mut (dyn EventConsumer + Send)],
 ) -> TraceContents {
@@ -794,6 +926,10 @@ fn read_chunks(
             }
         });
         let contents = read_events(trace, opts, |tid, events| {
+            let events = match calls.as_deref_mut() {
+                Some(window) => window.keep(tid, events),
+                None => events,
+            };
             for consumer in here.iter_mut() {
                 consumer.on_events(tid, &events);
             }
@@ -851,7 +987,8 @@ fn read_events(
                     .lifecycle_totals
                     .insert((totals.tid, totals.region), totals);
             }
-            Ok(Some(Chunk::Header(_) | Chunk::End(_))) => {}
+            // Read before the pass (`bench_phases`).
+            Ok(Some(Chunk::Header(_) | Chunk::End(_) | Chunk::BenchPhase(_))) => {}
             Ok(None) => break None,
             Err(error) => break Some(error),
         }

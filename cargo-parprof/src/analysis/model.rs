@@ -362,3 +362,24 @@ impl Anomalies {
             + self.time_went_backwards
     }
 }
+
+/// What a criterion benchmark's run measured, as criterion counted it (criterion hooks), and
+/// what of the profile is kept to its measured batch.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchMeasurement {
+    /// Iterations of the routine in criterion's warm-up (`None`: not recorded).
+    pub warm_up_iterations: Option<u64>,
+    pub warm_up_ns: Option<u64>,
+    /// Iterations of the measured batch (`None`: no batch ran, the warm-up filled the time).
+    pub measured_iterations: Option<u64>,
+    pub measured_ns: Option<u64>,
+    /// The measured batch on the timeline (ns from its time 0).
+    pub measured_begin_ns: Option<u64>,
+    pub measured_end_ns: Option<u64>,
+    /// CPU samples taken outside the measured batch (the warm-up, start-up, exit), dropped.
+    pub samples_dropped: u64,
+    /// Probe calls begun outside the measured batch, dropped.
+    pub probe_calls_dropped: u64,
+    /// The views that still cover the whole run, warm-up included.
+    pub whole_run_views: Vec<String>,
+}

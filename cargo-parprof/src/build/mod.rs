@@ -1,5 +1,8 @@
 //! Building the target for profiling: which cargo target to build and how ([`target`]), and
-//! the rayon-core edited with parprof's hooks that it is built against ([`rayon_hooks`]).
+//! the dependencies built from copies with parprof's hooks ([`hooked_copy`]): rayon-core
+//! ([`rayon_hooks`]) and criterion ([`criterion_hooks`]).
 
+pub mod criterion_hooks;
+pub mod hooked_copy;
 pub mod rayon_hooks;
 pub mod target;

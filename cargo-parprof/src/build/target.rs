@@ -5,7 +5,8 @@
 //! info, no stripping and frame pointers, without the user editing their `Cargo.toml`, in a
 //! target directory of its own so it does not invalidate the user's normal builds.
 
-use crate::build::rayon_hooks::{self, HookedBuild, LockFileGuard};
+use crate::build::hooked_copy::{COPIES_DIR, LockFileGuard, PreparedCopy, Program};
+use crate::build::{criterion_hooks, rayon_hooks};
 use crate::record::bench_harness;
 use crate::recording::Harness;
 use crate::recording::RayonHooks;
@@ -258,43 +259,95 @@ pub struct BuildOptions {
     pub no_default_features: bool,
 }
 
-/// Builds the target with rayon-core hooks where its rayon-core version takes them, else (or
-/// when the hooked build fails) as it is, and says which.
+/// The hooked copies a profiling build is given (`--config` values), and the lock file cargo
+/// rewrites for them.
+pub struct HookedBuild {
+    pub config: Vec<String>,
+    pub lock_file: PathBuf,
+    /// What is hooked, in words (`rayon-core 1.13.0, criterion 0.5.1`).
+    pub what: String,
+}
+
+/// Builds the target with rayon-core and criterion hooks where their versions take them, else
+/// (or when the hooked build fails) as it is, and says which.
 pub fn build_for_profiling(
     target: &ResolvedTarget,
     opts: &BuildOptions,
     build_dir: &std::path::Path,
 ) -> Result<(PathBuf, RayonHooks)> {
-    let hooked = rayon_hooks::prepare(&target.manifest_path, build_dir);
-    say_why_first_build_is_long(build_dir, hooked.as_ref().ok());
-    let hooked = match hooked {
-        Ok(hooked) => hooked,
-        Err(status) => {
-            if let RayonHooks::Unavailable { reason } = &status {
-                crate::console::note!("parprof: building without rayon-core hooks: {reason}");
-            }
-            return Ok((build(target, opts, build_dir, None)?, status));
-        }
+    let (hooked, rayon) = prepare_hooks(&target.manifest_path, build_dir);
+    say_why_first_build_is_long(build_dir, hooked.as_ref());
+    let Some(hooked) = hooked else {
+        let status = rayon.err().unwrap_or(RayonHooks::NoRayon);
+        return Ok((build(target, opts, build_dir, None)?, status));
     };
     match build(target, opts, build_dir, Some(&hooked)) {
         Ok(exe) => Ok((
             exe,
-            RayonHooks::Hooked {
-                version: hooked.version,
+            match rayon {
+                Ok(copy) => RayonHooks::Hooked {
+                    version: copy.version,
+                },
+                Err(status) => status,
             },
         )),
         Err(e) => {
             crate::console::note!(
-                "parprof: the build with rayon-core hooks failed; building without them"
+                "parprof: the build with hooks in {} failed; building without them",
+                hooked.what
             );
             let exe = build(target, opts, build_dir, None)?;
-            let reason = format!(
-                "the build with hooks in rayon-core {} failed: {e:#}",
-                hooked.version
-            );
-            Ok((exe, RayonHooks::Unavailable { reason }))
+            let status = match rayon {
+                Ok(_) => RayonHooks::Unavailable {
+                    reason: format!("the build with hooks in {} failed: {e:#}", hooked.what),
+                },
+                Err(status) => status,
+            };
+            Ok((exe, status))
         }
     }
+}
+
+/// Prepares the hooked copies of the program's rayon-core and criterion, and says why one that
+/// the program uses cannot be hooked. Also gives rayon-core's status for the recording.
+fn prepare_hooks(
+    manifest_path: &Path,
+    build_dir: &Path,
+) -> (Option<HookedBuild>, Result<PreparedCopy, RayonHooks>) {
+    let program = match Program::read(manifest_path) {
+        Ok(program) => program,
+        Err(e) => {
+            let reason = format!("{e:#}");
+            crate::console::note!("parprof: building without rayon-core hooks: {reason}");
+            return (None, Err(RayonHooks::Unavailable { reason }));
+        }
+    };
+    let rayon = rayon_hooks::prepare(&program, build_dir);
+    if let Err(RayonHooks::Unavailable { reason }) = &rayon {
+        crate::console::note!("parprof: building without rayon-core hooks: {reason}");
+    }
+    let criterion = criterion_hooks::prepare(&program, build_dir).unwrap_or_else(|reason| {
+        crate::console::note!(
+            "parprof: building criterion without parprof's hooks, so the report cannot say how \
+             many iterations criterion measured: {reason}"
+        );
+        None
+    });
+    let copies: Vec<(&str, &PreparedCopy)> = [("rayon-core", rayon.as_ref().ok())]
+        .into_iter()
+        .chain([("criterion", criterion.as_ref())])
+        .filter_map(|(name, copy)| Some((name, copy?)))
+        .collect();
+    let hooked = (!copies.is_empty()).then(|| HookedBuild {
+        config: copies.iter().map(|(_, c)| c.config.clone()).collect(),
+        lock_file: program.lock_file(),
+        what: copies
+            .iter()
+            .map(|(name, c)| format!("{name} {}", c.version))
+            .collect::<Vec<_>>()
+            .join(", "),
+    });
+    (hooked, rayon)
 }
 
 /// The first profiling build of a workspace compiles every dependency again: say so, and why,
@@ -303,12 +356,12 @@ fn say_why_first_build_is_long(build_dir: &Path, hooks: Option<&HookedBuild>) {
     if has_built_before(build_dir) {
         return;
     }
-    let rayon = hooks.map_or_else(String::new, |h| {
-        format!(", rayon-core {} with parprof's hooks", h.version)
+    let hooked = hooks.map_or_else(String::new, |h| {
+        format!(", {} with parprof's hooks", h.what)
     });
     crate::console::note!(
         "parprof: first profiling build of this workspace: the program and all its dependencies \
-         are compiled into {} with frame pointers, line tables and aligned functions{rayon}. \
+         are compiled into {} with frame pointers, line tables and aligned functions{hooked}. \
          These flags differ from `cargo build --release`'s, so its artifacts cannot be reused, \
          and a folder of its own keeps them valid: this build takes about as long as a clean \
          `cargo build --release`; later ones rebuild only what changed.",
@@ -316,13 +369,13 @@ fn say_why_first_build_is_long(build_dir: &Path, hooks: Option<&HookedBuild>) {
     );
 }
 
-/// Whether cargo has built into `build_dir` before: anything there besides the hooked
-/// rayon-core copy, which is made before the build.
+/// Whether cargo has built into `build_dir` before: anything there besides the hooked copies,
+/// which are made before the build.
 fn has_built_before(build_dir: &Path) -> bool {
     std::fs::read_dir(build_dir).is_ok_and(|entries| {
         entries
             .filter_map(Result::ok)
-            .any(|e| e.file_name() != "rayon-hooked")
+            .any(|e| e.file_name() != COPIES_DIR)
     })
 }
 
@@ -512,7 +565,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let build_dir = dir.path().join("build");
         assert!(!has_built_before(&build_dir));
-        std::fs::create_dir_all(build_dir.join("rayon-hooked")).unwrap();
+        std::fs::create_dir_all(build_dir.join(COPIES_DIR)).unwrap();
         assert!(!has_built_before(&build_dir));
         std::fs::create_dir_all(build_dir.join("release")).unwrap();
         assert!(has_built_before(&build_dir));

@@ -49,7 +49,8 @@ pub struct ParprofArgs {
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub keep: usize,
     /// Seconds of each criterion benchmark's measured batch in its profile mode; criterion's
-    /// warm-up (1 to 2 s, the same routine) runs before it and is profiled with it
+    /// warm-up (1 to 2 s, the same routine) runs before it. The report states both phases'
+    /// iterations as criterion counts them; probes and CPU samples keep to the measured batch
     #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 2.0)]
     pub bench_time: f64,
     /// Arguments for the profiled program

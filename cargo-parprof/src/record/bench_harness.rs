@@ -16,6 +16,12 @@
 //!    `cargo parprof diff` pairs benchmark by benchmark), and [`combined_markdown`] makes the
 //!    top `report.md` with one section per benchmark.
 //!
+//! What was measured: the bench is built against criterion with parprof's hooks
+//! (`build::criterion_hooks`), which write the warm-up's and the measured batch's iterations,
+//! as criterion counts them, into the trace; the analysis keeps the probes and the CPU samples
+//! to the measured batch, and each benchmark's report states both counts. Only where criterion
+//! could not be hooked does [`measured`] say what the profile time implies instead.
+//!
 //! A bench without criterion (`harness = false` with its own `main`, or libtest's `#[bench]`)
 //! is profiled as one program. divan is detected, but profiled as one program too: its
 //! per-benchmark mode is not supported yet, and the run says so.
@@ -120,7 +126,9 @@ pub fn criterion_args(id: &str, seconds: f64) -> Vec<OsString> {
     .to_vec()
 }
 
-/// What a profile of `profile_time_s` in criterion's profile mode measured, in words.
+/// What a profile of `profile_time_s` in criterion's profile mode measured, in words, when
+/// criterion's own counts are not known (criterion not built with parprof's hooks: the build
+/// said why).
 pub fn measured(profile_time_s: f64) -> String {
     if profile_time_s <= WARM_UP_ONLY_S {
         return format!(
@@ -132,7 +140,8 @@ pub fn measured(profile_time_s: f64) -> String {
     format!(
         "criterion's warm-up (the routine in batches of 1, 2, 4, … iterations until 1 s of it \
          was measured), then one batch filling the rest of `--profile-time {profile_time_s}` \
-         (about {:.3} s); both run the same routine, and the profile covers both",
+         (about {:.3} s); both run the same routine, and the profile covers both (criterion \
+         was not built with parprof's hooks, so its iteration counts are not known)",
         profile_time_s - CRITERION_WARM_UP_S
     )
 }
@@ -231,12 +240,17 @@ impl BenchIndex {
     }
 }
 
+/// How a benchmark's `report.md` starts what criterion counted (`report::markdown`'s
+/// `BENCH_MEASURED`, in bold).
+const MEASURED_IN_REPORT: &str = "**Measured:**";
+
 /// The top `report.md` of a bench: one section per benchmark, each its own `report.md` (of its
 /// first run with `--repeat`) with headings one level down and links into its folder.
 pub fn combined_markdown(index: &BenchIndex, dir: &Path) -> String {
     let mut md = format!(
         "# parprof: bench `{}`, {} benchmarks\n\nEach benchmark was run alone in criterion's \
-         profile mode (`--profile-time`: no statistics); its files are in its folder.\n",
+         profile mode (`--profile-time`: a warm-up, then one measured batch, no statistics); \
+         its files are in its folder.\n",
         index.program,
         index.benchmarks.len()
     );
@@ -246,7 +260,17 @@ pub fn combined_markdown(index: &BenchIndex, dir: &Path) -> String {
             .into_iter()
             .find(|d| d.join("report.md").is_file());
         md.push_str(&format!("\n## Benchmark `{}` ({}/)\n\n", b.name, b.dir));
-        if let Some(t) = b.profile_time_s {
+        let text = run
+            .as_ref()
+            .and_then(|run| std::fs::read_to_string(run.join("report.md")).ok())
+            .unwrap_or_default();
+        // The report states criterion's own counts when criterion was hooked; else what the
+        // profile time implies is said here.
+        if let Some(t) = b.profile_time_s
+            && !text
+                .lines()
+                .any(|line| line.starts_with(MEASURED_IN_REPORT))
+        {
             md.push_str(&format!("Measured: {}.\n\n", measured(t)));
         }
         let Some(run) = run else {
@@ -257,7 +281,6 @@ pub fn combined_markdown(index: &BenchIndex, dir: &Path) -> String {
             .strip_prefix(dir)
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let text = std::fs::read_to_string(run.join("report.md")).unwrap_or_default();
         for line in text.lines() {
             if line.starts_with("# ") {
                 continue; // the section heading above replaces the report's title

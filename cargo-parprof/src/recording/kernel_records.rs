@@ -196,6 +196,20 @@ impl KernelRecords {
     }
 }
 
+impl KernelRecords {
+    /// These records with the cpu samples taken from `begin_ns` to `end_ns` only (e.g. a
+    /// benchmark's measured batch), and how many samples were dropped.
+    pub fn with_samples_between(&self, begin_ns: u64, end_ns: u64) -> (KernelRecords, u64) {
+        let mut out = self.clone();
+        let before = out.samples.len();
+        retain_with_stacks(&mut out.samples, &mut out.sample_stacks, |s| {
+            (begin_ns..=end_ns).contains(&s.time_ns)
+        });
+        let dropped = (before - out.samples.len()) as u64;
+        (out, dropped)
+    }
+}
+
 /// Keeps the samples that `keep` keeps, and their symbolised stacks when there are any
 /// (`stacks` is empty or parallel to `samples`).
 fn retain_with_stacks(

@@ -173,6 +173,8 @@ fn summary_lines(analysis: &Analysis, name: &str) -> Vec<String> {
         analysis.trace.events,
         completeness_text(&analysis.trace.completeness)
     )];
+    summary_lines
+        .extend(super::wording::bench_measured(analysis).map(|m| format!("Measured: {m}")));
     summary_lines.extend(correction_sentence(analysis));
     if let Some(c) = &analysis.counters
         && !c.collected.is_empty()

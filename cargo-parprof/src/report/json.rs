@@ -10,8 +10,8 @@ use crate::analysis::lifecycle::{
 };
 use crate::analysis::utilization::Utilization;
 use crate::analysis::{
-    Analysis, Anomalies, BufferStalls, CallPathSummary, ClockInfo, ProbeSummary, ProbedTime,
-    ThreadSummary, TraceSummary,
+    Analysis, Anomalies, BenchMeasurement, BufferStalls, CallPathSummary, ClockInfo, ProbeSummary,
+    ProbedTime, ThreadSummary, TraceSummary,
 };
 use crate::recording::kernel_records::{Capabilities, UnwindCounts};
 use crate::recording::{ExitStatus, RayonHooks, TargetInfo};
@@ -28,6 +28,9 @@ struct Report<'a> {
     exit: &'a ExitStatus,
     capabilities: &'a Capabilities,
     rayon_hooks: &'a Option<RayonHooks>,
+    /// A criterion benchmark's iterations, as criterion counted them (criterion hooks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bench: &'a Option<BenchMeasurement>,
     trace: &'a TraceSummary,
     clock: &'a Option<ClockInfo>,
     threads: &'a [ThreadSummary],
@@ -152,6 +155,7 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
         exit: &analysis.exit,
         capabilities: &analysis.capabilities,
         rayon_hooks: &analysis.rayon_hooks,
+        bench: &analysis.bench,
         trace: &analysis.trace,
         clock: &analysis.clock,
         threads: &analysis.threads,

@@ -66,6 +66,9 @@ pub fn render(analysis: &Analysis) -> String {
         completeness_text(&analysis.trace.completeness),
         analysis.trace.events
     );
+    if let Some(measured) = super::wording::bench_measured(analysis) {
+        let _ = writeln!(md, "**{BENCH_MEASURED}** {measured}\n");
+    }
     write_regions(analysis, &mut md);
 
     if analysis.probes.is_empty() {
@@ -113,6 +116,10 @@ pub fn render(analysis: &Analysis) -> String {
     );
     md
 }
+
+/// How `report.md` starts what a criterion benchmark measured (the benches' combined report
+/// looks for it).
+pub const BENCH_MEASURED: &str = "Measured:";
 
 /// Probes listed with their exact per-call counters.
 const TOP_SLICE_PROBES: usize = 12;

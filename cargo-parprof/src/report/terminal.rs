@@ -42,6 +42,9 @@ pub fn summary(analysis: &Analysis) -> String {
         analysis.trace.events,
         completeness_text(&analysis.trace.completeness)
     );
+    if let Some(measured) = super::wording::bench_measured(analysis) {
+        let _ = writeln!(out, "measured: {measured}");
+    }
     write_regions(analysis, &mut out);
     if analysis.probes.is_empty() {
         out.push_str("\nNo probe calls were recorded.\n");

@@ -2,7 +2,7 @@
 //! sentence.
 
 use crate::analysis::slices::{SliceMode, SlicesAnalysis};
-use crate::analysis::{Analysis, InRunSpeed, ProbeSummary, TraceCompleteness};
+use crate::analysis::{Analysis, BenchMeasurement, InRunSpeed, ProbeSummary, TraceCompleteness};
 use crate::recording::ExitStatus;
 pub(crate) use crate::units::{human_count, human_duration, relative_error};
 
@@ -319,9 +319,77 @@ pub(crate) fn correction_sentence(analysis: &Analysis) -> Option<String> {
     })
 }
 
+/// What a criterion benchmark's run measured, as criterion counted it, and what of the profile
+/// is kept to its measured batch (`None`: not a hooked criterion benchmark).
+pub fn bench_measured(analysis: &Analysis) -> Option<String> {
+    analysis.bench.as_ref().map(bench_text)
+}
+
+fn bench_text(b: &BenchMeasurement) -> String {
+    let phase = |iterations: Option<u64>, ns: Option<u64>| match (iterations, ns) {
+        (Some(n), Some(ns)) => format!("{n} iterations in {}", human_duration(ns)),
+        (Some(n), None) => format!("{n} iterations"),
+        _ => "iterations not recorded".to_owned(),
+    };
+    let warm_up = phase(b.warm_up_iterations, b.warm_up_ns);
+    let Some(measured) = b.measured_iterations else {
+        return format!(
+            "criterion's warm-up only, {warm_up} (criterion's count): the warm-up filled \
+             `--profile-time` and no measured batch ran, so the profile covers the whole run."
+        );
+    };
+    let mut text = format!(
+        "criterion's measured batch, {} (criterion's count); criterion's warm-up before it, \
+         {warm_up}, is left out of the probes and the CPU samples: {} CPU samples and {} probe \
+         calls from outside the batch (warm-up, start-up, exit) were dropped.",
+        phase(Some(measured), b.measured_ns),
+        b.samples_dropped,
+        b.probe_calls_dropped
+    );
+    if !b.whole_run_views.is_empty() {
+        text.push_str(&format!(
+            " Still over the whole run, warm-up included: {}.",
+            b.whole_run_views.join(", ")
+        ));
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_benchmark_says_what_criterion_counted_and_what_was_dropped() {
+        let mut b = BenchMeasurement {
+            warm_up_iterations: Some(1023),
+            warm_up_ns: Some(1_040_000_000),
+            measured_iterations: Some(1930),
+            measured_ns: Some(2_140_000_000),
+            measured_begin_ns: Some(1_500_000_000),
+            measured_end_ns: Some(3_640_000_000),
+            samples_dropped: 878,
+            probe_calls_dropped: 1023,
+            whole_run_views: vec!["the timeline".into(), "threads".into()],
+        };
+        let text = bench_text(&b);
+        for part in [
+            "criterion's measured batch, 1930 iterations in 2.14 s (criterion's count)",
+            "warm-up before it, 1023 iterations in 1.04 s",
+            "878 CPU samples and 1023 probe calls",
+            "Still over the whole run, warm-up included: the timeline, threads.",
+        ] {
+            assert!(text.contains(part), "`{part}` not in: {text}");
+        }
+        b.measured_iterations = None;
+        b.measured_ns = None;
+        let text = bench_text(&b);
+        assert!(
+            text.starts_with("criterion's warm-up only, 1023 iterations"),
+            "{text}"
+        );
+        assert!(text.contains("no measured batch ran"), "{text}");
+    }
 
     #[test]
     fn durations_read_well() {

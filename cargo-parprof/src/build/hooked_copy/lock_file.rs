@@ -1,7 +1,7 @@
 //! The workspace's `Cargo.lock`, restored on every way out of the patched build.
 //!
-//! cargo rewrites the lock file when it builds with the hooked rayon-core (the patch and the
-//! copy's `parprof-rt` dependency go into it), and has no stable way to write it elsewhere, so
+//! cargo rewrites the lock file when it builds with the hooked copies (the patches and the
+//! copies' `parprof-rt` dependency go into it), and has no stable way to write it elsewhere, so
 //! the bytes are saved before the build and written back after. A drop alone misses the most
 //! common way out, Ctrl-C: SIGINT ends the process without unwinding. So while the build runs,
 //! SIGINT, SIGTERM and SIGHUP are caught: the handler passes the signal on to cargo (which may

@@ -1,4 +1,4 @@
-//! Finding a hook point's anchor in rayon-core's sources by its tokens rather than its bytes:
+//! Finding a hook point's anchor in a hooked crate's sources by its tokens rather than its bytes:
 //! a vendored, patched or reformatted copy (other indentation, tabs, CRLF line ends, a line
 //! wrapped elsewhere) still takes the hook where its code is the same code.
 //!

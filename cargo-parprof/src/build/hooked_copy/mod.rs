@@ -1,52 +1,48 @@
-//! Building the target with rayon-core hooks: every rayon task of the program recorded.
+//! Building the target against copies of some of its dependencies with parprof's hooks
+//! inserted: rayon-core (every rayon task recorded, [`crate::build::rayon_hooks`]) and criterion
+//! (its warm-up and measured batch counted, [`crate::build::criterion_hooks`]).
 //!
-//! Why here and this way: rayon's lifecycle events (a job runs, a join's halves, a worker
-//! searches or sleeps) happen inside rayon-core, in code the user did not write and cannot
-//! annotate. rayon-core has no hook API for them (its start/exit handlers see only thread
-//! start and end), and a wrapper around rayon's public functions sees only the calls written
-//! where it is applied. But `cargo parprof` runs the build, so it can build the program with
-//! its own rayon-core version edited at a few points:
+//! Why this way: what parprof must see happens inside those crates, in code the user did not
+//! write and cannot annotate, and neither crate has a hook API for it. But `cargo parprof` runs
+//! the build, so it can build the program with its own copy of the crate, edited at a few
+//! points:
 //!
-//! 1. find the rayon-core package the program resolves to (`cargo metadata`);
+//! 1. find the package the program resolves to (`cargo metadata`, [`Program::read`]);
 //! 2. copy its sources (from cargo's registry cache, on this machine) into the build folder,
-//!    and insert a call into `parprof_rt::rayon_hooks` at each [`HOOK_POINTS`] anchor — a job
-//!    is created / runs, a join runs its halves and returns, a thread enters a pool from
-//!    outside, a worker starts, a search round fails, a worker sleeps;
+//!    and insert a call into `parprof_rt` at each of its [`HookPoint`]s;
 //! 3. add `parprof-rt` to the copy's dependencies and build the target with
-//!    `--config patch.crates-io.rayon-core.path=<copy>`.
+//!    `--config patch.crates-io.<package>.path=<copy>`.
 //!
-//! Nothing of rayon is in this repository, and the user's code and `Cargo.toml` are unchanged;
-//! cargo rewrites `Cargo.lock` for a patched build, so the lock file is restored afterwards,
-//! on every way out of the build, a signal included ([`lock_file`]).
+//! Nothing of those crates is in this repository, and the user's code and `Cargo.toml` are
+//! unchanged; cargo rewrites `Cargo.lock` for a patched build, so the lock file is restored
+//! afterwards, on every way out of the build, a signal included ([`lock_file`]).
 //! Each anchor must occur exactly once in the copy, whitespace aside ([`anchor`]: a vendored or
 //! patched copy that kept the code takes the hooks); a version whose code differs at a hook
-//! point (or that is not in [`SUPPORTED`]) is built unhooked, and the build and the report say
-//! which version, where, and what the user can do.
+//! point (or that is not among the crate's supported ones) is built unhooked, and the build
+//! and the report say which version, where, and what the user can do.
 
 mod anchor;
 mod lock_file;
 
 pub use lock_file::LockFileGuard;
 
-use crate::record::hook_marker;
-use crate::recording::RayonHooks;
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{Metadata, Package};
 use std::path::{Path, PathBuf};
 
-/// rayon-core versions whose hook points are known (`major.minor`).
-pub const SUPPORTED: &[&str] = &["1.12", "1.13"];
+/// The folder of the build folder that holds the hooked copies.
+pub const COPIES_DIR: &str = "hooked-crates";
 
 /// One edit: `anchor` must occur exactly once in `file`; it is replaced by `replacement`
 /// (empty: `#[track_caller]` is inserted before it).
-struct HookPoint {
-    file: &'static str,
-    anchor: &'static str,
-    replacement: &'static str,
+pub struct HookPoint {
+    pub file: &'static str,
+    pub anchor: &'static str,
+    pub replacement: &'static str,
 }
 
 impl HookPoint {
-    fn replacement(&self) -> String {
+    pub fn replacement(&self) -> String {
         if self.replacement.is_empty() {
             let indent: String = self.anchor.chars().take_while(|c| *c == ' ').collect();
             format!("{indent}#[track_caller]\n{}", self.anchor)
@@ -57,7 +53,7 @@ impl HookPoint {
 }
 
 /// `#[track_caller]` on the function whose signature line is `anchor`.
-const fn track_caller(file: &'static str, anchor: &'static str) -> HookPoint {
+pub const fn track_caller(file: &'static str, anchor: &'static str) -> HookPoint {
     HookPoint {
         file,
         anchor,
@@ -65,160 +61,90 @@ const fn track_caller(file: &'static str, anchor: &'static str) -> HookPoint {
     }
 }
 
-const HOOK_POINTS: &[HookPoint] = &[
-    // Every job carries the tag of the thread that created it…
-    HookPoint {
-        file: "src/job.rs",
-        anchor: "    execute_fn: unsafe fn(*const ()),\n}",
-        replacement: "    execute_fn: unsafe fn(*const ()),\n    parprof_tag: ::parprof_rt::rayon_hooks::Tag,\n}",
-    },
-    HookPoint {
-        file: "src/job.rs",
-        anchor: "            execute_fn: <T as Job>::execute,\n",
-        replacement: "            execute_fn: <T as Job>::execute,\n            parprof_tag: ::parprof_rt::rayon_hooks::Tag::here(),\n",
-    },
-    // …and running it is a task of that tag's region.
-    HookPoint {
-        file: "src/job.rs",
-        anchor: "    pub(super) unsafe fn execute(self) {\n",
-        replacement: "    pub(super) unsafe fn execute(self) {\n        let _parprof_task = ::parprof_rt::rayon_hooks::Task::begin(self.parprof_tag);\n",
-    },
-    // A FIFO spawn's queue wrapper is not a task: the job it runs is.
-    HookPoint {
-        file: "src/job.rs",
-        anchor: "        self.inner.push(job_ref);\n        JobRef::new(self)\n",
-        replacement: "        self.inner.push(job_ref);\n        let mut fifo = JobRef::new(self);\n        fifo.parprof_tag = ::parprof_rt::rayon_hooks::Tag::NONE;\n        fifo\n",
-    },
-    // A join's first half runs inline…
-    HookPoint {
-        file: "src/join/mod.rs",
-        anchor: "        let status_a = unwind::halt_unwinding(call_a(oper_a, injected));\n",
-        replacement: "        let parprof_fork = ::parprof_rt::rayon_hooks::Fork::here();\n        let status_a = {\n            let _parprof_task = parprof_fork.inline_task();\n            unwind::halt_unwinding(call_a(oper_a, injected))\n        };\n",
-    },
-    // …its second half, popped back, runs without a job…
-    HookPoint {
-        file: "src/join/mod.rs",
-        anchor: "                let result_b = job_b.run_inline(injected);\n",
-        replacement: "                let result_b = {\n                    let _parprof_task = parprof_fork.local_task();\n                    job_b.run_inline(injected)\n                };\n                parprof_fork.resume();\n",
-    },
-    // …and the join returns to its caller.
-    HookPoint {
-        file: "src/join/mod.rs",
-        anchor: "        (result_a, job_b.into_result())\n",
-        replacement: "        parprof_fork.resume();\n        (result_a, job_b.into_result())\n",
-    },
-    // A thread outside every pool enters one: an implicit region when none is current, named
-    // after the call site. `#[track_caller]` on the way there carries the user's source
-    // location to it for direct calls (`join`, `scope`, `install`); calls made inside rayon
-    // (a parallel iterator) are named by the operation's type instead.
-    HookPoint {
-        file: "src/registry.rs",
-        anchor: "        thread_local!(static LOCK_LATCH",
-        replacement: "        let _parprof_entry = ::parprof_rt::rayon_hooks::PoolEntry::from_outside(::std::any::type_name::<OP>(), ::std::panic::Location::caller());\n        thread_local!(static LOCK_LATCH",
-    },
-    track_caller(
-        "src/registry.rs",
-        "    unsafe fn in_worker_cold<OP, R>(&self, op: OP) -> R\n",
-    ),
-    track_caller(
-        "src/registry.rs",
-        "    pub(super) fn in_worker<OP, R>(&self, op: OP) -> R\n",
-    ),
-    track_caller(
-        "src/registry.rs",
-        "pub(super) fn in_worker<OP, R>(op: OP) -> R\n",
-    ),
-    track_caller(
-        "src/join/mod.rs",
-        "pub fn join<A, B, RA, RB>(oper_a: A, oper_b: B) -> (RA, RB)\n",
-    ),
-    track_caller(
-        "src/join/mod.rs",
-        "pub fn join_context<A, B, RA, RB>(oper_a: A, oper_b: B) -> (RA, RB)\n",
-    ),
-    track_caller(
-        "src/scope/mod.rs",
-        "pub fn scope<'scope, OP, R>(op: OP) -> R\n",
-    ),
-    track_caller(
-        "src/scope/mod.rs",
-        "pub fn scope_fifo<'scope, OP, R>(op: OP) -> R\n",
-    ),
-    track_caller(
-        "src/thread_pool/mod.rs",
-        "    pub fn install<OP, R>(&self, op: OP) -> R\n",
-    ),
-    // A worker of another pool waited for its operation here.
-    HookPoint {
-        file: "src/registry.rs",
-        anchor: "        current_thread.wait_until(&job.latch);\n",
-        replacement: "        current_thread.wait_until(&job.latch);\n        ::parprof_rt::rayon_hooks::fork_returned();\n",
-    },
-    HookPoint {
-        file: "src/registry.rs",
-        anchor: "    let index = worker_thread.index;\n",
-        // The mark of the hooked build, kept in the executable for `record`.
-        replacement: "    let index = worker_thread.index;\n    ::parprof_rt::rayon_hooks::worker_started(index, registry as *const Registry as usize);\n    ::core::hint::black_box(crate::PARPROF_BUILD_MARK);\n",
-    },
-    // A scope's owner waited for its spawned jobs.
-    HookPoint {
-        file: "src/scope/mod.rs",
-        anchor: "        self.job_completed_latch.wait(owner);\n",
-        replacement: "        self.job_completed_latch.wait(owner);\n        ::parprof_rt::rayon_hooks::fork_returned();\n",
-    },
-    HookPoint {
-        file: "src/sleep/mod.rs",
-        anchor: "    ) {\n        if idle_state.rounds < ROUNDS_UNTIL_SLEEPY {\n",
-        replacement: "    ) {\n        ::parprof_rt::rayon_hooks::search_round(idle_state.rounds as u32);\n        if idle_state.rounds < ROUNDS_UNTIL_SLEEPY {\n",
-    },
-    HookPoint {
-        file: "src/sleep/mod.rs",
-        anchor: "            *is_blocked = true;\n",
-        replacement: "            let _parprof_sleep = ::parprof_rt::rayon_hooks::Sleep::begin();\n            *is_blocked = true;\n",
-    },
-];
+/// A dependency that parprof builds with hooks, and where they go.
+pub struct HookedCrate {
+    /// The package's name (`rayon-core`).
+    pub package: &'static str,
+    /// The versions whose hook points are known (`major.minor`).
+    pub supported: &'static [&'static str],
+    pub hook_points: &'static [HookPoint],
+    /// What the hooks give the user, for the messages: "record the worker lifecycle".
+    pub purpose: &'static str,
+    /// Items appended to the copy's `src/lib.rs`, given the package's version.
+    pub lib_items: fn(&str) -> String,
+}
 
-/// A prepared hooked copy: the `--config` values that make cargo build with it.
-pub struct HookedBuild {
+impl HookedCrate {
+    fn supported_versions(&self) -> String {
+        self.supported
+            .iter()
+            .map(|v| format!("{v}.x"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A prepared hooked copy: the `--config` value that makes cargo build with it.
+#[derive(Clone, Debug)]
+pub struct PreparedCopy {
     pub version: String,
-    pub config: Vec<String>,
-    /// The lock file cargo rewrites for the patched build.
-    pub lock_file: PathBuf,
+    pub config: String,
 }
 
-/// Where the hooked copy of rayon-core `version` goes: a folder named as cargo names the
-/// registry's (`rayon-core-1.13.0`), so that frames of the copy are named `rayon_core::…`
-/// like the original's.
-fn hooked_copy_dir(build_dir: &Path, version: &str) -> PathBuf {
-    build_dir
-        .join("rayon-hooked")
-        .join(format!("rayon-core-{version}"))
+/// The program's packages, read once for every hooked crate.
+pub struct Program {
+    metadata: Metadata,
 }
 
-/// Prepares the hooked copy of the target's rayon-core in `build_dir`, or says why not.
-pub fn prepare(manifest_path: &Path, build_dir: &Path) -> Result<HookedBuild, RayonHooks> {
-    let unavailable = |e: anyhow::Error| RayonHooks::Unavailable {
-        reason: format!("{e:#}"),
-    };
-    let metadata = host_metadata(manifest_path).map_err(unavailable)?;
-    let Some(rayon_core) = package(&metadata, "rayon-core") else {
-        return Err(RayonHooks::NoRayon);
-    };
-    let version = rayon_core.version.to_string();
-    let runtime = runtime_dependency(&metadata).map_err(unavailable)?;
-    let copy = hooked_copy_dir(build_dir, &version);
-    hooked_copy(rayon_core, &runtime, &copy).map_err(unavailable)?;
-    Ok(HookedBuild {
-        config: vec![format!(
-            "patch.crates-io.rayon-core.path={}",
-            toml_string(&copy.to_string_lossy())
-        )],
-        version,
-        lock_file: metadata
+impl Program {
+    /// The packages of the program at `manifest_path` that are built on this machine.
+    pub fn read(manifest_path: &Path) -> Result<Program> {
+        Ok(Program {
+            metadata: host_metadata(manifest_path)?,
+        })
+    }
+
+    /// The lock file cargo rewrites for a patched build.
+    pub fn lock_file(&self) -> PathBuf {
+        self.metadata
             .workspace_root
             .join("Cargo.lock")
-            .into_std_path_buf(),
-    })
+            .into_std_path_buf()
+    }
+
+    /// Prepares the hooked copy of `krate` in `build_dir`: `Ok(None)` when the program does not
+    /// use it, `Err` with the reason, in words for the user, when it cannot be hooked.
+    pub fn prepare(
+        &self,
+        krate: &HookedCrate,
+        build_dir: &Path,
+    ) -> Result<Option<PreparedCopy>, String> {
+        let Some(package) = package(&self.metadata, krate.package) else {
+            return Ok(None);
+        };
+        let version = package.version.to_string();
+        let copy = copy_dir(build_dir, krate.package, &version);
+        runtime_dependency(&self.metadata)
+            .and_then(|runtime| hooked_copy(krate, package, &runtime, &copy))
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(Some(PreparedCopy {
+            config: format!(
+                "patch.crates-io.{}.path={}",
+                krate.package,
+                toml_string(&copy.to_string_lossy())
+            ),
+            version,
+        }))
+    }
+}
+
+/// Where the hooked copy of `package` `version` goes: a folder named as cargo names the
+/// registry's (`rayon-core-1.13.0`), so that frames of the copy are named after the crate
+/// (`rayon_core::…`) like the original's.
+pub fn copy_dir(build_dir: &Path, package: &str, version: &str) -> PathBuf {
+    build_dir
+        .join(COPIES_DIR)
+        .join(format!("{package}-{version}"))
 }
 
 /// The packages of the program that are built on this machine. Unfiltered, `cargo metadata`
@@ -291,28 +217,31 @@ fn runtime_dependency(metadata: &Metadata) -> Result<String> {
 
 /// Copies the package's sources to `copy` with the hooks inserted. Files are written only when
 /// their content changes, so that cargo does not rebuild an unchanged copy.
-fn hooked_copy(rayon_core: &Package, runtime: &str, copy: &Path) -> Result<()> {
-    let version = &rayon_core.version;
+fn hooked_copy(krate: &HookedCrate, package: &Package, runtime: &str, copy: &Path) -> Result<()> {
+    let version = &package.version;
     let minor = format!("{}.{}", version.major, version.minor);
-    if !SUPPORTED.contains(&minor.as_str()) {
+    if !krate.supported.contains(&minor.as_str()) {
         bail!(
-            "rayon-core {version} is not a supported version (supported: {}). To record the \
-             worker lifecycle, profile with one of those where your rayon allows it \
-             (`cargo update -p rayon-core --precise <version>`)",
-            supported_versions()
+            "{} {version} is not a supported version (supported: {}). To {}, profile with one \
+             of those where your dependencies allow it (`cargo update -p {} --precise \
+             <version>`)",
+            krate.package,
+            krate.supported_versions(),
+            krate.purpose,
+            krate.package
         );
     }
-    let source = rayon_core
+    let source = package
         .manifest_path
         .parent()
-        .context("rayon-core's manifest has no folder")?
+        .with_context(|| format!("{}'s manifest has no folder", krate.package))?
         .as_std_path();
     let mut edited: Vec<(PathBuf, Option<String>)> = Vec::new();
     for file in walk(source)? {
         let relative = file.strip_prefix(source)?.to_path_buf();
         // A binary or unreadable file is copied as it is, below.
         let text = match std::fs::read_to_string(&file) {
-            Ok(text) => Some(edit(&relative, text, rayon_core, runtime)?),
+            Ok(text) => Some(edit(krate, &relative, text, package, runtime)?),
             Err(_) => None,
         };
         edited.push((relative, text));
@@ -336,24 +265,27 @@ fn hooked_copy(rayon_core: &Package, runtime: &str, copy: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The copy's text of the file `relative` of rayon-core: its hook points, and what the build
+/// The copy's text of the file `relative` of the package: its hook points, and what the build
 /// needs around them.
-fn edit(relative: &Path, mut text: String, rayon_core: &Package, runtime: &str) -> Result<String> {
+fn edit(
+    krate: &HookedCrate,
+    relative: &Path,
+    mut text: String,
+    package: &Package,
+    runtime: &str,
+) -> Result<String> {
     let name = relative.to_string_lossy().replace('\\', "/");
-    for point in HOOK_POINTS.iter().filter(|p| p.file == name) {
+    for point in krate.hook_points.iter().filter(|p| p.file == name) {
         let found = anchor::find_all(&text, point.anchor);
         let [range] = found.as_slice() else {
-            bail!(differs_from_release(rayon_core, point, found.len()));
+            bail!(differs_from_release(krate, package, point, found.len()));
         };
         text = anchor::replace(&text, range.clone(), point.anchor, &point.replacement());
     }
     if name == "src/lib.rs" {
         // Built as a path dependency, its warnings would be shown as if they were the user's.
         text.insert_str(0, "#![allow(warnings)]\n");
-        text.push_str(&format!(
-            "\n#[doc(hidden)]\npub static PARPROF_BUILD_MARK: &str = \"{}\";\n",
-            hook_marker::mark(&rayon_core.version.to_string())
-        ));
+        text.push_str(&(krate.lib_items)(&package.version.to_string()));
     }
     if name == "Cargo.toml" {
         text.push_str(&format!(
@@ -363,41 +295,39 @@ fn edit(relative: &Path, mut text: String, rayon_core: &Package, runtime: &str) 
     Ok(text)
 }
 
-/// Why a rayon-core whose code differs at a hook point is built without hooks, and what the
-/// user can do about it.
-fn differs_from_release(rayon_core: &Package, point: &HookPoint, found: usize) -> String {
-    let version = &rayon_core.version;
-    let dir = rayon_core
+/// Why a package whose code differs at a hook point is built without hooks, and what the user
+/// can do about it.
+fn differs_from_release(
+    krate: &HookedCrate,
+    package: &Package,
+    point: &HookPoint,
+    found: usize,
+) -> String {
+    let (name, version) = (krate.package, &package.version);
+    let dir = package
         .manifest_path
         .parent()
         .map_or_else(String::new, |p| p.to_string());
-    let origin = match &rayon_core.source {
+    let origin = match &package.source {
         Some(source) if !source.is_crates_io() => format!(", from {source}"),
         Some(_) => String::new(),
         None => ", a path dependency".to_owned(),
     };
     format!(
-        "rayon-core {version} (sources at {dir}{origin}) differs from the released sources \
+        "{name} {version} (sources at {dir}{origin}) differs from the released sources \
          that parprof hooks: the code `{}` occurs {found} times in {} (expected once, \
-         whitespace aside). To record the worker lifecycle, profile with a released rayon-core \
-         {} (for the profiling build, leave out the `[patch]`, git or vendored source of \
-         rayon-core), or report this version to parprof",
+         whitespace aside). To {}, profile with a released {name} {} (for the profiling \
+         build, leave out the `[patch]`, git or vendored source of {name}), or report this \
+         version to parprof",
         point
             .anchor
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" "),
         point.file,
-        supported_versions()
+        krate.purpose,
+        krate.supported_versions()
     )
-}
-
-fn supported_versions() -> String {
-    SUPPORTED
-        .iter()
-        .map(|v| format!("{v}.x"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Every file under `dir`, except a lock file (the copy resolves with the program's).
@@ -429,26 +359,8 @@ fn toml_string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// This workspace's own rayon-core (a supported version) takes every hook point.
-    #[test]
-    fn the_workspace_rayon_core_takes_every_hook_point() {
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-        let dir = tempfile::tempdir().unwrap();
-        let hooked = match prepare(&manifest, dir.path()) {
-            Ok(hooked) => hooked,
-            Err(status) => panic!("not hooked: {status:?}"),
-        };
-        let copy = hooked_copy_dir(dir.path(), &hooked.version);
-        for point in HOOK_POINTS {
-            let text = std::fs::read_to_string(copy.join(point.file)).unwrap();
-            let replacement = point.replacement();
-            assert_eq!(text.matches(&replacement).count(), 1, "{replacement}");
-        }
-        let manifest = std::fs::read_to_string(copy.join("Cargo.toml")).unwrap();
-        assert!(manifest.contains("[dependencies.parprof-rt]"));
-        assert!(hooked.config[0].starts_with("patch.crates-io.rayon-core.path="));
-    }
+    use crate::build::rayon_hooks::RAYON_CORE;
+    use crate::record::hook_marker;
 
     /// The lock file of this workspace holds Windows-only packages (through `clap` and
     /// others): they are not listed, so `cargo metadata` needs no download for them.
@@ -509,7 +421,7 @@ mod tests {
                 text
             }
         });
-        hooked_copy(&rayon_core, "path = \"x\"", hooked.path()).unwrap();
+        hooked_copy(&RAYON_CORE, &rayon_core, "path = \"x\"", hooked.path()).unwrap();
         let job = std::fs::read_to_string(hooked.path().join("src/job.rs")).unwrap();
         assert!(job.contains("Task::begin(self.parprof_tag)"), "{job}");
         let lib = std::fs::read_to_string(hooked.path().join("src/lib.rs")).unwrap();
@@ -532,7 +444,7 @@ mod tests {
                 text
             }
         });
-        let err = hooked_copy(&rayon_core, "path = \"x\"", hooked.path())
+        let err = hooked_copy(&RAYON_CORE, &rayon_core, "path = \"x\"", hooked.path())
             .unwrap_err()
             .to_string();
         let version = rayon_core.version.to_string();
@@ -556,7 +468,7 @@ mod tests {
         let metadata = host_metadata(&manifest).unwrap();
         let mut rayon_core = package(&metadata, "rayon-core").unwrap().clone();
         rayon_core.version = "1.5.0".parse().unwrap();
-        let err = hooked_copy(&rayon_core, "path = \"x\"", dir.path()).unwrap_err();
+        let err = hooked_copy(&RAYON_CORE, &rayon_core, "path = \"x\"", dir.path()).unwrap_err();
         assert!(
             format!("{err}").contains("not a supported version"),
             "{err}"

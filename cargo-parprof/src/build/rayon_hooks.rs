@@ -1,0 +1,185 @@
+//! rayon-core's hook points: every rayon task of the program recorded.
+//!
+//! Why: rayon's lifecycle events (a job runs, a join's halves, a worker searches or sleeps)
+//! happen inside rayon-core, and its start/exit handlers see only thread start and end; a
+//! wrapper around rayon's public functions sees only the calls written where it is applied. So
+//! the program is built against a copy of rayon-core ([`crate::build::hooked_copy`]) that calls
+//! `parprof_rt::rayon_hooks` where a job is created / runs, a join runs its halves and returns,
+//! a thread enters a pool from outside, a worker starts, a search round fails, a worker sleeps.
+
+use crate::build::hooked_copy::{HookPoint, HookedCrate, PreparedCopy, Program, track_caller};
+use crate::record::hook_marker;
+use crate::recording::RayonHooks;
+use std::path::Path;
+
+/// rayon-core, as parprof hooks it.
+pub const RAYON_CORE: HookedCrate = HookedCrate {
+    package: "rayon-core",
+    supported: &["1.12", "1.13"],
+    hook_points: HOOK_POINTS,
+    purpose: "record the worker lifecycle",
+    lib_items: build_mark,
+};
+
+/// The mark of the hooked build, kept in the executable for `record` (see [`hook_marker`]).
+fn build_mark(version: &str) -> String {
+    format!(
+        "\n#[doc(hidden)]\npub static PARPROF_BUILD_MARK: &str = \"{}\";\n",
+        hook_marker::mark(version)
+    )
+}
+
+/// Prepares the hooked copy of the program's rayon-core in `build_dir`, or says why not.
+pub fn prepare(program: &Program, build_dir: &Path) -> Result<PreparedCopy, RayonHooks> {
+    match program.prepare(&RAYON_CORE, build_dir) {
+        Ok(Some(copy)) => Ok(copy),
+        Ok(None) => Err(RayonHooks::NoRayon),
+        Err(reason) => Err(RayonHooks::Unavailable { reason }),
+    }
+}
+
+const HOOK_POINTS: &[HookPoint] = &[
+    // Every job carries the tag of the thread that created it…
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "    execute_fn: unsafe fn(*const ()),\n}",
+        replacement: "    execute_fn: unsafe fn(*const ()),\n    parprof_tag: ::parprof_rt::rayon_hooks::Tag,\n}",
+    },
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "            execute_fn: <T as Job>::execute,\n",
+        replacement: "            execute_fn: <T as Job>::execute,\n            parprof_tag: ::parprof_rt::rayon_hooks::Tag::here(),\n",
+    },
+    // …and running it is a task of that tag's region.
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "    pub(super) unsafe fn execute(self) {\n",
+        replacement: "    pub(super) unsafe fn execute(self) {\n        let _parprof_task = ::parprof_rt::rayon_hooks::Task::begin(self.parprof_tag);\n",
+    },
+    // A FIFO spawn's queue wrapper is not a task: the job it runs is.
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "        self.inner.push(job_ref);\n        JobRef::new(self)\n",
+        replacement: "        self.inner.push(job_ref);\n        let mut fifo = JobRef::new(self);\n        fifo.parprof_tag = ::parprof_rt::rayon_hooks::Tag::NONE;\n        fifo\n",
+    },
+    // A join's first half runs inline…
+    HookPoint {
+        file: "src/join/mod.rs",
+        anchor: "        let status_a = unwind::halt_unwinding(call_a(oper_a, injected));\n",
+        replacement: "        let parprof_fork = ::parprof_rt::rayon_hooks::Fork::here();\n        let status_a = {\n            let _parprof_task = parprof_fork.inline_task();\n            unwind::halt_unwinding(call_a(oper_a, injected))\n        };\n",
+    },
+    // …its second half, popped back, runs without a job…
+    HookPoint {
+        file: "src/join/mod.rs",
+        anchor: "                let result_b = job_b.run_inline(injected);\n",
+        replacement: "                let result_b = {\n                    let _parprof_task = parprof_fork.local_task();\n                    job_b.run_inline(injected)\n                };\n                parprof_fork.resume();\n",
+    },
+    // …and the join returns to its caller.
+    HookPoint {
+        file: "src/join/mod.rs",
+        anchor: "        (result_a, job_b.into_result())\n",
+        replacement: "        parprof_fork.resume();\n        (result_a, job_b.into_result())\n",
+    },
+    // A thread outside every pool enters one: an implicit region when none is current, named
+    // after the call site. `#[track_caller]` on the way there carries the user's source
+    // location to it for direct calls (`join`, `scope`, `install`); calls made inside rayon
+    // (a parallel iterator) are named by the operation's type instead.
+    HookPoint {
+        file: "src/registry.rs",
+        anchor: "        thread_local!(static LOCK_LATCH",
+        replacement: "        let _parprof_entry = ::parprof_rt::rayon_hooks::PoolEntry::from_outside(::std::any::type_name::<OP>(), ::std::panic::Location::caller());\n        thread_local!(static LOCK_LATCH",
+    },
+    track_caller(
+        "src/registry.rs",
+        "    unsafe fn in_worker_cold<OP, R>(&self, op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/registry.rs",
+        "    pub(super) fn in_worker<OP, R>(&self, op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/registry.rs",
+        "pub(super) fn in_worker<OP, R>(op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/join/mod.rs",
+        "pub fn join<A, B, RA, RB>(oper_a: A, oper_b: B) -> (RA, RB)\n",
+    ),
+    track_caller(
+        "src/join/mod.rs",
+        "pub fn join_context<A, B, RA, RB>(oper_a: A, oper_b: B) -> (RA, RB)\n",
+    ),
+    track_caller(
+        "src/scope/mod.rs",
+        "pub fn scope<'scope, OP, R>(op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/scope/mod.rs",
+        "pub fn scope_fifo<'scope, OP, R>(op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/thread_pool/mod.rs",
+        "    pub fn install<OP, R>(&self, op: OP) -> R\n",
+    ),
+    // A worker of another pool waited for its operation here.
+    HookPoint {
+        file: "src/registry.rs",
+        anchor: "        current_thread.wait_until(&job.latch);\n",
+        replacement: "        current_thread.wait_until(&job.latch);\n        ::parprof_rt::rayon_hooks::fork_returned();\n",
+    },
+    HookPoint {
+        file: "src/registry.rs",
+        anchor: "    let index = worker_thread.index;\n",
+        // The mark of the hooked build, kept in the executable for `record`.
+        replacement: "    let index = worker_thread.index;\n    ::parprof_rt::rayon_hooks::worker_started(index, registry as *const Registry as usize);\n    ::core::hint::black_box(crate::PARPROF_BUILD_MARK);\n",
+    },
+    // A scope's owner waited for its spawned jobs.
+    HookPoint {
+        file: "src/scope/mod.rs",
+        anchor: "        self.job_completed_latch.wait(owner);\n",
+        replacement: "        self.job_completed_latch.wait(owner);\n        ::parprof_rt::rayon_hooks::fork_returned();\n",
+    },
+    HookPoint {
+        file: "src/sleep/mod.rs",
+        anchor: "    ) {\n        if idle_state.rounds < ROUNDS_UNTIL_SLEEPY {\n",
+        replacement: "    ) {\n        ::parprof_rt::rayon_hooks::search_round(idle_state.rounds as u32);\n        if idle_state.rounds < ROUNDS_UNTIL_SLEEPY {\n",
+    },
+    HookPoint {
+        file: "src/sleep/mod.rs",
+        anchor: "            *is_blocked = true;\n",
+        replacement: "            let _parprof_sleep = ::parprof_rt::rayon_hooks::Sleep::begin();\n            *is_blocked = true;\n",
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::hooked_copy::copy_dir;
+
+    /// This workspace's own rayon-core (a supported version) takes every hook point.
+    #[test]
+    fn the_workspace_rayon_core_takes_every_hook_point() {
+        let program =
+            Program::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let hooked = match prepare(&program, dir.path()) {
+            Ok(hooked) => hooked,
+            Err(status) => panic!("not hooked: {status:?}"),
+        };
+        let copy = copy_dir(dir.path(), "rayon-core", &hooked.version);
+        for point in HOOK_POINTS {
+            let text = std::fs::read_to_string(copy.join(point.file)).unwrap();
+            let replacement = point.replacement();
+            assert_eq!(text.matches(&replacement).count(), 1, "{replacement}");
+        }
+        let manifest = std::fs::read_to_string(copy.join("Cargo.toml")).unwrap();
+        assert!(manifest.contains("[dependencies.parprof-rt]"));
+        let lib = std::fs::read_to_string(copy.join("src/lib.rs")).unwrap();
+        assert!(lib.contains(&hook_marker::mark(&hooked.version)), "{lib}");
+        assert!(
+            hooked
+                .config
+                .starts_with("patch.crates-io.rayon-core.path=")
+        );
+    }
+}
