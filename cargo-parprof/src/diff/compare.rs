@@ -1,12 +1,13 @@
 //! The comparison of two sides: its rows, their verdicts by the noise rule, the diagnoses that
 //! changed (step 2 of [`super`]'s list).
 
+use super::moved_regions;
 use super::noise::{self, RowTest, Verdict};
 use super::side::{Run, Side};
 use super::stats;
 use anyhow::{Result, bail};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A call count differs between the sides when their runs' counts do not overlap and the
 /// medians differ by at least this much, relatively.
@@ -19,8 +20,12 @@ pub enum Measure {
     /// Sums over the whole run: a probe's active time of all calls, a region's elapsed time of
     /// all its runs.
     Total,
-    /// Means: a probe's active time per call, a region's elapsed time per run (benchmarks).
+    /// Means: a probe's active time per call, a region's elapsed time per run (benchmarks
+    /// without criterion's iteration count).
     PerCall,
+    /// Per iteration of the benchmarked routine, as criterion counted its measured batch: a
+    /// probe's active time and calls, a region's elapsed time and runs, each ÷ iterations.
+    PerIteration,
 }
 
 /// What a row measures.
@@ -178,11 +183,24 @@ fn check_comparable(base: &Side, head: &Side) -> Result<Measure> {
             head.path.display()
         );
     }
-    Ok(if base.is_bench() {
-        Measure::PerCall
-    } else {
-        Measure::Total
+    Ok(match (measure_of(base), measure_of(head)) {
+        (Measure::PerIteration, Measure::PerIteration) => Measure::PerIteration,
+        (Measure::Total, _) => Measure::Total,
+        _ => Measure::PerCall,
     })
+}
+
+/// What the rows of `side` measure: totals for a program; for a bench, per iteration of the
+/// benchmarked routine when every run carries criterion's count of its measured batch (the
+/// hooked profile mode), per call otherwise.
+pub(super) fn measure_of(side: &Side) -> Measure {
+    if !side.is_bench() {
+        Measure::Total
+    } else if side.counts_iterations() {
+        Measure::PerIteration
+    } else {
+        Measure::PerCall
+    }
 }
 
 /// Applies the noise rule to all rows at once (rows present on one side only are not tested);
@@ -228,12 +246,21 @@ pub(super) fn compare_runs(
     measure: Measure,
 ) -> Vec<(Row, Option<RowTest>)> {
     let mut rows = Vec::new();
-    for (kind, list, figure, count) in [
-        (RowKind::Probe, "probes", "active_ns", "calls"),
-        (RowKind::Region, "regions", "elapsed_ns", "instances"),
+    let moved = moved_regions::base_to_head(base, head);
+    let unchanged = HashMap::new();
+    for (kind, list, figure, count, renamed) in [
+        (RowKind::Probe, "probes", "active_ns", "calls", &unchanged),
+        (
+            RowKind::Region,
+            "regions",
+            "elapsed_ns",
+            "instances",
+            &moved,
+        ),
     ] {
-        let b = per_run(base, list, figure, count);
-        let h = per_run(head, list, figure, count);
+        let per_iteration = measure == Measure::PerIteration;
+        let b = per_run(base, list, figure, count, renamed, per_iteration);
+        let h = per_run(head, list, figure, count, &unchanged, per_iteration);
         let names: BTreeSet<&String> = b.keys().chain(h.keys()).collect();
         let none = |n: usize| vec![None; n];
         for name in names {
@@ -246,15 +273,29 @@ pub(super) fn compare_runs(
 }
 
 /// name → its sums in each run (`None` where the run does not have it), summed over the items
-/// of that name.
-fn per_run(runs: &[Run], list: &str, figure: &str, count: &str) -> BTreeMap<String, Vec<Sums>> {
+/// of that name, and divided by the run's measured iterations when `per_iteration`; an item
+/// whose name `renamed` holds goes under the new one.
+fn per_run(
+    runs: &[Run],
+    list: &str,
+    figure: &str,
+    count: &str,
+    renamed: &HashMap<String, String>,
+    per_iteration: bool,
+) -> BTreeMap<String, Vec<Sums>> {
     let mut sums: BTreeMap<String, Vec<Sums>> = BTreeMap::new();
     for (i, run) in runs.iter().enumerate() {
+        let iterations = match run.measured_iterations() {
+            Some(n) if per_iteration => n,
+            _ => 1.0,
+        };
         for item in run.report[list].as_array().into_iter().flatten() {
             let (Some(name), Some(value)) = (item["name"].as_str(), item[figure].as_f64()) else {
                 continue;
             };
-            let n = item[count].as_f64().unwrap_or(0.0);
+            let name = renamed.get(name).map_or(name, String::as_str);
+            let value = value / iterations;
+            let n = item[count].as_f64().unwrap_or(0.0) / iterations;
             let slot = &mut sums
                 .entry(name.to_owned())
                 .or_insert_with(|| vec![None; runs.len()])[i];
@@ -270,7 +311,7 @@ fn figures(sums: &[Sums], measure: Measure) -> Vec<f64> {
     sums.iter()
         .map(|s| match (s, measure) {
             (None, _) => 0.0,
-            (Some((value, _)), Measure::Total) => *value,
+            (Some((value, _)), Measure::Total | Measure::PerIteration) => *value,
             (Some((value, n)), Measure::PerCall) if *n > 0.0 => value / n,
             (Some(_), Measure::PerCall) => 0.0,
         })
@@ -337,30 +378,52 @@ fn row(
     (row, test)
 }
 
-fn diagnosis_codes(runs: &[Run]) -> BTreeSet<(String, String)> {
-    runs.iter()
-        .flat_map(|r| r.report["regions"].as_array().into_iter().flatten())
-        .flat_map(|region| {
-            let name = region["name"].as_str().unwrap_or("?").to_owned();
-            region["diagnoses"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(move |d| Some((name.clone(), d["code"].as_str()?.to_owned())))
-        })
-        .collect()
+/// The (region, diagnosis) pairs of `runs`, regions renamed as `renamed` says, with the number
+/// of runs that have each.
+fn diagnosis_codes(
+    runs: &[Run],
+    renamed: &HashMap<String, String>,
+) -> BTreeMap<(String, String), usize> {
+    let mut runs_with = BTreeMap::new();
+    for run in runs {
+        let pairs: BTreeSet<(String, String)> = (run.report["regions"].as_array().into_iter())
+            .flatten()
+            .flat_map(|region| {
+                let name = region["name"].as_str().unwrap_or("?");
+                let name = renamed.get(name).map_or(name, String::as_str).to_owned();
+                (region["diagnoses"].as_array().into_iter().flatten())
+                    .filter_map(move |d| Some((name.clone(), d["code"].as_str()?.to_owned())))
+            })
+            .collect();
+        for pair in pairs {
+            *runs_with.entry(pair).or_insert(0) += 1;
+        }
+    }
+    runs_with
 }
 
+/// The diagnoses that appeared (in most of HEAD's runs, in none of BASE's) or vanished (the
+/// other way round): one that comes and goes among the runs of a side is that side's noise,
+/// not a change.
 fn diagnosis_changes(base: &[Run], head: &[Run]) -> impl Iterator<Item = DiagnosisChange> {
-    let (b, h) = (diagnosis_codes(base), diagnosis_codes(head));
+    let moved = moved_regions::base_to_head(base, head);
+    let (b, h) = (
+        diagnosis_codes(base, &moved),
+        diagnosis_codes(head, &HashMap::new()),
+    );
     let change = |(region, code): &(String, String), appeared| DiagnosisChange {
         benchmark: None,
         region: region.clone(),
         code: code.clone(),
         appeared,
     };
-    let appeared = h.difference(&b).map(|d| change(d, true));
-    let vanished = b.difference(&h).map(|d| change(d, false));
+    let in_most = |n: usize, runs: usize| 2 * n > runs;
+    let appeared = (h.iter())
+        .filter(|&(d, &n)| in_most(n, head.len()) && !b.contains_key(d))
+        .map(|(d, _)| change(d, true));
+    let vanished = (b.iter())
+        .filter(|&(d, &n)| in_most(n, base.len()) && !h.contains_key(d))
+        .map(|(d, _)| change(d, false));
     appeared.chain(vanished).collect::<Vec<_>>().into_iter()
 }
 
@@ -448,6 +511,50 @@ mod tests {
         let md = views::markdown(&c, &[]);
         assert!(md.contains("### Call counts changed"), "{md}");
         assert!(md.contains("1 call count changed"), "{md}");
+    }
+
+    /// A benchmark's runs carry criterion's count of the measured batch: rows are per
+    /// iteration, so a run that fitted fewer iterations under load keeps its figures and its
+    /// counts, and finer leaves read as more time per iteration, not as faster calls.
+    #[test]
+    fn benchmarks_with_criterions_count_are_compared_per_iteration() {
+        let bench = |runs: Vec<(f64, f64, f64)>| Side {
+            path: PathBuf::from("side"),
+            program: "prog".into(),
+            benchmarks: vec![Benchmark {
+                name: Some("sort".into()),
+                runs: (runs.into_iter())
+                    .map(|(iterations, ns, calls)| {
+                        let mut report = report(&[("leaf", ns, calls)]);
+                        report["bench"] = json!({ "measured_iterations": iterations });
+                        Run {
+                            dir: PathBuf::from("run"),
+                            report,
+                        }
+                    })
+                    .collect(),
+            }],
+        };
+        // 1 ms and 8 calls an iteration on both sides; HEAD's runs fitted half the iterations.
+        let base = bench(vec![(1000.0, 1e9, 8000.0), (1010.0, 1.01e9, 8080.0)]);
+        let head = bench(vec![(500.0, 0.5e9, 4000.0), (505.0, 0.505e9, 4040.0)]);
+        let c = compare(&base, &head).unwrap();
+        assert_eq!(c.measure, Measure::PerIteration);
+        let leaf = &c.rows[0];
+        assert_eq!((leaf.base_median_ns, leaf.head_median_ns), (1e6, 1e6));
+        assert_eq!((leaf.base_calls, leaf.head_calls), (8.0, 8.0));
+        assert!(!leaf.calls_changed);
+        // Finer leaves: 32 calls an iteration, each a third as long, 1.33 ms in all.
+        let finer = bench(vec![(400.0, 0.533e9, 12_800.0), (404.0, 0.538e9, 12_928.0)]);
+        let c = compare(&base, &finer).unwrap();
+        let leaf = &c.rows[0];
+        assert!(leaf.change > 0.3, "{leaf:?}");
+        assert!(leaf.calls_changed);
+        assert_eq!(views::calls_text(leaf), "8 → 32 calls");
+        // Without the count (criterion not hooked), per call as before.
+        let mut unhooked = bench(vec![(1000.0, 1e9, 8000.0)]);
+        unhooked.benchmarks[0].runs[0].report["bench"] = Value::Null;
+        assert_eq!(compare(&unhooked, &head).unwrap().measure, Measure::PerCall);
     }
 
     #[test]

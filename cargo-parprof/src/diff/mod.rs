@@ -10,13 +10,15 @@
 //!    the noise rule of [`noise`] applied to all rows of the diff together; the diagnoses that
 //!    appeared or disappeared. A program's figures are totals; a benchmark's are per call and
 //!    per region run, since criterion's profile mode runs each benchmark for a fixed time (a
-//!    slower routine runs fewer times, in the same total);
+//!    slower routine runs fewer times, in the same total); a region whose call site only moved
+//!    lines is compared with itself ([`moved_regions`]);
 //! 3. [`views`] and [`flame`]: `diff.md`, `diff.json`, the differential flamegraphs, the
 //!    terminal headline — all made in memory, then written together, so that a failure leaves
 //!    nothing half-done. [`spread`] is the summary of one side's `--repeat` runs.
 
 pub mod compare;
 pub mod flame;
+mod moved_regions;
 pub mod noise;
 pub mod side;
 pub mod spread;

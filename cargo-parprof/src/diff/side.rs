@@ -19,6 +19,15 @@ pub struct Run {
     pub(super) report: Value,
 }
 
+impl Run {
+    /// The iterations of the routine in the measured batch, as criterion counted them.
+    pub(super) fn measured_iterations(&self) -> Option<f64> {
+        self.report["bench"]["measured_iterations"]
+            .as_f64()
+            .filter(|&n| n > 0.0)
+    }
+}
+
 /// The runs of one benchmark of a bench, or of a whole program (`name` is `None`).
 pub struct Benchmark {
     pub name: Option<String>,
@@ -54,6 +63,13 @@ impl Side {
             .map(|b| b.runs.len())
             .min()
             .unwrap_or(0)
+    }
+
+    /// Every run carries criterion's count of its measured batch.
+    pub(super) fn counts_iterations(&self) -> bool {
+        (self.benchmarks.iter())
+            .flat_map(|b| &b.runs)
+            .all(|r| r.measured_iterations().is_some())
     }
 
     pub(super) fn is_bench(&self) -> bool {

@@ -3,7 +3,7 @@
 //! the runs). Saved at the top of the runs' folder as `report.json` (schema
 //! `parprof-repeat/1`) and `report.md`, and printed.
 
-use super::compare::{Measure, RowKind, compare_runs};
+use super::compare::{Measure, RowKind, compare_runs, measure_of};
 use super::side::{REPEAT_SCHEMA, Side, load_side};
 use super::{stats, views};
 use anyhow::{Context, Result};
@@ -44,11 +44,7 @@ pub struct Spread {
 
 /// The spread of the runs of `side`.
 pub fn spread(side: &Side) -> Spread {
-    let measure = if side.is_bench() {
-        Measure::PerCall
-    } else {
-        Measure::Total
-    };
+    let measure = measure_of(side);
     let mut rows = Vec::new();
     for b in &side.benchmarks {
         for (row, _) in compare_runs(&b.runs, &[], measure) {
@@ -106,6 +102,10 @@ pub fn markdown(s: &Spread) -> String {
     let what = match s.measure {
         Measure::Total => "probes: active time of all calls; regions: elapsed time of all runs",
         Measure::PerCall => "probes: active time per call; regions: elapsed time per run",
+        Measure::PerIteration => {
+            "per iteration of the benchmarked routine (criterion's count): probes' active time, \
+             regions' elapsed time"
+        }
     };
     let mut md = format!(
         "# parprof: spread over {} runs of `{}`\n\nEach run's own report is in its folder \

@@ -30,6 +30,10 @@ pub(super) fn ns(v: f64) -> String {
 
 /// A count with a space between groups of three digits: "131 072".
 pub fn count(v: f64) -> String {
+    // Per-iteration counts can be fractions (a region run every other iteration).
+    if v < 100.0 && (v - v.round()).abs() > 0.005 {
+        return format!("{v:.2}");
+    }
     let digits = (v.max(0.0).round() as u64).to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -152,6 +156,12 @@ fn measure_sentence(c: &Comparison) -> &'static str {
              time per call (overhead and switched-out time removed), regions' elapsed time per run; \
              medians over the runs; calls per run of fixed time, so a slower routine has fewer."
         }
+        Measure::PerIteration => {
+            "Per benchmark, per iteration of the benchmarked routine (criterion's own count of its \
+             measured batch): probes' active time of all calls in an iteration (overhead and \
+             switched-out time removed), regions' elapsed time of all runs in an iteration; medians \
+             over the runs; calls and region runs per iteration, which load does not change."
+        }
     }
 }
 
@@ -241,9 +251,14 @@ fn calls_section(c: &Comparison) -> String {
         "\n### Call counts changed\n\nA per-call figure means something else when the calls \
          change: read these rows' time with their count.\n\n",
     );
+    let per = if c.measure == Measure::PerIteration {
+        "per iteration"
+    } else {
+        "per run"
+    };
     for r in changed {
         md.push_str(&format!(
-            "- {} `{}`: {} per run ({})\n",
+            "- {} `{}`: {} {per} ({})\n",
             kind(r.kind),
             row_name(r),
             calls_text(r),
