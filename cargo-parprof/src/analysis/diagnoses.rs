@@ -42,13 +42,14 @@ struct Figures {
     runs: f64,
     /// Tasks one run of the region makes.
     tasks_per_run: f64,
-    /// Worker time less the time workers waited for a CPU: switched out while runnable with
-    /// work (UC, LQ, GS), or idle while another worker held the work without a CPU. That time
-    /// is the CPUs' shortage (`oversubscription`'s), so the other causes are judged, and every
-    /// rate taken, over the rest.
+    /// Worker time less the time workers waited for a CPU: switched out while runnable (UC,
+    /// LQ, GS, and W: an idle worker yielding beside busy CPUs), or idle while another worker
+    /// held the work without a CPU. That time is the CPUs' shortage (`oversubscription`'s), so
+    /// the other causes are judged, and every rate taken, over the rest.
     runnable_ns: f64,
-    /// LQ + GS while not switched out runnable, and W less the idle time spent while another
-    /// worker held the work without a CPU: what the schedule itself lost.
+    /// LQ + GS while not switched out runnable, and W less its time without a CPU (switched out
+    /// runnable, or while another worker held the work without one): what the schedule itself
+    /// lost.
     active_ns: f64,
     inactive_ns: f64,
 }
@@ -128,7 +129,6 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
             ));
         }
     }
-    let mut oversubscribed = oversubscription(r, t, &f, usable_cpus);
     let inactive_ns = f.inactive_ns;
     let inactive_share = inactive_ns / f.runnable_ns;
     if inactive_share > t.inactive_overhead {
@@ -156,16 +156,13 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
             ));
         } else if freq > t.search_wait_per_worker_per_s || few_tasks_per_run(r, &f) {
             out.push(slack(r, t, &f, freq, opened));
-        } else if let Some(shortage) = oversubscribed.as_mut().filter(|_| even_pieces(r, &f)) {
-            shortage
-                .evidence
-                .summary
-                .push_str(&idle_behind_the_shortage(r, &f, inactive_share));
         } else {
             out.push(imbalance(r, t, &f, freq, inactive_share, opened));
         }
     }
-    out.extend(oversubscribed);
+    if let Some(d) = oversubscription(r, t, &f, usable_cpus) {
+        out.push(d);
+    }
     if let Some(d) = blocking(r, t, &f) {
         out.push(d);
     }
@@ -206,9 +203,11 @@ fn fold_symptoms(out: &mut Vec<Diagnosis>, f: &Figures, workers: usize) {
 fn figures(r: &RegionReport) -> Figures {
     let worker_ns = r.worker_ns();
     let p = &r.preempted_ns;
-    // Idle while another worker held work without a CPU: the CPUs' shortage too. Idle
-    // otherwise, yielding (switched out runnable) or asleep, is idle.
-    let waited_for_others = r.idle_while_others_preempted_ns.min(r.inactive_overhead_ns);
+    // Idle without a CPU: switched out while runnable (a worker yielding in rayon's idle loop
+    // beside busy CPUs could not have run), or while another worker held work without a CPU —
+    // the CPUs' shortage, not the schedule's. Idle otherwise (asleep, or yielding with a CPU to
+    // run on) is idle. The two may overlap: the larger is taken out.
+    let waited_for_others = (r.idle_while_others_preempted_ns.max(p.w)).min(r.inactive_overhead_ns);
     let without_cpu = (p.uc + p.lq + p.gs + waited_for_others) as f64;
     Figures {
         workers: r.workers as f64,
@@ -335,33 +334,6 @@ fn stealing(
 }
 
 /// A run makes fewer tasks than the region has workers, counted exactly (rayon-core hooks).
-/// The longest task's own time against the median, at most, for pieces of work to count as even.
-const EVEN_PIECES: f64 = 8.0;
-
-/// Whether each run cut the work into many pieces (8 per worker at least) of about one size (the
-/// longest's own time within [`EVEN_PIECES`] × the median): workers then run out of work
-/// together, and idle time while others still work cannot come from the cut.
-fn even_pieces(r: &RegionReport, f: &Figures) -> bool {
-    f.tasks_per_run >= (8 * r.workers) as f64
-        && (r.task_ns.max as f64) <= EVEN_PIECES * r.task_ns.median.max(1) as f64
-}
-
-/// Idle time in an oversubscribed region whose pieces are even: workers whose work had arrived
-/// (a join's other half done, a task to take) waited for a CPU to go on — the wake-ups a busy
-/// machine delays, part of the same shortage rather than load imbalance.
-fn idle_behind_the_shortage(r: &RegionReport, f: &Figures, inactive_share: f64) -> String {
-    format!(
-        " Workers were also idle for {:.0}% of the time they could run, although each run cut \
-         the work into {:.0} even pieces (the longest {} of its own, the median {}): not load \
-         imbalance, but workers waiting for a CPU to go on with work that had arrived — the same \
-         shortage.",
-        inactive_share * 100.0,
-        f.tasks_per_run,
-        human_duration(r.task_ns.max),
-        human_duration(r.task_ns.median)
-    )
-}
-
 fn few_tasks_per_run(r: &RegionReport, f: &Figures) -> bool {
     r.wait_source == WaitSource::Hooks && f.tasks_per_run < r.workers as f64
 }
@@ -953,30 +925,13 @@ mod tests {
         searching.preempted_ns = beside_hogs.preempted_ns;
         searching.idle_while_others_preempted_ns = 950_000_000;
         assert_eq!(codes(&searching), vec![Code::Oversubscription]);
-        // Idle yielding while no worker holds work is idle, switched out or not, when the
-        // pieces are unequal (the longest 5,000× the median)…
+        // Idle yielding while no worker holds work, switched out runnable: it could not have
+        // run, the shortage's too.
         beside_hogs.idle_while_others_preempted_ns = 0;
-        assert_eq!(
-            codes(&beside_hogs),
-            vec![Code::LoadImbalance, Code::Oversubscription]
-        );
-        // …but with 211 even pieces a run, the workers waited for a CPU to go on: the shortage.
-        beside_hogs.task_ns.max = 40_000;
-        let diagnoses = diagnose(&beside_hogs, &Thresholds::default(), None);
-        assert_eq!(
-            diagnoses.iter().map(|d| d.code).collect::<Vec<_>>(),
-            vec![Code::Oversubscription]
-        );
-        let summary = &diagnoses[0].evidence.summary;
-        assert!(
-            summary.contains("idle for 29% of the time they could run")
-                && summary.contains(
-                    "211 even pieces (the longest 40.0 µs of its own, the median 10.0 µs)"
-                ),
-            "{summary}"
-        );
-        // Few pieces a run stay imbalance, however even.
-        beside_hogs.instances = 1_000;
+        assert_eq!(codes(&beside_hogs), vec![Code::Oversubscription]);
+        // Idle asleep (not switched out runnable) while no worker held work without a CPU is
+        // the schedule's: imbalance, beside the oversubscription.
+        beside_hogs.preempted_ns.w = 0;
         assert_eq!(
             codes(&beside_hogs),
             vec![Code::LoadImbalance, Code::Oversubscription]
