@@ -6,7 +6,7 @@ use super::threads::WRITER_THREAD;
 use crate::recording::kernel_records::{CpuSample, Frame, KernelRecords, Stack, SwitchRecord};
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 /// Suffix of an inlined frame: the annotation flamegraph tools (inferno's palettes included)
@@ -109,22 +109,51 @@ fn is_runtime_library_frame(function: &str) -> bool {
 /// innermost profiler frame is followed (toward the leaf) by library frames only; otherwise
 /// the profiler frames are wrappers around user code (`parprof_rt::region::join`, the
 /// instrumented iterators) and are removed, keeping the user frames under their callers.
-fn without_profiler_frames(frames: Vec<String>) -> Option<Vec<String>> {
-    let Some(innermost) = frames.iter().rposition(|f| is_profiler_frame(f)) else {
+fn without_profiler_frames<F: AsRef<str>>(frames: Vec<F>) -> Option<Vec<F>> {
+    let Some(innermost) = frames.iter().rposition(|f| is_profiler_frame(f.as_ref())) else {
         return Some(frames);
     };
     if frames[innermost + 1..]
         .iter()
-        .all(|f| is_runtime_library_frame(f))
+        .all(|f| is_runtime_library_frame(f.as_ref()))
     {
         return None;
     }
     Some(
         frames
             .into_iter()
-            .filter(|f| !is_profiler_frame(f))
+            .filter(|f| !is_profiler_frame(f.as_ref()))
             .collect(),
     )
+}
+
+/// A symbolised frame as the folding compares it: by its name (a pointer comparison where the
+/// names are shared, as the symbolizer and the records' loader share them) and whether it was
+/// inlined. Folding a deep recursion's stacks by these instead of by formatted names spares
+/// hundreds of allocations and string comparisons per stack.
+#[derive(Clone, Copy)]
+struct FrameRef<'a>(&'a Frame);
+
+impl PartialEq for FrameRef<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (&*self.0.function, &*other.0.function);
+        self.0.inlined == other.0.inlined && (std::ptr::eq(a, b) || a == b)
+    }
+}
+
+impl Eq for FrameRef<'_> {}
+
+impl std::hash::Hash for FrameRef<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.function.hash(state);
+        self.0.inlined.hash(state);
+    }
+}
+
+impl AsRef<str> for FrameRef<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0.function
+    }
 }
 
 /// Folds recursion: each function appears at most once in a stack. When a frame reappears
@@ -135,9 +164,9 @@ fn without_profiler_frames(frames: Vec<String>) -> Option<Vec<String>> {
 ///
 /// Linear in the stack's depth (a deep recursion has hundreds of frames): each frame kept is
 /// found by its hash.
-pub fn fold_recursion(frames: Vec<String>) -> Vec<String> {
-    let hash = |frame: &str| FxBuildHasher.hash_one(frame);
-    let mut folded: Vec<(u64, String)> = Vec::with_capacity(frames.len());
+pub fn fold_recursion<F: Eq + Hash>(frames: Vec<F>) -> Vec<F> {
+    let hash = |frame: &F| FxBuildHasher.hash_one(frame);
+    let mut folded: Vec<(u64, F)> = Vec::with_capacity(frames.len());
     // Where each frame kept is, by hash; a colliding frame is found by a scan.
     let mut position: FxHashMap<u64, usize> =
         FxHashMap::with_capacity_and_hasher(frames.len(), FxBuildHasher);
@@ -165,23 +194,18 @@ pub fn fold_recursion(frames: Vec<String>) -> Vec<String> {
     folded.into_iter().map(|(_, frame)| frame).collect()
 }
 
-/// The frames of one sample, root first: symbolised names, else raw addresses.
-fn sample_frames(stack: Option<&Stack>, callchain: &[u64]) -> (Vec<String>, bool) {
-    match stack {
-        Some(stack) if !stack.is_empty() => (stack.iter().map(frame_name).collect(), true),
-        _ => {
-            // Call chains are leaf first; flamegraph stacks are root first.
-            let addresses: Vec<String> = callchain
-                .iter()
-                .rev()
-                .map(|ip| format!("{ip:#x}"))
-                .collect();
-            if addresses.is_empty() {
-                (vec!["[unknown]".to_owned()], false)
-            } else {
-                (addresses, false)
-            }
-        }
+/// The raw addresses of an unsymbolised sample, root first.
+fn address_frames(callchain: &[u64]) -> Vec<String> {
+    // Call chains are leaf first; flamegraph stacks are root first.
+    let addresses: Vec<String> = callchain
+        .iter()
+        .rev()
+        .map(|ip| format!("{ip:#x}"))
+        .collect();
+    if addresses.is_empty() {
+        vec!["[unknown]".to_owned()]
+    } else {
+        addresses
     }
 }
 
@@ -193,19 +217,30 @@ fn program_frames(
     callchain: &[u64],
     role: Option<&str>,
 ) -> Option<(Vec<String>, bool)> {
-    let (frames, symbolised) = sample_frames(stack, callchain);
-    let frames = without_profiler_frames(frames).filter(|_| role != Some(WRITER_THREAD))?;
-    Some((fold_recursion(without_thread_start(frames)), symbolised))
+    if role == Some(WRITER_THREAD) {
+        return None;
+    }
+    match stack {
+        Some(stack) if !stack.is_empty() => {
+            let frames = without_profiler_frames(stack.iter().map(FrameRef).collect())?;
+            let folded = fold_recursion(without_thread_start(frames));
+            Some((folded.into_iter().map(|f| frame_name(f.0)).collect(), true))
+        }
+        _ => {
+            let frames = without_profiler_frames(address_frames(callchain))?;
+            Some((fold_recursion(without_thread_start(frames)), false))
+        }
+    }
 }
 
 /// The frames std runs before a thread's own code — `lang_start` and the panic guards for
 /// `main`, the spawn closure's for other threads — end in `__rust_begin_short_backtrace`,
 /// where std's own backtraces start too: the frames up to it are left out (the stack's root
 /// names the thread already).
-fn without_thread_start(mut frames: Vec<String>) -> Vec<String> {
+fn without_thread_start<F: AsRef<str>>(mut frames: Vec<F>) -> Vec<F> {
     if let Some(entry) = frames
         .iter()
-        .rposition(|f| f.contains("__rust_begin_short_backtrace"))
+        .rposition(|f| f.as_ref().contains("__rust_begin_short_backtrace"))
         && entry + 1 < frames.len()
     {
         frames.drain(..=entry);
