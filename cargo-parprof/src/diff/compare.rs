@@ -285,7 +285,7 @@ fn per_run(
 ) -> BTreeMap<String, Vec<Sums>> {
     let mut sums: BTreeMap<String, Vec<Sums>> = BTreeMap::new();
     for (i, run) in runs.iter().enumerate() {
-        let iterations = match run.measured_iterations() {
+        let iterations = match run.iterations_of(list) {
             Some(n) if per_iteration => n,
             _ => 1.0,
         };

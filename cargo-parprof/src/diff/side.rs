@@ -26,6 +26,20 @@ impl Run {
             .as_f64()
             .filter(|&n| n > 0.0)
     }
+
+    /// The iterations the figures of `list` cover: the probes keep to the measured batch, the
+    /// regions cover the whole run, warm-up included (`bench.whole_run_views`).
+    pub(super) fn iterations_of(&self, list: &str) -> Option<f64> {
+        let measured = self.measured_iterations()?;
+        let warm_up = self.report["bench"]["warm_up_iterations"]
+            .as_f64()
+            .unwrap_or(0.0);
+        Some(if list == "regions" {
+            measured + warm_up
+        } else {
+            measured
+        })
+    }
 }
 
 /// The runs of one benchmark of a bench, or of a whole program (`name` is `None`).
