@@ -107,7 +107,7 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
     if r.workers == 0 || r.elapsed_ns == 0 || r.elapsed_ns < t.min_elapsed_ns {
         return Vec::new();
     }
-    let f = figures(r);
+    let f = figures(r, usable_cpus);
     let mut out = Vec::new();
     let active_ns = f.active_ns;
     let active_share = active_ns / f.runnable_ns;
@@ -200,14 +200,19 @@ fn fold_symptoms(out: &mut Vec<Diagnosis>, f: &Figures, workers: usize) {
     }
 }
 
-fn figures(r: &RegionReport) -> Figures {
+fn figures(r: &RegionReport, usable_cpus: Option<f64>) -> Figures {
     let worker_ns = r.worker_ns();
     let p = &r.preempted_ns;
     // Idle without a CPU: switched out while runnable (a worker yielding in rayon's idle loop
     // beside busy CPUs could not have run), or while another worker held work without a CPU —
     // the CPUs' shortage, not the schedule's. Idle otherwise (asleep, or yielding with a CPU to
-    // run on) is idle. The two may overlap: the larger is taken out.
-    let waited_for_others = (r.idle_while_others_preempted_ns.max(p.w)).min(r.inactive_overhead_ns);
+    // run on) is idle. The two may overlap: the larger is taken out. A pool larger than its
+    // CPUs switches its own idle workers out for its busy ones: that idle time stays the
+    // program's (a linear spawn's thieves waiting for the spawner).
+    let pool_too_large = usable_cpus.is_some_and(|cpus| r.workers as f64 > cpus);
+    let idle_switched_out = if pool_too_large { 0 } else { p.w };
+    let waited_for_others =
+        (r.idle_while_others_preempted_ns.max(idle_switched_out)).min(r.inactive_overhead_ns);
     let without_cpu = (p.uc + p.lq + p.gs + waited_for_others) as f64;
     Figures {
         workers: r.workers as f64,
@@ -929,6 +934,13 @@ mod tests {
         // run, the shortage's too.
         beside_hogs.idle_while_others_preempted_ns = 0;
         assert_eq!(codes(&beside_hogs), vec![Code::Oversubscription]);
+        // Unless the pool itself is larger than its CPUs (4 workers, 2 CPUs): its own busy
+        // workers took the idle ones' CPUs, and the idle time is the program's.
+        let own = diagnose(&beside_hogs, &Thresholds::default(), Some(2.0));
+        assert_eq!(
+            own.iter().map(|d| d.code).collect::<Vec<_>>(),
+            vec![Code::LoadImbalance, Code::Oversubscription]
+        );
         // Idle asleep (not switched out runnable) while no worker held work without a CPU is
         // the schedule's: imbalance, beside the oversubscription.
         beside_hogs.preempted_ns.w = 0;
