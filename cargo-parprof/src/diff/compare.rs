@@ -134,12 +134,14 @@ pub fn compare(base: &Side, head: &Side) -> Result<Comparison> {
     let mut diagnoses = Vec::new();
     for name in names {
         let (b, h) = (runs_of(base, name), runs_of(head, name));
-        for (mut row, test) in compare_runs(b, h, measure) {
+        // BASE's regions under HEAD's names where only their line moved.
+        let moved = moved_regions::base_to_head(b, h);
+        for (mut row, test) in compare_runs(b, h, measure, &moved) {
             row.benchmark = name.map(str::to_owned);
             rows.push(row);
             tests.push(test);
         }
-        diagnoses.extend(diagnosis_changes(b, h).map(|mut d| {
+        diagnoses.extend(diagnosis_changes(b, h, &moved).map(|mut d| {
             d.benchmark = name.map(str::to_owned);
             d
         }));
@@ -239,24 +241,19 @@ fn runs_of<'a>(side: &'a Side, name: Option<&str>) -> &'a [Run] {
 type Sums = Option<(f64, f64)>;
 
 /// The rows of the probes and regions of two sets of runs of one program or benchmark, each
-/// with its test (verdicts are given later, over all rows).
+/// with its test (verdicts are given later, over all rows); `moved` names BASE's regions whose
+/// line moved by HEAD's names ([`moved_regions`]).
 pub(super) fn compare_runs(
     base: &[Run],
     head: &[Run],
     measure: Measure,
+    moved: &HashMap<String, String>,
 ) -> Vec<(Row, Option<RowTest>)> {
     let mut rows = Vec::new();
-    let moved = moved_regions::base_to_head(base, head);
     let unchanged = HashMap::new();
     for (kind, list, figure, count, renamed) in [
         (RowKind::Probe, "probes", "active_ns", "calls", &unchanged),
-        (
-            RowKind::Region,
-            "regions",
-            "elapsed_ns",
-            "instances",
-            &moved,
-        ),
+        (RowKind::Region, "regions", "elapsed_ns", "instances", moved),
     ] {
         let per_iteration = measure == Measure::PerIteration;
         let b = per_run(base, list, figure, count, renamed, per_iteration);
@@ -405,10 +402,13 @@ fn diagnosis_codes(
 /// The diagnoses that appeared (in most of HEAD's runs, in none of BASE's) or vanished (the
 /// other way round): one that comes and goes among the runs of a side is that side's noise,
 /// not a change.
-fn diagnosis_changes(base: &[Run], head: &[Run]) -> impl Iterator<Item = DiagnosisChange> {
-    let moved = moved_regions::base_to_head(base, head);
+fn diagnosis_changes(
+    base: &[Run],
+    head: &[Run],
+    moved: &HashMap<String, String>,
+) -> impl Iterator<Item = DiagnosisChange> {
     let (b, h) = (
-        diagnosis_codes(base, &moved),
+        diagnosis_codes(base, moved),
         diagnosis_codes(head, &HashMap::new()),
     );
     let change = |(region, code): &(String, String), appeared| DiagnosisChange {

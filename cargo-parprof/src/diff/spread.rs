@@ -8,6 +8,7 @@ use super::side::{REPEAT_SCHEMA, Side, load_side};
 use super::{stats, views};
 use anyhow::{Context, Result};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// One probe or region over the runs of one side.
@@ -47,7 +48,7 @@ pub fn spread(side: &Side) -> Spread {
     let measure = measure_of(side);
     let mut rows = Vec::new();
     for b in &side.benchmarks {
-        for (row, _) in compare_runs(&b.runs, &[], measure) {
+        for (row, _) in compare_runs(&b.runs, &[], measure, &HashMap::new()) {
             let runs_ns = row.base_ns;
             let (min_ns, max_ns) = runs_ns
                 .iter()
