@@ -38,6 +38,7 @@ mod slice_slot;
 mod slice_timer;
 mod slices;
 mod speed_reference;
+pub mod state_clock;
 mod thread_context;
 pub mod trace;
 

@@ -21,11 +21,12 @@
 
 use crate::clock;
 use crate::recorder;
+use crate::state_clock;
 use crate::trace::{
     Chunk, DETAIL_FRAME, DETAIL_PAUSE, DETAIL_RESUME, DURATION_BUCKETS, Event, EventKind, GapSum,
     LifecycleTotals, TaskOrigin, duration_bucket,
 };
-use std::cell::UnsafeCell;
+use std::cell::Cell;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -59,6 +60,7 @@ static EVENTS_PER_WINDOW: AtomicU32 = AtomicU32::new(WINDOW_EVENTS);
 pub(crate) fn configure(ticks_per_ns: f64) {
     let ticks = (WINDOW_NS as f64 * ticks_per_ns).max(1.0) as u64;
     WINDOW_TICKS.store(ticks, Ordering::Relaxed);
+    state_clock::configure(ticks_per_ns);
     if std::env::var_os(DETAIL_ENV).is_some_and(|v| v == "all") {
         EVENTS_PER_WINDOW.store(u32::MAX, Ordering::Relaxed);
     }
@@ -116,11 +118,21 @@ struct Counters {
     tasks: [Count; 4],
     local: Sum,
     steal: Sum,
-    resume: [Sum; 65],
+    /// Every gap a fork's return ended, and the timed ones by bit length: the totals split
+    /// the former as the latter (see [`resume_gaps`]).
+    resume: Sum,
+    resume_timed: [Sum; 65],
     idle: Count,
     rounds: Count,
     idle_episodes: Count,
+    /// Leaf tasks' own times timed exactly, and the leaves whose time the marks counted with
+    /// those of them that were timed (a sample the totals scale to all of them).
     durations: [Count; DURATION_BUCKETS],
+    leaves: Count,
+    leaves_timed: Count,
+    durations_timed: [Count; DURATION_BUCKETS],
+    /// Local gaps' lengths, of the timed ones (scaled to `local`'s count).
+    local_timed: Count,
     local_gap_lengths: [Count; DURATION_BUCKETS],
     min_task: Count,
     max_task: Count,
@@ -141,11 +153,16 @@ impl Counters {
             tasks: Default::default(),
             local: Sum::default(),
             steal: Sum::default(),
-            resume: std::array::from_fn(|_| Sum::default()),
+            resume: Sum::default(),
+            resume_timed: std::array::from_fn(|_| Sum::default()),
             idle: Count::default(),
             rounds: Count::default(),
             idle_episodes: Count::default(),
             durations: std::array::from_fn(|_| Count::default()),
+            leaves: Count::default(),
+            leaves_timed: Count::default(),
+            durations_timed: std::array::from_fn(|_| Count::default()),
+            local_timed: Count::default(),
             local_gap_lengths: std::array::from_fn(|_| Count::default()),
             min_task: Count(AtomicU64::new(u64::MAX)),
             max_task: Count::default(),
@@ -154,31 +171,53 @@ impl Counters {
         }
     }
 
-    /// A task's own time: counted in the histogram (and the shortest) when it is a `leaf`, a
-    /// piece of work that ran no nested task (the split tasks of a recursion do little of
-    /// their own and would make the median theirs); the longest is over every task, kept with
-    /// when it ended (`end`) and its time from begin to end (`span`).
-    fn task_duration(&self, ticks: u64, leaf: bool, end: u64, span: u64) {
+    /// A task ended that the analysis does not time (see [`Tracker::task_ended`]): a leaf (a
+    /// piece of work that ran no nested task; the split tasks of a recursion do little of their
+    /// own and would make the median theirs) goes into the histogram, by its exact own time
+    /// (`own`, `exact`), timed in a sample (`own`, not `exact`), or counted untimed (`own` is
+    /// `None`); the longest is over every task whose own time is known, kept with when it
+    /// ended (`end`) and its time from begin to end (`span`).
+    fn task_ended(&self, leaf: bool, own: Option<u64>, exact: bool, end: u64, span: u64) {
         if leaf {
-            self.durations[duration_bucket(ticks)].add(1);
-            if ticks < self.min_task.get() {
-                self.min_task.set(ticks);
+            match (own, exact) {
+                (Some(t), true) => self.durations[duration_bucket(t)].add(1),
+                (Some(t), false) => {
+                    self.leaves.add(1);
+                    self.leaves_timed.add(1);
+                    self.durations_timed[duration_bucket(t)].add(1);
+                }
+                (None, _) => self.leaves.add(1),
+            }
+            if let Some(t) = own
+                && t < self.min_task.get()
+            {
+                self.min_task.set(t);
             }
         }
-        if ticks > self.max_task.get() {
-            self.max_task.set(ticks);
+        if let Some(t) = own
+            && t > self.max_task.get()
+        {
+            self.max_task.set(t);
             self.max_task_end.set(end);
             self.max_task_span.set(span);
         }
     }
 
     fn totals(&self) -> LifecycleTotals {
-        let buckets = |counts: &[Count]| -> Vec<(u16, u64)> {
-            (counts.iter().enumerate())
-                .filter_map(|(b, c)| Some((b as u16, c.get())).filter(|(_, n)| *n > 0))
-                .collect()
-        };
-        let task_durations = buckets(&self.durations);
+        let get = |counts: &[Count]| counts.iter().map(Count::get).collect::<Vec<u64>>();
+        let exact = get(&self.durations);
+        let leaves = scaled(
+            &get(&self.durations_timed),
+            self.leaves_timed.get(),
+            self.leaves.get(),
+        );
+        let task_durations = nonzero(exact.iter().zip(&leaves).map(|(a, b)| a + b));
+        let local_gap_lengths = nonzero(scaled(
+            &get(&self.local_gap_lengths),
+            self.local_timed.get(),
+            self.local.count.get(),
+        ));
+        let resume_timed: Vec<GapSum> = self.resume_timed.iter().map(Sum::get).collect();
         LifecycleTotals {
             tid: self.tid,
             region: self.region,
@@ -188,10 +227,7 @@ impl Counters {
             tasks: std::array::from_fn(|i| self.tasks[i].get()),
             local_gaps: self.local.get(),
             steal_gaps: self.steal.get(),
-            resume_gaps: (self.resume.iter().enumerate())
-                .map(|(bits, s)| (bits as u8, s.get()))
-                .filter(|(_, s)| s.count > 0)
-                .collect(),
+            resume_gaps: resume_gaps(self.resume.get(), &resume_timed),
             idle_ticks: self.idle.get(),
             search_rounds: self.rounds.get(),
             idle_episodes: self.idle_episodes.get(),
@@ -204,9 +240,70 @@ impl Counters {
             max_task_end: self.max_task_end.get(),
             max_task_span_ticks: self.max_task_span.get(),
             task_durations,
-            local_gap_lengths: buckets(&self.local_gap_lengths),
+            local_gap_lengths,
+            mark_spacing_ticks: state_clock::mark_spacing_ticks(),
         }
     }
+}
+
+/// `(bucket, count)` of the buckets that hold any.
+fn nonzero(counts: impl IntoIterator<Item = u64>) -> Vec<(u16, u64)> {
+    (counts.into_iter().enumerate())
+        .filter_map(|(b, n)| Some((b as u16, n)).filter(|(_, n)| *n > 0))
+        .collect()
+}
+
+/// A histogram of `sampled` values scaled to `total` values: each bucket in proportion, rounded
+/// so that the buckets add up to `total` exactly (the largest remainders round up).
+fn scaled(buckets: &[u64], sampled: u64, total: u64) -> Vec<u64> {
+    if sampled == 0 || total == sampled {
+        return buckets.to_vec();
+    }
+    let share = |n: u64| u128::from(n) * u128::from(total);
+    let mut out: Vec<u64> = (buckets.iter())
+        .map(|&n| (share(n) / u128::from(sampled)) as u64)
+        .collect();
+    let short = total.saturating_sub(out.iter().sum());
+    let mut by_remainder: Vec<usize> = (0..buckets.len()).filter(|&b| buckets[b] > 0).collect();
+    by_remainder.sort_by_key(|&b| std::cmp::Reverse(share(buckets[b]) % u128::from(sampled)));
+    for &b in by_remainder.iter().cycle().take(short as usize) {
+        out[b] += 1;
+    }
+    out
+}
+
+/// The gaps a fork's return ended, by bit length: `all` of them split as the `timed` ones are
+/// (counts in proportion to theirs, time to their time); by their mean length when none was
+/// timed.
+fn resume_gaps(all: GapSum, timed: &[GapSum]) -> Vec<(u8, GapSum)> {
+    if all.count == 0 {
+        return Vec::new();
+    }
+    let counts: Vec<u64> = timed.iter().map(|s| s.count).collect();
+    let ticks: Vec<u64> = timed.iter().map(|s| s.ticks).collect();
+    let timed_count: u64 = counts.iter().sum();
+    if timed_count == 0 {
+        let bits = 64 - (all.ticks / all.count).leading_zeros() as u8;
+        return vec![(bits, all)];
+    }
+    let counts = scaled(&counts, timed_count, all.count);
+    // Time in proportion to the timed time; by count when the timed gaps took no tick.
+    let timed_ticks: u64 = ticks.iter().sum();
+    let ticks = if timed_ticks == 0 {
+        scaled(&counts, all.count, all.ticks)
+    } else {
+        scaled(&ticks, timed_ticks, all.ticks)
+    };
+    (0..timed.len())
+        .filter(|&b| counts[b] > 0 || ticks[b] > 0)
+        .map(|b| {
+            let gaps = GapSum {
+                count: counts[b],
+                ticks: ticks[b],
+            };
+            (b as u8, gaps)
+        })
+        .collect()
 }
 
 /// Every thread's counters, with the totals the writer wrote of them last. Never shrinks: a
@@ -235,6 +332,12 @@ struct Frame {
     /// Time of the tasks that ran nested in this one (a join's halves, work taken while
     /// waiting in it): a task's own time is its duration less theirs.
     nested: u64,
+    /// Whether a task ended nested in this one: a leaf is a task without.
+    has_nested: bool,
+    /// Whether its begin was written as an event (its time is the event clock's).
+    exact: bool,
+    /// The event clock at the begin when the stretch it opened was timed, 0 otherwise.
+    timed_begin: u64,
 }
 
 /// How the current stretch of a thread (user code or a gap) ends.
@@ -280,25 +383,53 @@ struct Tracker {
     early_windows: u32,
     /// The counters of each region this thread worked for, the last one used first.
     counters: Vec<(u32, &'static Counters)>,
+    /// Hooks until the next stretch timed with the event clock while counting, the state of
+    /// the generator that draws them, and the event clock at the current stretch's start when
+    /// it is timed (0 otherwise).
+    countdown: u32,
+    draw: u32,
+    timed_from: u64,
+}
+
+/// What the event clock says of the stretch a counted hook ends and of the one it starts: the
+/// clock when this hook read it (0 when not), the length of the stretch it ends when that was
+/// timed, and whether the one it starts is.
+#[derive(Clone, Copy, Default)]
+struct Timing {
+    now: u64,
+    ended: Option<u64>,
+    starts: bool,
 }
 
 thread_local! {
-    static TRACKER: UnsafeCell<Tracker> = const { UnsafeCell::new(Tracker::new()) };
+    /// This thread's tracker, made at its first hook. Not dropped with the thread (one per
+    /// thread that ran a hook, like its counters), so that reaching it is one load: a
+    /// thread-local with a destructor is checked for being alive at every access.
+    static TRACKER: Cell<*mut Tracker> = const { Cell::new(std::ptr::null_mut()) };
 }
 
 /// A rayon-core hook on the calling thread: written as an event while the thread's detail
 /// window is open, counted otherwise. False when nothing is recorded (recording is off, or
 /// the thread is past its exit).
+///
+/// Inlined at each hook with its kind, so that each compiles to its own path.
 #[inline(always)]
 pub(crate) fn hook(kind: EventKind, region: u32, aux: u16, flags: u8) -> bool {
-    TRACKER
-        .try_with(|t| {
-            // SAFETY: the tracker is this thread's alone and no reference to it outlives a call;
-            // hooks do not run inside one another.
-            let t = unsafe { &mut *t.get() };
-            t.on_hook(kind, region, aux, flags)
-        })
-        .unwrap_or(false)
+    let mut tracker = TRACKER.with(Cell::get);
+    if tracker.is_null() {
+        tracker = new_tracker();
+    }
+    // SAFETY: the tracker is this thread's alone and no reference to it outlives a call; hooks
+    // do not run inside one another.
+    let t = unsafe { &mut *tracker };
+    t.on_hook(kind, region, aux, flags)
+}
+
+#[cold]
+fn new_tracker() -> *mut Tracker {
+    let tracker = Box::into_raw(Box::new(Tracker::new()));
+    TRACKER.with(|t| t.set(tracker));
+    tracker
 }
 
 impl Tracker {
@@ -319,6 +450,9 @@ impl Tracker {
             paused_region: NO_REGION,
             early_windows: 0,
             counters: Vec::new(),
+            countdown: state_clock::TIMED_EVERY,
+            draw: 0x9E37_79B9,
+            timed_from: 0,
         }
     }
 
@@ -326,31 +460,33 @@ impl Tracker {
     fn on_hook(&mut self, kind: EventKind, region: u32, aux: u16, flags: u8) -> bool {
         // Region begins and ends bound the regions' runs: always written.
         let always = matches!(kind, EventKind::RegionBegin | EventKind::RegionEnd);
-        if self.detail || always {
+        if self.detail {
             let Some(ts) = recorder::stamp(kind, region, aux, flags) else {
                 return false;
             };
-            self.apply(ts, kind, region, flags, !self.detail);
-            if self.detail {
-                self.window_events += 1;
-                if self.window_events >= EVENTS_PER_WINDOW.load(Ordering::Relaxed)
-                    || !recorder::ring_has_room()
-                {
-                    self.pause(ts);
-                }
+            self.apply(ts, kind, region, flags, false, Timing::default());
+            self.window_events += 1;
+            if self.window_events >= EVENTS_PER_WINDOW.load(Ordering::Relaxed)
+                || !recorder::ring_has_room()
+            {
+                self.pause(ts);
             }
             return true;
         }
         if !recorder::is_on() {
             return false;
         }
-        let ts = clock::now().max(self.since);
+        // Counted by the marks' clock: the event clock is read only for the timed stretches.
+        let ts = state_clock::now().max(self.since);
+        if always {
+            recorder::stamp(kind, region, aux, flags);
+        }
         let idling = kind == EventKind::SleepBegin
             || (kind == EventKind::SearchRound && self.rounds == IDLE_ROUNDS);
         if idling {
             // The counts of the calls this thread did not record are written once it idles:
             // it may write nothing more before the program ends.
-            recorder::flush_unrecorded(ts);
+            recorder::flush_unrecorded(clock::now());
         }
         let resumes_here = matches!(
             kind,
@@ -364,17 +500,42 @@ impl Tracker {
                 && region != self.paused_region
                 && self.early_windows < EARLY_WINDOWS;
             if (on_time || early) && recorder::ring_has_room() {
-                return self.resume(ts, kind, region, aux, flags, early);
+                return self.resume(clock::now(), kind, region, aux, flags, early);
             }
         }
-        self.apply(ts, kind, region, flags, true);
+        let timing = self.timing();
+        self.apply(ts, kind, region, flags, true, timing);
         true
+    }
+
+    /// Counts down to the next timed stretch and reads the event clock where a timed stretch
+    /// ends or starts.
+    #[inline(always)]
+    fn timing(&mut self) -> Timing {
+        let from = std::mem::take(&mut self.timed_from);
+        self.countdown -= 1;
+        let starts = self.countdown == 0;
+        if from == 0 && !starts {
+            return Timing::default();
+        }
+        let now = clock::now();
+        if starts {
+            self.countdown = state_clock::next_countdown(&mut self.draw);
+            self.timed_from = now;
+        }
+        Timing {
+            now,
+            ended: (from != 0).then(|| now.saturating_sub(from)),
+            starts,
+        }
     }
 
     /// Stops writing detail after the event stamped `ts`.
     #[cold]
     fn pause(&mut self, ts: u64) {
         self.detail = false;
+        self.timed_from = 0;
+        state_clock::use_marks();
         self.paused_region = self.frames.last().map_or(NO_REGION, |f| f.region);
         recorder::record_measured(Event {
             ts,
@@ -408,7 +569,8 @@ impl Tracker {
             close_of(kind, flags)
         };
         let counted_region = if into_sleep { self.last_region } else { region };
-        self.close(ts, close, counted_region, true);
+        self.close(ts, close, counted_region, true, None);
+        self.timed_from = 0;
         let detail = |id: u32, aux: u16, flags: u8| {
             recorder::record_measured(Event {
                 ts,
@@ -439,14 +601,22 @@ impl Tracker {
         if into_sleep {
             self.on_search(kind, stamped);
         } else {
-            self.open(stamped, close, region, false);
+            self.open(stamped, close, region, false, Timing::default());
         }
         true
     }
 
     /// Ends the current stretch and starts what follows the event; counted when `count`.
     #[inline(always)]
-    fn apply(&mut self, ts: u64, kind: EventKind, region: u32, flags: u8, count: bool) {
+    fn apply(
+        &mut self,
+        ts: u64,
+        kind: EventKind,
+        region: u32,
+        flags: u8,
+        count: bool,
+        timing: Timing,
+    ) {
         if matches!(
             kind,
             EventKind::SearchRound | EventKind::SleepBegin | EventKind::SleepEnd
@@ -460,9 +630,9 @@ impl Tracker {
             self.started = true;
             self.since = ts;
         } else {
-            self.close(ts, close, region, count);
+            self.close(ts, close, region, count, timing.ended);
         }
-        self.open(ts, close, region, count);
+        self.open(ts, close, region, count, timing);
     }
 
     fn on_search(&mut self, kind: EventKind, ts: u64) {
@@ -511,9 +681,10 @@ impl Tracker {
         counters
     }
 
-    /// Ends the current stretch at `ts`, as the analysis does; counts it when `count`.
+    /// Ends the current stretch at `ts`, as the analysis does; counts it when `count`, with its
+    /// length by the event clock when it was `timed`.
     #[inline(always)]
-    fn close(&mut self, ts: u64, how: Close, region: u32, count: bool) {
+    fn close(&mut self, ts: u64, how: Close, region: u32, count: bool, timed: Option<u64>) {
         let since = std::mem::replace(&mut self.since, ts);
         let (rounds, sleeps, idle_from) = (self.rounds, self.sleeps, self.idle_from.take());
         self.rounds = 0;
@@ -523,7 +694,10 @@ impl Tracker {
         }
         let len = ts.saturating_sub(since);
         if self.in_uc {
-            if let Some(top) = self.frames.last().map(|f| f.region) {
+            // Most stretches hold no mark: nothing to add.
+            if len > 0
+                && let Some(top) = self.frames.last().map(|f| f.region)
+            {
                 let c = self.counters(top);
                 c.user_code.add(len);
             }
@@ -537,10 +711,18 @@ impl Tracker {
         match how {
             Close::Begin(TaskOrigin::Local | TaskOrigin::Inline) => {
                 c.local.add(len);
-                c.local_gap_lengths[duration_bucket(len)].add(1);
+                if let Some(t) = timed {
+                    c.local_timed.add(1);
+                    c.local_gap_lengths[duration_bucket(t)].add(1);
+                }
             }
             Close::Begin(TaskOrigin::Stolen | TaskOrigin::Injected) => c.steal.add(len),
-            Close::Resume => c.resume[64 - len.leading_zeros() as usize].add(len),
+            Close::Resume => {
+                c.resume.add(len);
+                if let Some(t) = timed {
+                    c.resume_timed[64 - t.leading_zeros() as usize].add(t);
+                }
+            }
             Close::TaskEnd | Close::RegionBegin | Close::RegionEnd => return,
         }
         // Only a search that slept is taken as idle after its first failed round (the
@@ -551,12 +733,14 @@ impl Tracker {
             }
             c.idle_episodes.add(1);
         }
-        c.rounds.add(u64::from(rounds));
+        if rounds > 0 {
+            c.rounds.add(u64::from(rounds));
+        }
     }
 
     /// Starts what follows an event at `ts`: a task, a region body, user code or a gap.
     #[inline(always)]
-    fn open(&mut self, ts: u64, how: Close, region: u32, count: bool) {
+    fn open(&mut self, ts: u64, how: Close, region: u32, count: bool, timing: Timing) {
         match how {
             Close::Begin(origin) => {
                 self.frames.push(Frame {
@@ -564,6 +748,9 @@ impl Tracker {
                     begin: ts,
                     task: true,
                     nested: 0,
+                    has_nested: false,
+                    exact: !count,
+                    timed_begin: if timing.starts { timing.now } else { 0 },
                 });
                 if count {
                     let c = self.counters(region);
@@ -573,25 +760,7 @@ impl Tracker {
             }
             Close::TaskEnd => {
                 if let Some(frame) = self.pop(true, region) {
-                    self.last_region = frame.region;
-                    let took = ts.saturating_sub(frame.begin);
-                    if let Some(outer) = self.frames.iter_mut().rev().find(|f| f.task) {
-                        outer.nested += took;
-                    }
-                    // The analysis times the tasks it saw begin in the current window.
-                    let seen_whole = !count && frame.begin >= self.resumed_at;
-                    if !seen_whole {
-                        let c = self.counters(frame.region);
-                        c.task_duration(
-                            took.saturating_sub(frame.nested),
-                            frame.nested == 0,
-                            ts,
-                            took,
-                        );
-                        if count {
-                            c.task_ends.add(1);
-                        }
-                    }
+                    self.task_ended(frame, ts, count, timing);
                 }
                 self.in_uc = false;
             }
@@ -602,6 +771,9 @@ impl Tracker {
                     begin: ts,
                     task: false,
                     nested: 0,
+                    has_nested: false,
+                    exact: !count,
+                    timed_begin: 0,
                 });
                 self.in_uc = true;
             }
@@ -610,6 +782,43 @@ impl Tracker {
                 // Back in the enclosing task or region's code, or in code not seen.
                 self.in_uc = !self.frames.is_empty();
             }
+        }
+    }
+
+    /// A task ends at `ts`: its time goes to the task it is nested in, and the task to the
+    /// counts unless the analysis times it (begun in the current window). Its own time is
+    /// exact when its begin and end were both written as events, timed when the stretch from
+    /// its begin was, and by the marks' clock otherwise: that one stands as the longest task
+    /// only when long (a short stretch's marks say nothing of its length).
+    #[inline(always)]
+    fn task_ended(&mut self, frame: Frame, ts: u64, count: bool, timing: Timing) {
+        self.last_region = frame.region;
+        let took = ts.saturating_sub(frame.begin);
+        if let Some(outer) = self.frames.iter_mut().rev().find(|f| f.task) {
+            outer.nested += took;
+            outer.has_nested = true;
+        }
+        let seen_whole = !count && frame.begin >= self.resumed_at;
+        if seen_whole {
+            return;
+        }
+        let c = self.counters(frame.region);
+        let leaf = !frame.has_nested;
+        if count {
+            c.task_ends.add(1);
+        }
+        let own = took.saturating_sub(frame.nested);
+        if !count && frame.exact {
+            // Begun in an earlier window and ended in this one: both ends are events.
+            c.task_ended(leaf, Some(own), true, ts, took);
+        } else if leaf && frame.timed_begin != 0 && timing.now != 0 {
+            let own = timing.now.saturating_sub(frame.timed_begin);
+            c.task_ended(leaf, Some(own), false, timing.now, own);
+        } else if state_clock::is_long(own) {
+            let end = if count { clock::now() } else { ts };
+            c.task_ended(leaf, Some(own), false, end, took);
+        } else if leaf {
+            c.leaves.add(1);
         }
     }
 
@@ -644,5 +853,47 @@ fn close_of(kind: EventKind, flags: u8) -> Close {
         EventKind::TaskEnd => Close::TaskEnd,
         EventKind::RegionBegin => Close::RegionBegin,
         _ => Close::RegionEnd,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_scales_to_the_total_exactly() {
+        // 3 of 10 timed values in bucket 0, 7 in bucket 5, standing for 1000.
+        let mut buckets = vec![0; 8];
+        buckets[0] = 3;
+        buckets[5] = 7;
+        let out = scaled(&buckets, 10, 1000);
+        assert_eq!(out[0], 300);
+        assert_eq!(out[5], 700);
+        // Rounding keeps the total: 1, 1, 1 of 3 standing for 100 → 34, 33, 33.
+        let out = scaled(&[1, 1, 1], 3, 100);
+        assert_eq!(out.iter().sum::<u64>(), 100);
+        assert!(out.iter().all(|&n| n == 33 || n == 34), "{out:?}");
+        // Nothing timed, or everything: as it is.
+        assert_eq!(scaled(&[0, 0], 0, 50), vec![0, 0]);
+        assert_eq!(scaled(&[2, 3], 5, 5), vec![2, 3]);
+    }
+
+    #[test]
+    fn fork_returns_are_split_as_the_timed_ones() {
+        let gaps = |count, ticks| GapSum { count, ticks };
+        let mut timed = vec![GapSum::default(); 65];
+        // 3 short timed returns (bit length 4) of 10 ticks in all, 1 long (bit length 12) of
+        // 3000: the marks' total time splits 10 : 3000, the count 3 : 1.
+        timed[4] = gaps(3, 10);
+        timed[12] = gaps(1, 3000);
+        let split = resume_gaps(gaps(400, 60_200), &timed);
+        assert_eq!(split, vec![(4, gaps(300, 200)), (12, gaps(100, 60_000))]);
+        // None timed: all of them by their mean length (150 ticks: bit length 8).
+        let none = vec![GapSum::default(); 65];
+        assert_eq!(
+            resume_gaps(gaps(400, 60_000), &none),
+            vec![(8, gaps(400, 60_000))]
+        );
+        assert!(resume_gaps(gaps(0, 0), &timed).is_empty());
     }
 }

@@ -5,6 +5,7 @@
 //! calls it back (the core reaches [`ensure_init`] through the function registered with
 //! `recorder::set_start`).
 
+use crate::state_clock;
 use crate::calibrate;
 use crate::clock;
 use crate::crash_flush;
@@ -259,7 +260,7 @@ fn writer_loop() {
         if stopping {
             break;
         }
-        std::thread::park_timeout(Duration::from_millis(2));
+        std::thread::park_timeout(state_clock::mark());
     }
     MODE.store(OFF, Ordering::Release);
     lifecycle_totals::snapshot_changed(|chunk| enc.chunk(&chunk));

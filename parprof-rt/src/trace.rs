@@ -31,9 +31,9 @@ use std::io::{self, Read, Write};
 /// First eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
 /// Version of the format written by this crate.
-pub const VERSION: u32 = 8;
-/// The oldest version readers accept: version 7 differs only by two fields at the end of
-/// [`LifecycleTotals`], read as 0 when absent.
+pub const VERSION: u32 = 9;
+/// The oldest version readers accept: versions 7 and 8 differ only by fields at the end of
+/// [`LifecycleTotals`] (two and one), read as 0 when absent.
 pub const OLDEST_READABLE: u32 = 7;
 /// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
 pub const MAX_CHUNK_LEN: u32 = 64 << 20;
@@ -483,6 +483,12 @@ pub struct LifecycleTotals {
     /// not "the longest task".
     pub max_task_end: u64,
     pub max_task_span_ticks: u64,
+    /// The spacing of the marks whose clock timed the states (since version 9; 0 before, and
+    /// where every stretch was timed): user code and gaps are then sampled in time, once per
+    /// mark, and their times are known to about ±1/√(time ÷ spacing) of themselves.
+    /// The task durations and the gap lengths are a sample of the stretches, scaled to their
+    /// counts; the longest task is the longest timed or longer than three spacings.
+    pub mark_spacing_ticks: u64,
 }
 
 /// Which part of a benchmark harness's run a [`BenchPhase`] is. The values are part of the
@@ -630,6 +636,7 @@ fn put_totals(o: &mut Vec<u8>, t: &LifecycleTotals) {
     put(o, t.max_task_ticks);
     put(o, t.max_task_end);
     put(o, t.max_task_span_ticks);
+    put(o, t.mark_spacing_ticks);
 }
 
 fn put_sync(out: &mut Vec<u8>, s: &ClockSync) {
@@ -1084,6 +1091,8 @@ impl<'a> Cursor<'a> {
             // Absent in version 7.
             max_task_end: self.varint_or_absent()?,
             max_task_span_ticks: self.varint_or_absent()?,
+            // Absent before version 9.
+            mark_spacing_ticks: self.varint_or_absent()?,
         })
     }
     fn finish(&self) -> Result<(), &'static str> {
@@ -1282,9 +1291,10 @@ impl TickConverter {
 mod tests {
     use super::*;
 
-    /// A version-7 trace's totals end before the longest task's end and span: they read as 0.
+    /// Version 7's totals end before the longest task's end and span, version 8's before the
+    /// marks' spacing: they read as 0.
     #[test]
-    fn version_7_totals_read_without_the_longest_tasks_end() {
+    fn older_totals_read_without_their_last_fields() {
         let totals = LifecycleTotals {
             tid: 3,
             region: 1,
@@ -1292,6 +1302,7 @@ mod tests {
             max_task_ticks: 900,
             max_task_end: 1_000_000,
             max_task_span_ticks: 950,
+            mark_spacing_ticks: 300,
             ..LifecycleTotals::default()
         };
         let mut body = Vec::new();
@@ -1301,14 +1312,21 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(read(&body), totals);
-        // Version 7 wrote neither varint: 1,000,000 takes 3 bytes, 950 two.
-        let version_7 = &body[..body.len() - 5];
+        // Version 8 did not write the spacing (300: two bytes), version 7 not the longest
+        // task's end and span either (1,000,000 takes 3 bytes, 950 two).
+        let version_8 = &body[..body.len() - 2];
+        let read_8 = LifecycleTotals {
+            mark_spacing_ticks: 0,
+            ..totals.clone()
+        };
+        assert_eq!(read(version_8), read_8);
+        let version_7 = &body[..body.len() - 7];
         assert_eq!(
             read(version_7),
             LifecycleTotals {
                 max_task_end: 0,
                 max_task_span_ticks: 0,
-                ..totals
+                ..read_8
             }
         );
     }

@@ -106,3 +106,155 @@ fn every_task_is_counted_once_under_concurrent_threads() {
         assert!(t.max_task_ticks >= t.min_task_ticks);
     }
 }
+
+/// Threads of [`child_alternates_known_stretches`]: each alternates tasks of [`TASK_SPIN`]
+/// with gaps of [`GAP_SPIN`] before its next (local) task, [`STRETCHES`] times.
+const TIMED_THREADS: usize = 2;
+const STRETCHES: u32 = 60_000;
+const TASK_SPIN: std::time::Duration = std::time::Duration::from_micros(4);
+const GAP_SPIN: std::time::Duration = std::time::Duration::from_micros(2);
+
+fn spin(d: std::time::Duration) {
+    let end = std::time::Instant::now() + d;
+    while std::time::Instant::now() < end {
+        std::hint::spin_loop();
+    }
+}
+
+/// Not a test: the recording child of the test below (run with `--ignored`).
+#[test]
+#[ignore = "the recording child of state_times_from_the_marks_are_within_their_uncertainty"]
+fn child_alternates_known_stretches() {
+    let threads: Vec<_> = (0..TIMED_THREADS)
+        .map(|_| {
+            std::thread::spawn(|| {
+                parprof_rt::parallel_region!("known_stretches", {
+                    for _ in 0..STRETCHES {
+                        {
+                            let _task = Task::begin(Tag::here());
+                            spin(TASK_SPIN);
+                        }
+                        spin(GAP_SPIN);
+                    }
+                })
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+/// The user code's share of the threads' time, by the program's counts (the marks' clock)
+/// and by the events, in one run each way.
+fn user_code_share(every_job: bool) -> (f64, LifecycleTotals) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child
+        .args([
+            "--exact",
+            "child_alternates_known_stretches",
+            "--ignored",
+            "--test-threads=1",
+        ])
+        .env("PARPROF_OUT", dir.path());
+    if every_job {
+        child.env(parprof_rt::lifecycle_totals::DETAIL_ENV, "all");
+    }
+    assert!(child.status().unwrap().success());
+    let trace = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "ppt"))
+        .expect("a trace");
+    let mut reader = TraceReader::new(std::fs::File::open(&trace).unwrap()).unwrap();
+    // From the events: task begin to end is user code, end to the next begin a gap.
+    let mut last: HashMap<u32, (EventKind, u64)> = HashMap::new();
+    let (mut uc, mut gaps) = (0u64, 0u64);
+    let mut sum = LifecycleTotals::default();
+    let mut totals: HashMap<(u32, u32), LifecycleTotals> = HashMap::new();
+    while let Some(chunk) = reader.next_chunk().unwrap() {
+        match chunk {
+            Chunk::Events { tid, events } => {
+                for e in events {
+                    let Some(kind @ (EventKind::TaskBegin | EventKind::TaskEnd)) =
+                        EventKind::from_u8(e.kind)
+                    else {
+                        last.remove(&tid);
+                        continue;
+                    };
+                    match last.insert(tid, (kind, e.ts)) {
+                        Some((EventKind::TaskBegin, t)) if kind == EventKind::TaskEnd => {
+                            uc += e.ts - t
+                        }
+                        Some((EventKind::TaskEnd, t)) if kind == EventKind::TaskBegin => {
+                            gaps += e.ts - t
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Chunk::LifecycleTotals(t) => {
+                totals.insert((t.tid, t.region), t);
+            }
+            _ => {}
+        }
+    }
+    for t in totals.values() {
+        sum.user_code_ticks += t.user_code_ticks;
+        sum.local_gaps.count += t.local_gaps.count;
+        sum.local_gaps.ticks += t.local_gaps.ticks;
+        sum.mark_spacing_ticks = sum.mark_spacing_ticks.max(t.mark_spacing_ticks);
+        sum.task_durations.extend(t.task_durations.iter().copied());
+        sum.local_gap_lengths.extend(t.local_gap_lengths.iter().copied());
+    }
+    if every_job {
+        (uc as f64 / (uc + gaps) as f64, sum)
+    } else {
+        let counted = sum.user_code_ticks + sum.local_gaps.ticks;
+        (sum.user_code_ticks as f64 / counted as f64, sum)
+    }
+}
+
+/// The median bucket of a histogram given as `(bucket, count)` pairs.
+fn median_bucket(buckets: &[(u16, u64)]) -> u16 {
+    let mut sorted = buckets.to_vec();
+    sorted.sort();
+    let half = sorted.iter().map(|(_, n)| n).sum::<u64>() / 2;
+    let mut seen = 0;
+    for (bucket, n) in sorted {
+        seen += n;
+        if seen > half {
+            return bucket;
+        }
+    }
+    0
+}
+
+#[test]
+fn state_times_from_the_marks_are_within_their_uncertainty() {
+    let (timed, _) = user_code_share(true);
+    let (estimated, counted) = user_code_share(false);
+    let truth = TASK_SPIN.as_secs_f64() / (TASK_SPIN + GAP_SPIN).as_secs_f64();
+    // Every job an event: the share is measured, to within the spins' own overshoot.
+    assert!((timed - truth).abs() < 0.05, "timed {timed:.3}, truth {truth:.3}");
+    // The marks: one sample of the state per mark, so the share is known to ±√(p(1−p)/marks).
+    assert!(counted.mark_spacing_ticks > 0, "the marks' clock timed the states");
+    let marks = (counted.user_code_ticks + counted.local_gaps.ticks) / counted.mark_spacing_ticks;
+    let sigma = (timed * (1.0 - timed) / marks as f64).sqrt();
+    eprintln!("user code share: truth {truth:.3}, every job timed {timed:.3}, marks {estimated:.3} ({marks} marks, σ {sigma:.3})");
+    assert!(
+        (estimated - timed).abs() < 4.0 * sigma + 0.02,
+        "estimated {estimated:.3} from {marks} marks (σ {sigma:.3}), every job timed {timed:.3}"
+    );
+    // Durations and gap lengths come from the timed stretches, scaled to the counts: the
+    // tasks' median is about twice the gaps'.
+    let task_median = median_bucket(&counted.task_durations);
+    let gap_median = median_bucket(&counted.local_gap_lengths);
+    let ratio = parprof_rt::trace::duration_bucket_midpoint(task_median.into()) as f64
+        / parprof_rt::trace::duration_bucket_midpoint(gap_median.into()) as f64;
+    eprintln!("task median / gap median = {ratio:.2}");
+    assert!((1.4..3.0).contains(&ratio), "task median / gap median = {ratio:.2}");
+    let leaves: u64 = counted.task_durations.iter().map(|(_, n)| n).sum();
+    assert!(leaves > u64::from(STRETCHES), "durations scaled to the tasks: {leaves}");
+}

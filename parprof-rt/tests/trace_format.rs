@@ -123,6 +123,7 @@ fn arb_totals() -> impl Strategy<Value = LifecycleTotals> {
                 max_task_ticks: v[0] / 2,
                 max_task_end: v[1],
                 max_task_span_ticks: v[2],
+                mark_spacing_ticks: v[3] / 7,
             },
         )
 }

@@ -661,6 +661,8 @@ mod tests {
             workers: 4,
             tasks,
             tasks_counted_in_program: 0,
+            state_marks: 0,
+            state_share_uncertainty: 0.0,
             task_ns: TaskNs {
                 min: 1_000,
                 median: 10_000,

@@ -144,6 +144,11 @@ pub struct RegionReport {
     /// writes at most 512 every 10 ms): counted in the program, with their state times and
     /// durations, but not drawn in the timeline.
     pub tasks_counted_in_program: u64,
+    /// The marks of the program's state clock that its counted state times rest on (0 when
+    /// every stretch was timed), and the uncertainty that leaves on a state's share of the
+    /// workers' time (the largest, that of a share of one half; one standard deviation).
+    pub state_marks: u64,
+    pub state_share_uncertainty: f64,
     pub task_ns: TaskNs,
     /// Summed over the workers.
     pub state_ns: StateNs,
@@ -739,6 +744,8 @@ impl LifecycleBuilder {
             workers: per_worker.len(),
             tasks: racc.tasks,
             tasks_counted_in_program: racc.counted_in_program,
+            state_marks: racc.marks,
+            state_share_uncertainty: share_uncertainty(racc, ns, &state_ns),
             task_ns: TaskNs {
                 min: ns(d.min().unwrap_or(0)),
                 median: ns(d.median().map_or(0, |(m, _)| m)),
@@ -941,6 +948,18 @@ fn difference(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
         }
     }
     out
+}
+
+/// The uncertainty the marks' clock leaves on a state's share of the region's worker time:
+/// each mark samples the state of one worker, so a share p of the time the marks counted is
+/// known to ±√(p(1−p)/marks), largest at p = ½, and the counted time is part of the whole.
+fn share_uncertainty(racc: &RegionAcc, ns: impl Fn(u64) -> u64, state_ns: &StateNs) -> f64 {
+    let total = state_ns.uc + state_ns.lq + state_ns.gs + state_ns.w;
+    if racc.marks == 0 || total == 0 {
+        return 0.0;
+    }
+    let counted_share = (ns(racc.marked_ticks) as f64 / total as f64).min(1.0);
+    counted_share * 0.5 / (racc.marks as f64).sqrt()
 }
 
 /// Time switched out while runnable during the stretches the program counted (detail paused)

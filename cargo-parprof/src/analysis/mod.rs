@@ -804,11 +804,15 @@ fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds)
         notes.push(format!(
             "Rayon's per-job detail was sampled: {counted} of {tasks} tasks ran while their worker's \
              per-job events were paused (a worker writes at most {} of them every {} ms, so that \
-             profiling costs follow run time, not the job rate). The program counted those tasks, \
-             their state times and durations itself, exactly; the timeline, the profile's markers \
-             and the active flamegraph's task frames show the detail windows only.",
+             profiling costs follow run time, not the job rate). The program counted those tasks \
+             itself, exactly; their state times by a clock marked every {} ms{}, and their \
+             durations from one stretch in about {} timed exactly. The timeline, the profile's \
+             markers and the active flamegraph's task frames show the detail windows only.",
             parprof_rt::lifecycle_totals::WINDOW_EVENTS,
             parprof_rt::lifecycle_totals::WINDOW_NS / 1_000_000,
+            parprof_rt::state_clock::MARK_EVERY.as_millis(),
+            marks_uncertainty(regions),
+            parprof_rt::state_clock::TIMED_EVERY,
         ));
     }
     notes.extend(
@@ -817,6 +821,25 @@ fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds)
             .filter_map(|r| diagnoses::hidden_wait_note(r, thresholds)),
     );
     notes
+}
+
+/// ` (N marks: a state's share of worker time is known to about ±X points)` for the region
+/// whose counted states rest on the fewest marks; empty without marks.
+fn marks_uncertainty(regions: &[lifecycle::RegionReport]) -> String {
+    regions
+        .iter()
+        .filter(|r| r.state_marks > 0)
+        .max_by(|a, b| a.state_share_uncertainty.total_cmp(&b.state_share_uncertainty))
+        .map(|r| {
+            format!(
+                " ({} marks in region `{}`: a state's share of its worker time is known to about \
+                 ±{:.1} points)",
+                r.state_marks,
+                r.name,
+                100.0 * r.state_share_uncertainty
+            )
+        })
+        .unwrap_or_default()
 }
 
 fn locate_trace(

@@ -74,6 +74,11 @@ struct Region<'a> {
     /// Of `tasks`, those counted in the program while their worker's per-job events were
     /// paused: in every figure, not in the timeline.
     tasks_counted_in_program: u64,
+    /// The marks of the program's state clock behind the counted state times (0: every
+    /// stretch timed), and the ± (one standard deviation) they leave on a state's share of
+    /// the workers' time, at most.
+    state_marks: u64,
+    state_share_uncertainty: f64,
     task_ns: &'a TaskNs,
     state_ns: &'a StateNs,
     transitions: &'a Transitions,
@@ -104,6 +109,8 @@ impl<'a> Region<'a> {
             tasks_injected: r.tasks.injected,
             tasks_inline: r.tasks.inline,
             tasks_counted_in_program: r.tasks_counted_in_program,
+            state_marks: r.state_marks,
+            state_share_uncertainty: r.state_share_uncertainty,
             task_ns: &r.task_ns,
             state_ns: &r.state_ns,
             transitions: &r.transitions,

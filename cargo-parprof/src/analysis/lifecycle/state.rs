@@ -422,6 +422,9 @@ pub(super) struct RegionAcc {
     pub(super) local_gaps: DurationDistribution,
     /// Tasks counted by the program while their worker's detail was paused.
     pub(super) counted_in_program: u64,
+    /// The time the program counted by the marks' clock, and the marks that fell in it.
+    pub(super) marked_ticks: u64,
+    pub(super) marks: u64,
 }
 
 /// Sorted, disjoint windows.
