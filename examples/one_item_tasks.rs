@@ -10,10 +10,9 @@
 //! tasks. Then `work_ns=<n>`: the loop's own wall time.
 
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-static LEAVES: AtomicU64 = AtomicU64::new(0);
+static LEAVES: parprof_suite::Tally = parprof_suite::Tally::new();
 
 fn main() {
     let args = parprof_suite::DemoArgs::from_env();
@@ -29,7 +28,7 @@ fn main() {
         .with_max_len(1)
         .fold(
             || {
-                LEAVES.fetch_add(1, Ordering::Relaxed);
+                LEAVES.add();
                 0u64
             },
             |acc, x| acc.wrapping_add(u64::from(x).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 7),
@@ -37,6 +36,6 @@ fn main() {
         .reduce(|| 0, u64::wrapping_add);
     let work_ns = start.elapsed().as_nanos();
     println!("sum={sum}");
-    println!("leaves={}", LEAVES.load(Ordering::Relaxed));
+    println!("leaves={}", LEAVES.total());
     println!("work_ns={work_ns}");
 }

@@ -18,10 +18,9 @@
 use parprof_rt::parallel_region;
 use parprof_suite::spin;
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-static LEAVES: AtomicU64 = AtomicU64::new(0);
+static LEAVES: parprof_suite::Tally = parprof_suite::Tally::new();
 
 fn main() {
     parprof_suite::global_pool_from_args(2);
@@ -33,7 +32,7 @@ fn main() {
             .with_max_len(1)
             .fold(
                 || {
-                    LEAVES.fetch_add(1, Ordering::Relaxed);
+                    LEAVES.add();
                     0u64
                 },
                 |acc, &d| acc ^ spin(d),
@@ -41,5 +40,5 @@ fn main() {
             .reduce(|| 0, |a, b| a ^ b)
     });
     println!("checksum={checksum:016x}");
-    println!("leaves={}", LEAVES.load(Ordering::Relaxed));
+    println!("leaves={}", LEAVES.total());
 }

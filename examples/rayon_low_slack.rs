@@ -22,10 +22,9 @@
 use parprof_rt::parallel_region;
 use parprof_suite::spin;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-static JOINS: AtomicU64 = AtomicU64::new(0);
+static JOINS: parprof_suite::Tally = parprof_suite::Tally::new();
 
 /// Command-line argument `index` as a number, `default` when absent.
 fn arg(index: usize, default: u64) -> u64 {
@@ -48,11 +47,11 @@ fn main() {
         // Waiting for the next request.
         std::thread::sleep(interval);
         checksum ^= parallel_region!("request", {
-            JOINS.fetch_add(1, Ordering::Relaxed);
+            JOINS.add();
             let (a, b) = rayon::join(|| spin(half), || spin(half));
             a ^ b
         });
     }
     println!("checksum={checksum:016x}");
-    println!("joins={}", JOINS.load(Ordering::Relaxed));
+    println!("joins={}", JOINS.total());
 }

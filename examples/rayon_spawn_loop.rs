@@ -15,24 +15,24 @@ use parprof_suite::spin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-static TASKS: AtomicU64 = AtomicU64::new(0);
+static TASKS: parprof_suite::Tally = parprof_suite::Tally::new();
 
 fn main() {
     parprof_suite::global_pool_from_args(4);
     let checksum = AtomicU64::new(0);
     parallel_region!("spawn_loop", {
         rayon::scope(|s| {
-            TASKS.fetch_add(1, Ordering::Relaxed);
+            TASKS.add();
             for _ in 0..20_000 {
                 let item = spin(Duration::from_micros(3));
                 let checksum = &checksum;
                 s.spawn(move |_| {
-                    TASKS.fetch_add(1, Ordering::Relaxed);
+                    TASKS.add();
                     checksum.fetch_xor(item ^ spin(Duration::from_micros(3)), Ordering::Relaxed);
                 });
             }
         })
     });
     println!("checksum={:016x}", checksum.load(Ordering::Relaxed));
-    println!("tasks={}", TASKS.load(Ordering::Relaxed));
+    println!("tasks={}", TASKS.total());
 }

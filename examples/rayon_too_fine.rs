@@ -13,10 +13,9 @@
 
 use parprof_rt::parallel_region;
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-static LEAVES: AtomicU64 = AtomicU64::new(0);
+static LEAVES: parprof_suite::Tally = parprof_suite::Tally::new();
 
 fn mix(x: u32) -> u64 {
     let h = u64::from(x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -32,7 +31,7 @@ fn main() {
             .with_max_len(4)
             .fold(
                 || {
-                    LEAVES.fetch_add(1, Ordering::Relaxed);
+                    LEAVES.add();
                     0u64
                 },
                 |acc, x| acc.wrapping_add(mix(x)),
@@ -41,6 +40,6 @@ fn main() {
     });
     let region_ns = start.elapsed().as_nanos();
     println!("sum={sum:016x}");
-    println!("leaves={}", LEAVES.load(Ordering::Relaxed));
+    println!("leaves={}", LEAVES.total());
     println!("region_ns={region_ns}");
 }

@@ -16,10 +16,9 @@
 use parprof_rt::parallel_region;
 use rayon::prelude::*;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-static LEAVES: AtomicU64 = AtomicU64::new(0);
+static LEAVES: parprof_suite::Tally = parprof_suite::Tally::new();
 
 /// About 10 µs of arithmetic.
 fn work(seed: u64) -> u64 {
@@ -42,7 +41,7 @@ fn main() {
             .with_max_len(32)
             .fold(
                 || {
-                    LEAVES.fetch_add(1, Ordering::Relaxed);
+                    LEAVES.add();
                     0u64
                 },
                 |acc, i| acc ^ work(u64::from(i)),
@@ -51,6 +50,6 @@ fn main() {
     });
     let region_ns = start.elapsed().as_nanos();
     println!("checksum={checksum:016x}");
-    println!("leaves={}", LEAVES.load(Ordering::Relaxed));
+    println!("leaves={}", LEAVES.total());
     println!("region_ns={region_ns}");
 }

@@ -5,7 +5,6 @@
 //! calls it back (the core reaches [`ensure_init`] through the function registered with
 //! `recorder::set_start`).
 
-use crate::state_clock;
 use crate::calibrate;
 use crate::clock;
 use crate::crash_flush;
@@ -20,6 +19,7 @@ use crate::sampling;
 use crate::slice_child;
 use crate::slices;
 use crate::speed_reference;
+use crate::state_clock;
 use crate::thread_context;
 use crate::trace::{self, Chunk, ChunkEncoder, End, Header};
 use std::fs::File;

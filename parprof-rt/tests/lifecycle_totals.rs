@@ -206,7 +206,8 @@ fn user_code_share(every_job: bool) -> (f64, LifecycleTotals) {
         sum.local_gaps.ticks += t.local_gaps.ticks;
         sum.mark_spacing_ticks = sum.mark_spacing_ticks.max(t.mark_spacing_ticks);
         sum.task_durations.extend(t.task_durations.iter().copied());
-        sum.local_gap_lengths.extend(t.local_gap_lengths.iter().copied());
+        sum.local_gap_lengths
+            .extend(t.local_gap_lengths.iter().copied());
     }
     if every_job {
         (uc as f64 / (uc + gaps) as f64, sum)
@@ -237,12 +238,20 @@ fn state_times_from_the_marks_are_within_their_uncertainty() {
     let (estimated, counted) = user_code_share(false);
     let truth = TASK_SPIN.as_secs_f64() / (TASK_SPIN + GAP_SPIN).as_secs_f64();
     // Every job an event: the share is measured, to within the spins' own overshoot.
-    assert!((timed - truth).abs() < 0.05, "timed {timed:.3}, truth {truth:.3}");
+    assert!(
+        (timed - truth).abs() < 0.05,
+        "timed {timed:.3}, truth {truth:.3}"
+    );
     // The marks: one sample of the state per mark, so the share is known to ±√(p(1−p)/marks).
-    assert!(counted.mark_spacing_ticks > 0, "the marks' clock timed the states");
+    assert!(
+        counted.mark_spacing_ticks > 0,
+        "the marks' clock timed the states"
+    );
     let marks = (counted.user_code_ticks + counted.local_gaps.ticks) / counted.mark_spacing_ticks;
     let sigma = (timed * (1.0 - timed) / marks as f64).sqrt();
-    eprintln!("user code share: truth {truth:.3}, every job timed {timed:.3}, marks {estimated:.3} ({marks} marks, σ {sigma:.3})");
+    eprintln!(
+        "user code share: truth {truth:.3}, every job timed {timed:.3}, marks {estimated:.3} ({marks} marks, σ {sigma:.3})"
+    );
     assert!(
         (estimated - timed).abs() < 4.0 * sigma + 0.02,
         "estimated {estimated:.3} from {marks} marks (σ {sigma:.3}), every job timed {timed:.3}"
@@ -254,7 +263,13 @@ fn state_times_from_the_marks_are_within_their_uncertainty() {
     let ratio = parprof_rt::trace::duration_bucket_midpoint(task_median.into()) as f64
         / parprof_rt::trace::duration_bucket_midpoint(gap_median.into()) as f64;
     eprintln!("task median / gap median = {ratio:.2}");
-    assert!((1.4..3.0).contains(&ratio), "task median / gap median = {ratio:.2}");
+    assert!(
+        (1.4..3.0).contains(&ratio),
+        "task median / gap median = {ratio:.2}"
+    );
     let leaves: u64 = counted.task_durations.iter().map(|(_, n)| n).sum();
-    assert!(leaves > u64::from(STRETCHES), "durations scaled to the tasks: {leaves}");
+    assert!(
+        leaves > u64::from(STRETCHES),
+        "durations scaled to the tasks: {leaves}"
+    );
 }

@@ -829,7 +829,10 @@ fn marks_uncertainty(regions: &[lifecycle::RegionReport]) -> String {
     regions
         .iter()
         .filter(|r| r.state_marks > 0)
-        .max_by(|a, b| a.state_share_uncertainty.total_cmp(&b.state_share_uncertainty))
+        .max_by(|a, b| {
+            a.state_share_uncertainty
+                .total_cmp(&b.state_share_uncertainty)
+        })
         .map(|r| {
             format!(
                 " ({} marks in region `{}`: a state's share of its worker time is known to about \

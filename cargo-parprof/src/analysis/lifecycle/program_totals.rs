@@ -151,11 +151,12 @@ fn merge_one(
     if c.user_code_ticks > 0 || c.tasks.iter().any(|&n| n > 0) {
         acc.ran_region_code = true;
     }
-    if c.mark_spacing_ticks > 0 {
-        let resumes: u64 = c.resume_gaps.iter().map(|(_, s)| s.ticks).sum();
-        let marked = c.user_code_ticks + c.local_gaps.ticks + c.steal_gaps.ticks + resumes;
+    let resumes: u64 = c.resume_gaps.iter().map(|(_, s)| s.ticks).sum();
+    let marked = c.user_code_ticks + c.local_gaps.ticks + c.steal_gaps.ticks + resumes;
+    // No spacing: every stretch was timed (traces before version 9).
+    if let Some(marks) = marked.checked_div(c.mark_spacing_ticks) {
         region.marked_ticks += marked;
-        region.marks += marked / c.mark_spacing_ticks;
+        region.marks += marks;
     }
     for &(bucket, n) in &c.task_durations {
         let midpoint = duration_bucket_midpoint(usize::from(bucket));
