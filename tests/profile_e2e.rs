@@ -395,6 +395,10 @@ fn a_loop_over_a_probed_recursion_counts_every_call() {
     assert_eq!(ns("calls"), run.printed("calls"), "{fib:#}");
     assert!(ns("unrecorded_calls") * 10 > ns("calls") * 9, "{fib:#}");
     assert!(ns("active_ns") <= ns("elapsed_ns"), "{fib:#}");
+    // The estimate's uncertainty is the spread of the recorded outermost calls it rests on,
+    // which can be none: most of fib's calls measure 0 ns once the probe's cost is taken out,
+    // and a run whose sampled outermost calls all did reads 0 (seen twice in some hundred
+    // runs). The unit tests of `active_time` check the variance itself.
     let uncertainty = ns("sampling_uncertainty_ns");
-    assert!(uncertainty > 0 && uncertainty < ns("active_ns"), "{fib:#}");
+    assert!(uncertainty < ns("active_ns"), "{fib:#}");
 }

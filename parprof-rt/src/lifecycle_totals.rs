@@ -389,6 +389,9 @@ struct Tracker {
     countdown: u32,
     draw: u32,
     timed_from: u64,
+    /// The mark the previous counted hook read: a window opens only at a hook that reads a new
+    /// one.
+    last_mark: u64,
 }
 
 /// What the event clock says of the stretch a counted hook ends and of the one it starts: the
@@ -453,6 +456,7 @@ impl Tracker {
             countdown: state_clock::TIMED_EVERY,
             draw: 0x9E37_79B9,
             timed_from: 0,
+            last_mark: 0,
         }
     }
 
@@ -477,7 +481,10 @@ impl Tracker {
             return false;
         }
         // Counted by the marks' clock: the event clock is read only for the timed stretches.
-        let ts = state_clock::now().max(self.since);
+        let mark = state_clock::now();
+        let fresh_mark = mark != self.last_mark;
+        self.last_mark = mark;
+        let ts = mark.max(self.since);
         if always {
             recorder::stamp(kind, region, aux, flags);
         }
@@ -499,8 +506,10 @@ impl Tracker {
                 && kind == EventKind::TaskBegin
                 && region != self.paused_region
                 && self.early_windows < EARLY_WINDOWS;
-            if (on_time || early) && recorder::ring_has_room() {
-                return self.resume(clock::now(), kind, region, aux, flags, early);
+            // Only just after a mark: the counts stop at the mark and the events start now,
+            // so the time between, which neither holds, is a stretch at most.
+            if (on_time || early) && fresh_mark && recorder::ring_has_room() {
+                return self.resume(ts, kind, region, aux, flags, early);
             }
         }
         let timing = self.timing();
@@ -547,14 +556,14 @@ impl Tracker {
     }
 
     /// Opens a detail window at a task begin or fork return (the stretch it ends is counted
-    /// here), or at a sleep (the search so far is counted here, the analysis sees the rest of
-    /// the gap, the idle part): the frames open now are written, then the event itself. An
-    /// `early` window, opened to place the task in its region, is short and leaves the window
-    /// length's start where it was.
+    /// here, up to the mark `counted_until`), or at a sleep (the search so far is counted here,
+    /// the analysis sees the rest of the gap, the idle part): the frames open now are written,
+    /// then the event itself. An `early` window, opened to place the task in its region, is
+    /// short and leaves the window length's start where it was.
     #[cold]
     fn resume(
         &mut self,
-        ts: u64,
+        counted_until: u64,
         kind: EventKind,
         region: u32,
         aux: u16,
@@ -569,8 +578,9 @@ impl Tracker {
             close_of(kind, flags)
         };
         let counted_region = if into_sleep { self.last_region } else { region };
-        self.close(ts, close, counted_region, true, None);
+        self.close(counted_until, close, counted_region, true, None);
         self.timed_from = 0;
+        let ts = clock::now();
         let detail = |id: u32, aux: u16, flags: u8| {
             recorder::record_measured(Event {
                 ts,

@@ -1,7 +1,7 @@
 //! The clock that times the rayon lifecycle between detail windows: the event clock's value at
 //! the writer thread's last pass, instead of a clock read per job.
 //!
-//! A job's hooks read this value (one load of a line that changes once a millisecond) and add
+//! A job's hooks read this value (one load of a line that changes every [`MARK_EVERY`]) and add
 //! its differences to the state the thread was in, as they would the event clock's. A stretch
 //! of a thread is credited the marks' spacing for every mark that fell inside it: the marks are
 //! taken at times that do not depend on what the thread does, so the credit of a state is, on
@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The spacing of the marks while some thread counts its lifecycle.
-pub const MARK_EVERY: Duration = Duration::from_millis(1);
+pub const MARK_EVERY: Duration = Duration::from_micros(250);
 /// The writer's pace while no thread does: its own (draining the rings).
 const IDLE_PACE: Duration = Duration::from_millis(2);
 /// One hook in this many, on average, starts a stretch timed with the event clock.
