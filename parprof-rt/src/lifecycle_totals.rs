@@ -108,11 +108,49 @@ impl Sum {
     }
 }
 
+/// Stretches of one state timed with the event clock, as [`state_clock::TimedSample`] counts
+/// them (the squares as `f64` bits).
+#[derive(Default)]
+struct Timed {
+    count: Count,
+    sum: Count,
+    squares: Count,
+}
+
+impl Timed {
+    #[inline]
+    fn add(&self, ticks: u64) {
+        self.count.add(1);
+        self.sum.add(ticks);
+        let squares = f64::from_bits(self.squares.get()) + (ticks as f64).powi(2);
+        self.squares.set(squares.to_bits());
+    }
+
+    fn get(&self) -> state_clock::TimedSample {
+        state_clock::TimedSample {
+            count: self.count.get(),
+            sum: self.sum.get() as f64,
+            squares: f64::from_bits(self.squares.get()),
+        }
+    }
+}
+
+/// [`Counters::timed`] by state.
+const UC: usize = 0;
+const LOCAL: usize = 1;
+const STEAL: usize = 2;
+const RESUME: usize = 3;
+
 /// What one thread did in one region while its detail was paused. See [`LifecycleTotals`].
 struct Counters {
     tid: u32,
     region: u32,
+    /// User code's time by the marks, and its stretches.
     user_code: Count,
+    user_code_stretches: Count,
+    /// The stretches of user code, local gaps, steal gaps and fork returns' gaps timed with
+    /// the event clock (see [`state_clock::state_time`]).
+    timed: [Timed; 4],
     bypasses: Count,
     task_ends: Count,
     tasks: [Count; 4],
@@ -148,6 +186,8 @@ impl Counters {
             tid,
             region,
             user_code: Count::default(),
+            user_code_stretches: Count::default(),
+            timed: Default::default(),
             bypasses: Count::default(),
             task_ends: Count::default(),
             tasks: Default::default(),
@@ -218,16 +258,27 @@ impl Counters {
             self.local.count.get(),
         ));
         let resume_timed: Vec<GapSum> = self.resume_timed.iter().map(Sum::get).collect();
+        let spacing = state_clock::mark_spacing_ticks();
+        let state_time = |marked: u64, count: u64, state: usize| {
+            state_clock::state_time(marked, count, self.timed[state].get(), spacing)
+        };
+        let gaps = |sum: &Sum, state: usize| {
+            let marked = sum.get();
+            GapSum {
+                count: marked.count,
+                ticks: state_time(marked.ticks, marked.count, state),
+            }
+        };
         LifecycleTotals {
             tid: self.tid,
             region: self.region,
-            user_code_ticks: self.user_code.get(),
+            user_code_ticks: state_time(self.user_code.get(), self.user_code_stretches.get(), UC),
             bypasses: self.bypasses.get(),
             task_ends: self.task_ends.get(),
             tasks: std::array::from_fn(|i| self.tasks[i].get()),
-            local_gaps: self.local.get(),
-            steal_gaps: self.steal.get(),
-            resume_gaps: resume_gaps(self.resume.get(), &resume_timed),
+            local_gaps: gaps(&self.local, LOCAL),
+            steal_gaps: gaps(&self.steal, STEAL),
+            resume_gaps: resume_gaps(gaps(&self.resume, RESUME), &resume_timed),
             idle_ticks: self.idle.get(),
             search_rounds: self.rounds.get(),
             idle_episodes: self.idle_episodes.get(),
@@ -534,7 +585,7 @@ impl Tracker {
         }
         Timing {
             now,
-            ended: (from != 0).then(|| now.saturating_sub(from)),
+            ended: (from != 0).then(|| state_clock::timed_length(from, now)),
             starts,
         }
     }
@@ -544,7 +595,10 @@ impl Tracker {
     fn pause(&mut self, ts: u64) {
         self.detail = false;
         self.timed_from = 0;
-        state_clock::use_marks();
+        if state_clock::use_marks() {
+            // The writer keeps its slower pace until it wakes.
+            recorder::wake_writer();
+        }
         self.paused_region = self.frames.last().map_or(NO_REGION, |f| f.region);
         recorder::record_measured(Event {
             ts,
@@ -704,12 +758,16 @@ impl Tracker {
         }
         let len = ts.saturating_sub(since);
         if self.in_uc {
-            // Most stretches hold no mark: nothing to add.
-            if len > 0
-                && let Some(top) = self.frames.last().map(|f| f.region)
-            {
+            if let Some(top) = self.frames.last().map(|f| f.region) {
                 let c = self.counters(top);
-                c.user_code.add(len);
+                c.user_code_stretches.add(1);
+                // Most stretches hold no mark: nothing to add.
+                if len > 0 {
+                    c.user_code.add(len);
+                }
+                if let Some(t) = timed {
+                    c.timed[UC].add(t);
+                }
             }
             if let Close::Begin(_) = how {
                 let c = self.counters(region);
@@ -722,14 +780,21 @@ impl Tracker {
             Close::Begin(TaskOrigin::Local | TaskOrigin::Inline) => {
                 c.local.add(len);
                 if let Some(t) = timed {
+                    c.timed[LOCAL].add(t);
                     c.local_timed.add(1);
                     c.local_gap_lengths[duration_bucket(t)].add(1);
                 }
             }
-            Close::Begin(TaskOrigin::Stolen | TaskOrigin::Injected) => c.steal.add(len),
+            Close::Begin(TaskOrigin::Stolen | TaskOrigin::Injected) => {
+                c.steal.add(len);
+                if let Some(t) = timed {
+                    c.timed[STEAL].add(t);
+                }
+            }
             Close::Resume => {
                 c.resume.add(len);
                 if let Some(t) = timed {
+                    c.timed[RESUME].add(t);
                     c.resume_timed[64 - t.leading_zeros() as usize].add(t);
                 }
             }
@@ -822,7 +887,7 @@ impl Tracker {
             // Begun in an earlier window and ended in this one: both ends are events.
             c.task_ended(leaf, Some(own), true, ts, took);
         } else if leaf && frame.timed_begin != 0 && timing.now != 0 {
-            let own = timing.now.saturating_sub(frame.timed_begin);
+            let own = state_clock::timed_length(frame.timed_begin, timing.now);
             c.task_ended(leaf, Some(own), false, timing.now, own);
         } else if state_clock::is_long(own) {
             let end = if count { clock::now() } else { ts };

@@ -242,7 +242,8 @@ fn state_times_from_the_marks_are_within_their_uncertainty() {
         (timed - truth).abs() < 0.05,
         "timed {timed:.3}, truth {truth:.3}"
     );
-    // The marks: one sample of the state per mark, so the share is known to ±√(p(1−p)/marks).
+    // The marks and the timed stretches: the marks alone know the share to ±√(p(1−p)/marks),
+    // the two together at least as well.
     assert!(
         counted.mark_spacing_ticks > 0,
         "the marks' clock timed the states"
