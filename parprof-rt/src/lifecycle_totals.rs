@@ -558,9 +558,14 @@ impl Tracker {
                 && region != self.paused_region
                 && self.early_windows < EARLY_WINDOWS;
             // Only just after a mark: the counts stop at the mark and the events start now,
-            // so the time between, which neither holds, is a stretch at most.
-            if (on_time || early) && fresh_mark && recorder::ring_has_room() {
-                return self.resume(ts, kind, region, aux, flags, early);
+            // so the time between, which neither holds, is a stretch at most. A thread going
+            // to sleep opens one anyway (a short one, as an early window): its sleep may last
+            // past the last snapshot, where no count would hold it; what lies between the
+            // mark and the sleep is then left out.
+            let to_sleep = kind == EventKind::SleepBegin && self.early_windows < EARLY_WINDOWS;
+            if ((on_time || early) && fresh_mark || to_sleep) && recorder::ring_has_room() {
+                let short = early || (to_sleep && !(on_time && fresh_mark));
+                return self.resume(ts, kind, region, aux, flags, short);
             }
         }
         let timing = self.timing();
