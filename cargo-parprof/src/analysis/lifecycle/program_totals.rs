@@ -58,7 +58,9 @@ pub(super) fn on_detail(t: &mut ThreadState, event: &Event) {
                 nested: 0,
                 nested_switched_out: 0,
             });
-            t.in_uc = true;
+            // In the frame's code, unless the window opened as the thread went to sleep: it is
+            // in a gap then (a join waiting for its stolen half sleeps inside its task).
+            t.in_uc = t.fresh;
         }
         _ => {}
     }
@@ -169,5 +171,39 @@ fn merge_one(
         region
             .local_gaps
             .record_counted(midpoint, n, midpoint, midpoint);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parprof_rt::trace::EventKind;
+
+    fn detail(ts: u64, flags: u8, id: u32, aux: u16) -> Event {
+        Event {
+            ts,
+            id,
+            aux,
+            kind: EventKind::Detail as u8,
+            flags,
+        }
+    }
+
+    #[test]
+    fn a_window_opened_to_sleep_starts_in_a_gap_inside_its_frames() {
+        // A join waiting for its stolen half goes to sleep inside its task: the frame is open,
+        // the thread in a gap.
+        let mut t = ThreadState::default();
+        on_detail(&mut t, &detail(10, DETAIL_PAUSE, 0, 0));
+        on_detail(&mut t, &detail(20, DETAIL_RESUME, 0, 1));
+        on_detail(&mut t, &detail(20, DETAIL_FRAME, 7, 1));
+        assert_eq!(t.frames.len(), 1);
+        assert!(!t.in_uc);
+        // A window opened at a task begin: in the frame's code.
+        let mut t = ThreadState::default();
+        on_detail(&mut t, &detail(10, DETAIL_PAUSE, 0, 0));
+        on_detail(&mut t, &detail(20, DETAIL_RESUME, 0, 0));
+        on_detail(&mut t, &detail(20, DETAIL_FRAME, 7, 1));
+        assert!(t.in_uc);
     }
 }
