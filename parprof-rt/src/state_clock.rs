@@ -78,14 +78,20 @@ pub(crate) fn use_marks() -> bool {
     !IN_USE.load(Ordering::Relaxed) && !IN_USE.swap(true, Ordering::Relaxed)
 }
 
-/// Takes a mark (the writer, at each pass) and returns how long the writer may sleep.
+/// Takes a mark (the writer, at each pass) and returns how long the writer may sleep: half to
+/// one and a half [`MARK_EVERY`], drawn anew each time, so that the marks do not fall in step
+/// with a program's own period (a loop of 12 µs steps, marked every 250 µs exactly, is seen at
+/// six phases only).
 pub(crate) fn mark() -> Duration {
-    MARK.store(clock::now(), Ordering::Relaxed);
-    if IN_USE.load(Ordering::Relaxed) {
-        MARK_EVERY
-    } else {
-        IDLE_PACE
+    let now = clock::now();
+    MARK.store(now, Ordering::Relaxed);
+    if !IN_USE.load(Ordering::Relaxed) {
+        return IDLE_PACE;
     }
+    let mut draw = (now as u32) | 1;
+    let step = next_countdown(&mut draw);
+    // `next_countdown` draws 32..=95 around its mean of 64: the same spread, scaled.
+    MARK_EVERY * step / TIMED_EVERY
 }
 
 /// Whether a stretch of `ticks` by the marks is long enough to stand as a task's length.
