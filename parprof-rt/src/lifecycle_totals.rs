@@ -430,8 +430,9 @@ struct Tracker {
     /// them. A task of another region opens a window early, so that those calls are not put
     /// under a region they are not in.
     paused_region: u32,
-    /// Windows opened early since the last one opened on time.
+    /// Windows opened early, and at a sleep, since the last one opened on time.
     early_windows: u32,
+    sleep_windows: u32,
     /// The counters of each region this thread worked for, the last one used first.
     counters: Vec<(u32, &'static Counters)>,
     /// Hooks until the next stretch timed with the event clock while counting, the state of
@@ -503,6 +504,7 @@ impl Tracker {
             last_region: 0,
             paused_region: NO_REGION,
             early_windows: 0,
+            sleep_windows: 0,
             counters: Vec::new(),
             countdown: state_clock::TIMED_EVERY,
             draw: 0x9E37_79B9,
@@ -553,19 +555,19 @@ impl Tracker {
         if resumes_here {
             let on_time =
                 ts.wrapping_sub(self.window_start) >= WINDOW_TICKS.load(Ordering::Relaxed);
-            let early = !on_time
-                && kind == EventKind::TaskBegin
+            let early = kind == EventKind::TaskBegin
                 && region != self.paused_region
                 && self.early_windows < EARLY_WINDOWS;
-            // Only just after a mark: the counts stop at the mark and the events start now,
-            // so the time between, which neither holds, is a stretch at most. A thread going
-            // to sleep opens one anyway (a short one, as an early window): its sleep may last
-            // past the last snapshot, where no count would hold it; what lies between the
-            // mark and the sleep is then left out.
-            let to_sleep = kind == EventKind::SleepBegin && self.early_windows < EARLY_WINDOWS;
-            if ((on_time || early) && fresh_mark || to_sleep) && recorder::ring_has_room() {
-                let short = early || (to_sleep && !(on_time && fresh_mark));
-                return self.resume(ts, kind, region, aux, flags, short);
+            // The counts stop at the last mark and the events start now: the time between is
+            // held by neither. On time, a window waits for the first hook after a mark, where
+            // that is a stretch at most. A task of another region (its probe calls would go
+            // under the wrong one) and a thread going to sleep (its sleep may outlast the last
+            // snapshot, where no count would hold it) open a short window at once, a few per
+            // window length, and leave that time out.
+            let to_sleep = kind == EventKind::SleepBegin && self.sleep_windows < EARLY_WINDOWS;
+            let on_time = on_time && fresh_mark;
+            if (on_time || early || to_sleep) && recorder::ring_has_room() {
+                return self.resume(ts, kind, region, aux, flags, !on_time);
             }
         }
         let timing = self.timing();
@@ -657,11 +659,16 @@ impl Tracker {
         self.detail = true;
         let written = 1 + (self.frames.len() - skipped) as u32;
         if early {
-            self.early_windows += 1;
+            if into_sleep {
+                self.sleep_windows += 1;
+            } else {
+                self.early_windows += 1;
+            }
             let limit = EVENTS_PER_WINDOW.load(Ordering::Relaxed);
             self.window_events = limit.saturating_sub(EARLY_WINDOW_EVENTS).max(written);
         } else {
             self.early_windows = 0;
+            self.sleep_windows = 0;
             self.window_start = ts;
             self.window_events = written;
         }
