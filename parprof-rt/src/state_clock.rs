@@ -18,11 +18,11 @@ use crate::clock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// The marks' mean spacing while some thread counts its lifecycle: the writer's own pace, so
-/// that marking wakes it no more often than draining the rings did. (At 250 µs its passes kept a
-/// quiet 2-core machine's two workers off their CPUs for 12 % of their time; the timed
-/// stretches give the states' finer figures anyway.)
-pub const MARK_EVERY: Duration = Duration::from_millis(2);
+/// The marks' mean spacing while some thread counts its lifecycle. At the writer's own pace
+/// (2 ms) a 55 ms region of 2 workers got 15 marks, too few where its gaps are too uneven for
+/// the timed sample; at 250 µs the writer's passes cost a busy 2-core machine's workers a few
+/// percent of their CPU time, which the analysis counts as preempted.
+pub const MARK_EVERY: Duration = Duration::from_micros(250);
 /// The writer's pace while no thread does: its own (draining the rings).
 const IDLE_PACE: Duration = Duration::from_millis(2);
 /// One hook in this many, on average, starts a stretch timed with the event clock.

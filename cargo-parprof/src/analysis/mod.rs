@@ -805,13 +805,13 @@ fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds)
             "Rayon's per-job detail was sampled: {counted} of {tasks} tasks ran while their worker's \
              per-job events were paused (a worker writes at most {} of them every {} ms, so that \
              profiling costs follow run time, not the job rate). The program counted those tasks \
-             itself, exactly; their state times by a clock marked every {} ms on average{} and \
+             itself, exactly; their state times by a clock marked every {} µs on average{} and \
              by one stretch in about {} timed exactly, which also gives their durations. The \
              timeline, the profile's \
              markers and the active flamegraph's task frames show the detail windows only.",
             parprof_rt::lifecycle_totals::WINDOW_EVENTS,
             parprof_rt::lifecycle_totals::WINDOW_NS / 1_000_000,
-            parprof_rt::state_clock::MARK_EVERY.as_millis(),
+            parprof_rt::state_clock::MARK_EVERY.as_micros(),
             marks_uncertainty(regions),
             parprof_rt::state_clock::TIMED_EVERY,
         ));
