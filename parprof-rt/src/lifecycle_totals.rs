@@ -170,7 +170,6 @@ struct Counters {
     leaves_timed: Count,
     durations_timed: [Count; DURATION_BUCKETS],
     /// Local gaps' lengths, of the timed ones (scaled to `local`'s count).
-    local_timed: Count,
     local_gap_lengths: [Count; DURATION_BUCKETS],
     min_task: Count,
     max_task: Count,
@@ -202,7 +201,6 @@ impl Counters {
             leaves: Count::default(),
             leaves_timed: Count::default(),
             durations_timed: std::array::from_fn(|_| Count::default()),
-            local_timed: Count::default(),
             local_gap_lengths: std::array::from_fn(|_| Count::default()),
             min_task: Count(AtomicU64::new(u64::MAX)),
             max_task: Count::default(),
@@ -211,33 +209,29 @@ impl Counters {
         }
     }
 
-    /// A task ended that the analysis does not time (see [`Tracker::task_ended`]): a leaf (a
-    /// piece of work that ran no nested task; the split tasks of a recursion do little of their
-    /// own and would make the median theirs) goes into the histogram, by its exact own time
-    /// (`own`, `exact`), timed in a sample (`own`, not `exact`), or counted untimed (`own` is
-    /// `None`); the longest is over every task whose own time is known, kept with when it
-    /// ended (`end`) and its time from begin to end (`span`).
-    fn task_ended(&self, leaf: bool, own: Option<u64>, exact: bool, end: u64, span: u64) {
+    /// A task ended that the analysis does not time (see [`Tracker::task_ended`]), with its own
+    /// time `own` known as `known` says: a leaf (a piece of work that ran no nested task; the
+    /// split tasks of a recursion do little of their own and would make the median theirs) goes
+    /// into the histogram, exactly or as a sample, or is counted untimed (its time by the marks
+    /// is too coarse for a bucket); the longest is over every task, kept with when it ended
+    /// (`end`) and its time from begin to end (`span`).
+    fn task_ended(&self, leaf: bool, own: u64, known: OwnTime, end: u64, span: u64) {
         if leaf {
-            match (own, exact) {
-                (Some(t), true) => self.durations[duration_bucket(t)].add(1),
-                (Some(t), false) => {
+            match known {
+                OwnTime::Exact => self.durations[duration_bucket(own)].add(1),
+                OwnTime::Timed => {
                     self.leaves.add(1);
                     self.leaves_timed.add(1);
-                    self.durations_timed[duration_bucket(t)].add(1);
+                    self.durations_timed[duration_bucket(own)].add(1);
                 }
-                (None, _) => self.leaves.add(1),
+                OwnTime::ByMarks => self.leaves.add(1),
             }
-            if let Some(t) = own
-                && t < self.min_task.get()
-            {
-                self.min_task.set(t);
+            if known != OwnTime::ByMarks && own < self.min_task.get() {
+                self.min_task.set(own);
             }
         }
-        if let Some(t) = own
-            && t > self.max_task.get()
-        {
-            self.max_task.set(t);
+        if own > self.max_task.get() {
+            self.max_task.set(own);
             self.max_task_end.set(end);
             self.max_task_span.set(span);
         }
@@ -254,7 +248,7 @@ impl Counters {
         let task_durations = nonzero(exact.iter().zip(&leaves).map(|(a, b)| a + b));
         let local_gap_lengths = nonzero(scaled(
             &get(&self.local_gap_lengths),
-            self.local_timed.get(),
+            self.timed[LOCAL].count.get(),
             self.local.count.get(),
         ));
         let resume_timed: Vec<GapSum> = self.resume_timed.iter().map(Sum::get).collect();
@@ -355,6 +349,15 @@ fn resume_gaps(all: GapSum, timed: &[GapSum]) -> Vec<(u8, GapSum)> {
             (b as u8, gaps)
         })
         .collect()
+}
+
+/// How a task's own time is known: both ends written as events, timed with the event clock in
+/// the sample, or by the marks only (a long task's).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OwnTime {
+    Exact,
+    Timed,
+    ByMarks,
 }
 
 /// Every thread's counters, with the totals the writer wrote of them last. Never shrinks: a
@@ -793,7 +796,6 @@ impl Tracker {
                 c.local.add(len);
                 if let Some(t) = timed {
                     c.timed[LOCAL].add(t);
-                    c.local_timed.add(1);
                     c.local_gap_lengths[duration_bucket(t)].add(1);
                 }
             }
@@ -897,13 +899,13 @@ impl Tracker {
         let own = took.saturating_sub(frame.nested);
         if !count && frame.exact {
             // Begun in an earlier window and ended in this one: both ends are events.
-            c.task_ended(leaf, Some(own), true, ts, took);
+            c.task_ended(leaf, own, OwnTime::Exact, ts, took);
         } else if leaf && frame.timed_begin != 0 && timing.now != 0 {
             let own = state_clock::timed_length(frame.timed_begin, timing.now);
-            c.task_ended(leaf, Some(own), false, timing.now, own);
+            c.task_ended(leaf, own, OwnTime::Timed, timing.now, own);
         } else if state_clock::is_long(own) {
             let end = if count { clock::now() } else { ts };
-            c.task_ended(leaf, Some(own), false, end, took);
+            c.task_ended(leaf, own, OwnTime::ByMarks, end, took);
         } else if leaf {
             c.leaves.add(1);
         }
