@@ -37,11 +37,16 @@ fn parent_with_plain_child<const ROUNDS: u64>(calls: u64) -> u64 {
     (0..calls).fold(0, |acc, i| acc ^ tiny_unprobed::<ROUNDS>(i))
 }
 
+/// How many times each parent runs, alternating with the other. A VM's speed drifts within
+/// milliseconds: at 5 alternations of about 6 ms the parents' active times differed by
+/// -3 … +15 % over 14 runs on the project's 2-core VM, at 25 by -5 … +8 % over 26.
+const ALTERNATIONS: u64 = 25;
+
 /// Both parents, interleaved so that they see the same machine conditions.
 fn both_parents<const ROUNDS: u64>(calls: u64) -> u64 {
-    (0..5).fold(0, |acc, _| {
-        acc ^ parent_with_plain_child::<ROUNDS>(calls / 5)
-            ^ parent_with_probed_child::<ROUNDS>(calls / 5)
+    (0..ALTERNATIONS).fold(0, |acc, _| {
+        acc ^ parent_with_plain_child::<ROUNDS>(calls / ALTERNATIONS)
+            ^ parent_with_probed_child::<ROUNDS>(calls / ALTERNATIONS)
     })
 }
 
