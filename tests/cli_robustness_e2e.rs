@@ -303,7 +303,8 @@ fn interrupt_the_build(signal: libc::c_int, whole_group: bool) {
     let lock = work.path().join("crate/Cargo.lock");
     let before = std::fs::read(&lock).unwrap();
     let log = work.path().join("stderr.txt");
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    command
         .arg("parprof")
         .arg("--manifest-path")
         .arg(&manifest)
@@ -312,9 +313,20 @@ fn interrupt_the_build(signal: libc::c_int, whole_group: bool) {
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         // Its own process group, as a terminal's foreground job.
-        .process_group(0)
-        .spawn()
-        .expect("cargo-parprof");
+        .process_group(0);
+    // SAFETY: between fork and exec, only signal(2), which is async-signal-safe.
+    unsafe {
+        // With the signals' default actions, as a terminal's job has them: a test run started
+        // in the background by a shell without job control ignores SIGINT, and so would
+        // cargo-parprof and cargo, rightly (`nohup`, `&`).
+        command.pre_exec(|| {
+            for signal in [libc::SIGINT, libc::SIGTERM] {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().expect("cargo-parprof");
     let pgid = i32::try_from(child.id()).unwrap();
     // The build is under way once cargo has written the patched lock file.
     let deadline = Instant::now() + Duration::from_secs(300);

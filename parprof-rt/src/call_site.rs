@@ -7,9 +7,7 @@
 //! program's, and two loops over one element type in two functions look alike), and the caller
 //! location rayon-core sees is rayon's own when the operation is a parallel iterator. The stack
 //! is read once per operation type and caller (the first time the program runs it), symbolized
-//! by the standard library from the executable's debug information.
-
-use std::backtrace::{Backtrace, BacktraceStatus};
+//! from the executable's debug information.
 
 /// Crates whose frames are the machinery between a call site and the pool, not the call site.
 pub(crate) const MACHINERY: &[&str] = &[
@@ -22,6 +20,7 @@ pub(crate) const MACHINERY: &[&str] = &[
     "crossbeam_deque",
     "crossbeam_utils",
     "either",
+    "backtrace",
 ];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,64 +40,77 @@ pub(crate) struct CallSite {
 /// stack cannot be read or symbolized (no debug information), or holds no such frame. Never
 /// inlined: the profile tells the symbolization's samples, the profiler's own time, by this
 /// frame.
+///
+/// Frames are symbolized one at a time, from the innermost, until the call site and its caller
+/// are found: the frames below (`main`'s callers in the C library) are never read. Symbolizing
+/// the whole stack, as the standard library's backtrace prints it, read the C library's
+/// detached, compressed debug information too, where a distribution installs it: 100 ms of a
+/// program's first parallel call on the project's VM.
 #[inline(never)]
 pub(crate) fn from_stack() -> Option<CallSite> {
-    let trace = Backtrace::force_capture();
-    if trace.status() != BacktraceStatus::Captured {
-        return None;
+    let mut frames = Vec::with_capacity(64);
+    backtrace::trace(|frame| {
+        frames.push(frame.clone());
+        frames.len() < MAX_FRAMES
+    });
+    let mut finder = SiteFinder::default();
+    for frame in &frames {
+        let mut symbols: Vec<(String, Option<(String, u32)>)> = Vec::new();
+        // Inlined functions first, as they nest.
+        backtrace::resolve_frame(frame, |symbol| {
+            let Some(name) = symbol.name() else {
+                return;
+            };
+            let location = symbol
+                .filename()
+                .zip(symbol.lineno())
+                .map(|(file, line)| (crate_relative(&file.to_string_lossy()).to_owned(), line));
+            symbols.push((name.to_string(), location));
+        });
+        for (symbol, location) in symbols {
+            if finder.see(&symbol, location) {
+                return finder.site;
+            }
+        }
     }
-    innermost_program_frame(&trace.to_string())
+    finder.site
 }
 
-/// The first frame of a printed backtrace (`N: symbol`, then `at file:line:column` lines for
-/// its location) whose symbol is the program's.
-fn innermost_program_frame(printed: &str) -> Option<CallSite> {
-    let mut lines = printed.lines().peekable();
-    let mut site: Option<CallSite> = None;
-    while let Some(line) = lines.next() {
-        let Some(symbol) = frame_symbol(line) else {
-            continue;
-        };
-        let location = lines.peek().and_then(|l| location(l));
+/// Frames read at most: a call site deeper than this in a recursion is named by the frames above.
+const MAX_FRAMES: usize = 256;
+
+/// The call site among a stack's frames, given from the innermost.
+#[derive(Default)]
+struct SiteFinder {
+    site: Option<CallSite>,
+}
+
+impl SiteFinder {
+    /// Takes the next frame outwards; true once the call site and its caller are known.
+    fn see(&mut self, symbol: &str, location: Option<(String, u32)>) -> bool {
         if is_machinery(symbol) {
-            continue;
+            return false;
         }
         let name = function_name(symbol);
-        match &mut site {
+        match &mut self.site {
             None => {
                 let (file, line) = location.unwrap_or_default();
-                site = Some(CallSite {
+                self.site = Some(CallSite {
                     name,
                     file,
                     line,
                     caller: None,
                 });
+                false
             }
             // A closure of the same function, or its inlined copy, is not its caller.
-            Some(s) if s.name == name => {}
+            Some(s) if s.name == name => false,
             Some(s) => {
                 s.caller = Some(name);
-                break;
+                true
             }
         }
     }
-    site
-}
-
-/// `symbol` of a frame line `   12: symbol`.
-fn frame_symbol(line: &str) -> Option<&str> {
-    let (index, symbol) = line.trim_start().split_once(": ")?;
-    index.parse::<u32>().ok()?;
-    Some(symbol.trim())
-}
-
-/// `(file, line)` of a location line `             at ./src/main.rs:12:5`.
-fn location(line: &str) -> Option<(String, u32)> {
-    let at = line.trim_start().strip_prefix("at ")?;
-    let (rest, _column) = at.rsplit_once(':')?;
-    let (file, line) = rest.rsplit_once(':')?;
-    let file = file.strip_prefix("./").unwrap_or(file);
-    Some((crate_relative(file).to_owned(), line.parse().ok()?))
 }
 
 /// The folders of a crate's own sources.
@@ -189,6 +201,38 @@ fn strip_hash(name: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The call site in a backtrace as the standard library prints it.
+    fn innermost_program_frame(printed: &str) -> Option<CallSite> {
+        let mut lines = printed.lines().peekable();
+        let mut finder = SiteFinder::default();
+        while let Some(line) = lines.next() {
+            let Some(symbol) = frame_symbol(line) else {
+                continue;
+            };
+            let location = lines.peek().and_then(|l| location(l));
+            if finder.see(symbol, location) {
+                break;
+            }
+        }
+        finder.site
+    }
+
+    /// `symbol` of a frame line `   12: symbol`.
+    fn frame_symbol(line: &str) -> Option<&str> {
+        let (index, symbol) = line.trim_start().split_once(": ")?;
+        index.parse::<u32>().ok()?;
+        Some(symbol.trim())
+    }
+
+    /// `(file, line)` of a location line `             at ./src/main.rs:12:5`.
+    fn location(line: &str) -> Option<(String, u32)> {
+        let at = line.trim_start().strip_prefix("at ")?;
+        let (rest, _column) = at.rsplit_once(':')?;
+        let (file, line) = rest.rsplit_once(':')?;
+        let file = file.strip_prefix("./").unwrap_or(file);
+        Some((crate_relative(file).to_owned(), line.parse().ok()?))
+    }
 
     const PRINTED: &str = "   0: std::backtrace::Backtrace::force_capture
              at /rustc/abc/library/std/src/backtrace.rs:312:13

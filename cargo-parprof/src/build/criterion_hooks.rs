@@ -55,8 +55,11 @@ mod tests {
     /// takes every hook point.
     #[test]
     fn the_workspace_criterion_takes_every_hook_point() {
-        let program =
-            Program::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml")).unwrap();
+        let program = Program::read(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"),
+            None,
+        )
+        .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let hooked = prepare(&program, dir.path())
             .unwrap()

@@ -159,8 +159,11 @@ mod tests {
     /// This workspace's own rayon-core (a supported version) takes every hook point.
     #[test]
     fn the_workspace_rayon_core_takes_every_hook_point() {
-        let program =
-            Program::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml")).unwrap();
+        let program = Program::read(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"),
+            None,
+        )
+        .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let hooked = match prepare(&program, dir.path()) {
             Ok(hooked) => hooked,

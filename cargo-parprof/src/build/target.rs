@@ -314,7 +314,7 @@ fn prepare_hooks(
     manifest_path: &Path,
     build_dir: &Path,
 ) -> (Option<HookedBuild>, Result<PreparedCopy, RayonHooks>) {
-    let program = match Program::read(manifest_path) {
+    let program = match Program::read(manifest_path, Some(build_dir)) {
         Ok(program) => program,
         Err(e) => {
             let reason = format!("{e:#}");

@@ -7,7 +7,8 @@
 //! the build, so it can build the program with its own copy of the crate, edited at a few
 //! points:
 //!
-//! 1. find the package the program resolves to (`cargo metadata`, [`Program::read`]);
+//! 1. find the package the program resolves to (`cargo metadata`, [`Program::read`], kept in
+//!    the build folder by [`metadata_cache`]);
 //! 2. copy its sources (from cargo's registry cache, on this machine) into the build folder,
 //!    and insert a call into `parprof_rt` at each of its [`HookPoint`]s;
 //! 3. add `parprof-rt` to the copy's dependencies and build the target with
@@ -23,6 +24,7 @@
 
 mod anchor;
 mod lock_file;
+mod metadata_cache;
 
 pub use lock_file::LockFileGuard;
 
@@ -97,11 +99,18 @@ pub struct Program {
 }
 
 impl Program {
-    /// The packages of the program at `manifest_path` that are built on this machine.
-    pub fn read(manifest_path: &Path) -> Result<Program> {
-        Ok(Program {
-            metadata: host_metadata(manifest_path)?,
-        })
+    /// The packages of the program at `manifest_path` that are built on this machine; with a
+    /// build folder, kept there until a file they were read from changes.
+    pub fn read(manifest_path: &Path, build_dir: Option<&Path>) -> Result<Program> {
+        let metadata = match build_dir {
+            Some(dir) => {
+                metadata_cache::read(manifest_path, &dir.join(metadata_cache::FILE), || {
+                    host_metadata(manifest_path)
+                })?
+            }
+            None => host_metadata(manifest_path)?,
+        };
+        Ok(Program { metadata })
     }
 
     /// The lock file cargo rewrites for a patched build.
