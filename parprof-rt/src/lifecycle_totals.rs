@@ -436,7 +436,9 @@ struct Tracker {
     /// Windows opened early, and at a sleep, since the last one opened on time.
     early_windows: u32,
     sleep_windows: u32,
-    /// The counters of each region this thread worked for, the last one used first.
+    /// The counters of the region this thread counted for last, in the tracker itself (one
+    /// load at every hook), and of every region it worked for.
+    last_counters: Option<(u32, &'static Counters)>,
     counters: Vec<(u32, &'static Counters)>,
     /// Hooks until the next stretch timed with the event clock while counting, the state of
     /// the generator that draws them, and the event clock at the current stretch's start when
@@ -508,6 +510,7 @@ impl Tracker {
             paused_region: NO_REGION,
             early_windows: 0,
             sleep_windows: 0,
+            last_counters: None,
             counters: Vec::new(),
             countdown: state_clock::TIMED_EVERY,
             draw: 0x9E37_79B9,
@@ -556,8 +559,10 @@ impl Tracker {
             EventKind::TaskBegin | EventKind::TaskResume | EventKind::SleepBegin
         );
         if resumes_here {
-            let on_time =
-                ts.wrapping_sub(self.window_start) >= WINDOW_TICKS.load(Ordering::Relaxed);
+            // On time only at the first hook after a mark (see below): most hooks read no new
+            // mark and look no further.
+            let on_time = fresh_mark
+                && ts.wrapping_sub(self.window_start) >= WINDOW_TICKS.load(Ordering::Relaxed);
             let early = kind == EventKind::TaskBegin
                 && region != self.paused_region
                 && self.early_windows < EARLY_WINDOWS;
@@ -568,7 +573,6 @@ impl Tracker {
             // snapshot, where no count would hold it) open a short window at once, a few per
             // window length, and leave that time out.
             let to_sleep = kind == EventKind::SleepBegin && self.sleep_windows < EARLY_WINDOWS;
-            let on_time = on_time && fresh_mark;
             if (on_time || early || to_sleep) && recorder::ring_has_room() {
                 return self.resume(ts, kind, region, aux, flags, !on_time);
             }
@@ -728,16 +732,16 @@ impl Tracker {
 
     #[inline(always)]
     fn counters(&mut self, region: u32) -> &'static Counters {
-        match self.counters.first() {
-            Some(&(r, c)) if r == region => c,
+        match self.last_counters {
+            Some((r, c)) if r == region => c,
             _ => self.counters_cold(region),
         }
     }
 
     #[cold]
     fn counters_cold(&mut self, region: u32) -> &'static Counters {
-        let counters = match self.counters.iter().position(|(r, _)| *r == region) {
-            Some(at) => self.counters.remove(at).1,
+        let counters = match self.counters.iter().find(|(r, _)| *r == region) {
+            Some(&(_, c)) => c,
             None => {
                 // One set per thread and region for the program's lifetime.
                 let c: &'static Counters = Box::leak(Box::new(Counters::new(
@@ -753,10 +757,11 @@ impl Tracker {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push((c, unwritten));
+                self.counters.push((region, c));
                 c
             }
         };
-        self.counters.insert(0, (region, counters));
+        self.last_counters = Some((region, counters));
         counters
     }
 
