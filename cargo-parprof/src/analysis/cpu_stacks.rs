@@ -110,21 +110,27 @@ fn is_runtime_library_frame(function: &str) -> bool {
 /// the profiler frames are wrappers around user code (`parprof_rt::region::join`, the
 /// instrumented iterators) and are removed, keeping the user frames under their callers.
 fn without_profiler_frames<F: AsRef<str>>(frames: Vec<F>) -> Option<Vec<F>> {
-    let Some(innermost) = frames.iter().rposition(|f| is_profiler_frame(f.as_ref())) else {
+    without_profiler_frames_by(
+        frames,
+        |f| is_profiler_frame(f.as_ref()),
+        |f| is_runtime_library_frame(f.as_ref()),
+    )
+}
+
+/// [`without_profiler_frames`] with the profiler's frames and the runtime library's told by
+/// `is_profiler` and `is_library`.
+fn without_profiler_frames_by<F>(
+    frames: Vec<F>,
+    is_profiler: impl Fn(&F) -> bool,
+    is_library: impl Fn(&F) -> bool,
+) -> Option<Vec<F>> {
+    let Some(innermost) = frames.iter().rposition(&is_profiler) else {
         return Some(frames);
     };
-    if frames[innermost + 1..]
-        .iter()
-        .all(|f| is_runtime_library_frame(f.as_ref()))
-    {
+    if frames[innermost + 1..].iter().all(is_library) {
         return None;
     }
-    Some(
-        frames
-            .into_iter()
-            .filter(|f| !is_profiler_frame(f.as_ref()))
-            .collect(),
-    )
+    Some(frames.into_iter().filter(|f| !is_profiler(f)).collect())
 }
 
 /// A symbolised frame as the folding compares it: by its name (a pointer comparison where the
@@ -209,26 +215,103 @@ fn address_frames(callchain: &[u64]) -> Vec<String> {
     }
 }
 
-/// A sample's frames for a flamegraph, root first: the profiler's own (`None`: its frames
-/// with nothing of the program under them, or its writer thread) left out, recursion folded;
-/// and whether it was symbolised.
-fn program_frames(
-    stack: Option<&Stack>,
+/// What the folding asks of a function's name, asked once per name: the names are interned
+/// (one allocation per function), so by its address. A deep recursion's stacks repeat the same
+/// few names hundreds of times each, and scanning them for every sample took a third of the
+/// analysis of a 16 M-job quicksort.
+#[derive(Default)]
+struct NameClasses(FxHashMap<usize, NameClass>);
+
+#[derive(Clone, Copy)]
+struct NameClass {
+    profiler: bool,
+    thread_start: bool,
+}
+
+impl NameClasses {
+    fn of(&mut self, frame: &Frame) -> NameClass {
+        let function = &frame.function;
+        *self
+            .0
+            .entry(Arc::as_ptr(function).cast::<u8>() as usize)
+            .or_insert_with(|| NameClass {
+                profiler: is_profiler_frame(function),
+                thread_start: is_thread_start(function),
+            })
+    }
+}
+
+/// A sample's frames for a flamegraph, root first, as the functions' interned names (see
+/// [`FoldedFrames`]): the profiler's own (`None`: its frames with nothing of the program
+/// under them, or its writer thread) left out, recursion folded.
+fn program_frames<'a>(
+    stack: Option<&'a Stack>,
     callchain: &[u64],
     role: Option<&str>,
-) -> Option<(Vec<String>, bool)> {
+    classes: &mut NameClasses,
+) -> Option<FoldedFrames<'a>> {
     if role == Some(WRITER_THREAD) {
         return None;
     }
     match stack {
         Some(stack) if !stack.is_empty() => {
-            let frames = without_profiler_frames(stack.iter().map(FrameRef).collect())?;
-            let folded = fold_recursion(without_thread_start(frames));
-            Some((folded.into_iter().map(|f| frame_name(f.0)).collect(), true))
+            let frames: Vec<(FrameRef, NameClass)> =
+                stack.iter().map(|f| (FrameRef(f), classes.of(f))).collect();
+            let frames = without_profiler_frames_by(
+                frames,
+                |(_, class)| class.profiler,
+                |(frame, _)| is_runtime_library_frame(frame.as_ref()),
+            )?;
+            let frames = without_thread_start_by(frames, |(_, class)| class.thread_start);
+            let frames = frames.into_iter().map(|(frame, _)| frame).collect();
+            Some(FoldedFrames::Symbolised(fold_recursion(frames)))
         }
         _ => {
             let frames = without_profiler_frames(address_frames(callchain))?;
-            Some((fold_recursion(without_thread_start(frames)), false))
+            Some(FoldedFrames::Addresses(fold_recursion(
+                without_thread_start(frames),
+            )))
+        }
+    }
+}
+
+/// A sample's folded frames: symbolised (the interned names), or its raw addresses.
+enum FoldedFrames<'a> {
+    Symbolised(Vec<FrameRef<'a>>),
+    Addresses(Vec<String>),
+}
+
+impl FoldedFrames<'_> {
+    fn symbolised(&self) -> bool {
+        matches!(self, FoldedFrames::Symbolised(_))
+    }
+
+    /// The frames' names, as the flamegraphs show them.
+    fn names(self) -> Vec<String> {
+        match self {
+            FoldedFrames::Symbolised(frames) => {
+                frames.into_iter().map(|f| frame_name(f.0)).collect()
+            }
+            FoldedFrames::Addresses(names) => names,
+        }
+    }
+
+    /// The frames by their names' addresses: equal for equal stacks of interned names, without
+    /// formatting or comparing a name.
+    fn identity(&self) -> Option<Vec<(usize, bool)>> {
+        match self {
+            FoldedFrames::Symbolised(frames) => Some(
+                frames
+                    .iter()
+                    .map(|f| {
+                        (
+                            Arc::as_ptr(&f.0.function).cast::<u8>() as usize,
+                            f.0.inlined,
+                        )
+                    })
+                    .collect(),
+            ),
+            FoldedFrames::Addresses(_) => None,
         }
     }
 }
@@ -237,10 +320,17 @@ fn program_frames(
 /// `main`, the spawn closure's for other threads — end in `__rust_begin_short_backtrace`,
 /// where std's own backtraces start too: the frames up to it are left out (the stack's root
 /// names the thread already).
-fn without_thread_start<F: AsRef<str>>(mut frames: Vec<F>) -> Vec<F> {
-    if let Some(entry) = frames
-        .iter()
-        .rposition(|f| f.as_ref().contains("__rust_begin_short_backtrace"))
+fn without_thread_start<F: AsRef<str>>(frames: Vec<F>) -> Vec<F> {
+    without_thread_start_by(frames, |f| is_thread_start(f.as_ref()))
+}
+
+fn is_thread_start(function: &str) -> bool {
+    function.contains("__rust_begin_short_backtrace")
+}
+
+/// [`without_thread_start`] with the thread's start told by `is_start`.
+fn without_thread_start_by<F>(mut frames: Vec<F>, is_start: impl Fn(&F) -> bool) -> Vec<F> {
+    if let Some(entry) = frames.iter().rposition(is_start)
         && entry + 1 < frames.len()
     {
         frames.drain(..=entry);
@@ -297,6 +387,10 @@ pub(crate) fn fold(
     let mut stacks: Vec<(StackKey, u64)> = Vec::new();
     // The id and whether it was symbolised, or `None` for the profiler's own.
     let mut folded_once: FxHashMap<SharedStack, Option<(u32, bool)>> = FxHashMap::default();
+    // The ids of symbolised folded stacks by thread and their names' addresses: most samples of
+    // a deep recursion are distinct stacks that fold alike, found here without a name formatted.
+    let mut by_identity: FxHashMap<(u32, Vec<(usize, bool)>), u32> = FxHashMap::default();
+    let mut classes = NameClasses::default();
     let mut timed = Vec::new();
     let mut unsymbolised = 0;
     let mut profiler = 0;
@@ -306,12 +400,20 @@ pub(crate) fn fold(
             .entry(shared_stack(stack, sample))
             .or_insert_with(|| {
                 let role = roles.get(&sample.tid).copied();
-                let (frames, symbolised) = program_frames(stack, &sample.callchain, role)?;
-                let key = (thread_root(role, sample.tid), frames);
+                let frames = program_frames(stack, &sample.callchain, role, &mut classes)?;
+                let symbolised = frames.symbolised();
+                let identity = frames.identity().map(|frames| (sample.tid, frames));
+                if let Some(&id) = identity.as_ref().and_then(|k| by_identity.get(k)) {
+                    return Some((id, symbolised));
+                }
+                let key = (thread_root(role, sample.tid), frames.names());
                 let id = *ids.entry(key).or_insert_with_key(|key| {
                     stacks.push((key.clone(), 0));
                     (stacks.len() - 1) as u32
                 });
+                if let Some(identity) = identity {
+                    by_identity.insert(identity, id);
+                }
                 Some((id, symbolised))
             });
         let Some((id, symbolised)) = folded else {
@@ -381,6 +483,7 @@ pub(crate) fn fold_switch_outs(
     // the profiler's own.
     let mut weighed: Vec<(StackKey, u64)> = Vec::new();
     let mut folded_once: HashMap<(SharedStack, bool), Option<usize>> = HashMap::new();
+    let mut classes = NameClasses::default();
     let mut result = OffCpuStacks::default();
     for (i, sample) in kernel.switch_samples.iter().enumerate() {
         let list = off_cpu.intervals(sample.tid);
@@ -403,7 +506,8 @@ pub(crate) fn fold_switch_outs(
             .entry((shared_stack(stack, sample), interval.preempted))
             .or_insert_with(|| {
                 let role = roles.get(&sample.tid).copied();
-                let (mut frames, _) = program_frames(stack, &sample.callchain, role)?;
+                let mut frames =
+                    program_frames(stack, &sample.callchain, role, &mut classes)?.names();
                 frames.push(leaf(interval.preempted).to_owned());
                 weighed.push(((thread_root(role, sample.tid), frames), 0));
                 Some(weighed.len() - 1)
