@@ -16,21 +16,28 @@
 use crate::analysis::{Analysis, SpanKind, TimelineSpan};
 use serde::Serialize;
 use serde_json::{Value, json};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
 
-/// A span: a complete ("X") event.
+/// A span: a complete ("X") event. Written as a struct of borrowed fields rather than a JSON
+/// value: tens of thousands of them make the largest view.
 #[derive(Serialize)]
-struct CompleteEvent {
+struct CompleteEvent<'a, A> {
     ph: &'static str,
-    name: String,
+    name: Cow<'a, str>,
     cat: &'static str,
     pid: u32,
     tid: u32,
     ts: f64,
     dur: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    args: Option<ProbeArgs>,
+    args: Option<A>,
+}
+
+#[derive(Serialize)]
+struct RegionArgs<'a> {
+    region: Cow<'a, str>,
 }
 
 #[derive(Serialize)]
@@ -171,17 +178,18 @@ fn write_thread_spans(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> any
     for (span, duration_ns) in nested(&analysis.timeline.spans) {
         let (name, cat, args) = match span.kind {
             SpanKind::Probe { site, active_ns } => (
-                names
-                    .get(&site)
-                    .map_or_else(|| format!("site #{site}"), |n| (*n).to_owned()),
+                names.get(&site).map_or_else(
+                    || Cow::Owned(format!("site #{site}")),
+                    |n| Cow::Borrowed(*n),
+                ),
                 "probe",
                 Some(ProbeArgs {
                     active_us: micros(active_ns),
                     elapsed_us: micros(span.duration_ns),
                 }),
             ),
-            SpanKind::Preempted => ("preempted".to_owned(), "switched_out.preempted", None),
-            SpanKind::Blocked => ("blocked".to_owned(), "switched_out.blocked", None),
+            SpanKind::Preempted => (Cow::Borrowed("preempted"), "switched_out.preempted", None),
+            SpanKind::Blocked => (Cow::Borrowed("blocked"), "switched_out.blocked", None),
         };
         write_event(
             out,
@@ -261,20 +269,33 @@ fn write_region_tracks(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> an
     for run in &timeline.region_runs {
         write_event(
             out,
-            &json!({
-                "ph": "X", "name": tracks.region_name(run.region), "cat": "region", "pid": region_pid,
-                "tid": tracks.region_track(run.region), "ts": micros(run.start_ns), "dur": micros(run.duration_ns)
-            }),
+            &CompleteEvent::<()> {
+                ph: "X",
+                name: tracks.region_name(run.region),
+                cat: "region",
+                pid: region_pid,
+                tid: tracks.region_track(run.region),
+                ts: micros(run.start_ns),
+                dur: micros(run.duration_ns),
+                args: None,
+            },
         )?;
     }
     for span in &timeline.worker_states {
         write_event(
             out,
-            &json!({
-                "ph": "X", "name": span.state.abbreviation(), "cat": "lifecycle", "pid": region_pid,
-                "tid": tracks.worker_track(span.tid), "ts": micros(span.start_ns), "dur": micros(span.duration_ns),
-                "args": { "region": tracks.region_name(span.region) }
-            }),
+            &CompleteEvent {
+                ph: "X",
+                name: Cow::Borrowed(span.state.abbreviation()),
+                cat: "lifecycle",
+                pid: region_pid,
+                tid: tracks.worker_track(span.tid),
+                ts: micros(span.start_ns),
+                dur: micros(span.duration_ns),
+                args: Some(RegionArgs {
+                    region: tracks.region_name(span.region),
+                }),
+            },
         )?;
     }
     Ok(())
@@ -307,12 +328,12 @@ impl<'a> RegionTracks<'a> {
         RegionTracks { regions, workers }
     }
 
-    fn region_name(&self, site: u32) -> String {
+    fn region_name(&self, site: u32) -> Cow<'a, str> {
         self.regions
             .binary_search_by_key(&site, |(s, _)| *s)
             .map_or_else(
-                |_| format!("region #{site}"),
-                |i| self.regions[i].1.to_owned(),
+                |_| Cow::Owned(format!("region #{site}")),
+                |i| Cow::Borrowed(self.regions[i].1),
             )
     }
 
