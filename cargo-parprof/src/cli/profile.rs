@@ -57,10 +57,12 @@ fn profile_once(
     program_args: &[OsString],
     output_dir: &Path,
 ) -> Result<i32> {
-    let (recording, exit_code) = session::record_once(program, settings, program_args, output_dir)?;
-    crate::console::note!("parprof: analysing");
-    let options = &recording.run.options;
-    let analysis = pipeline::analyse(&recording, output_dir, options)?;
-    pipeline::write(&analysis, output_dir, options, frames)?;
+    let ((), exit_code) =
+        session::record_once(program, settings, program_args, output_dir, |recording| {
+            crate::console::note!("parprof: analysing");
+            let options = &recording.run.options;
+            let analysis = pipeline::analyse(recording, output_dir, options)?;
+            pipeline::write(&analysis, output_dir, options, frames)
+        })?;
     Ok(exit_code)
 }

@@ -36,14 +36,20 @@ pub struct Settings {
     pub detail: DetailRequest,
 }
 
-/// Runs `program` with `args` once under the profiler and saves the run into `output_dir`;
-/// returns what was saved and the program's exit code (128 + signal when killed).
-pub fn record_once(
+/// Runs `program` with `args` once under the profiler, saves the run into `output_dir`, and
+/// gives the recording to `then` (the analysis); returns what `then` returned and the
+/// program's exit code (128 + signal when killed).
+///
+/// The records are saved as collected first, so that a failure to symbolize them loses
+/// nothing, and again once symbolized: that second save (tens of MB written and synced) runs
+/// beside `then`, which reads the same records in memory.
+pub fn record_once<T>(
     program: &Program<'_>,
     settings: &Settings,
     args: &[OsString],
     output_dir: &Path,
-) -> Result<(Recording, i32)> {
+    then: impl FnOnce(&Recording) -> Result<T>,
+) -> Result<(T, i32)> {
     std::fs::create_dir_all(output_dir)
         .with_context(|| format!("cannot create the output folder {}", output_dir.display()))?;
     let mut env = vec![(
@@ -72,11 +78,20 @@ pub fn record_once(
     // file) or the analysis die, the folder still holds every record of the run, the samples
     // as addresses at worst, and `cargo parprof report` can try again.
     recording::save(output_dir, &recording)?;
-    if let Some(addresses) = unsymbolised.filter(|_| settings.collect.symbolize) {
-        addresses.symbolize(&mut recording.kernel);
-        recording::save(output_dir, &recording)?;
-    }
-    Ok((recording, exit_code))
+    let Some(addresses) = unsymbolised.filter(|_| settings.collect.symbolize) else {
+        return Ok((then(&recording)?, exit_code));
+    };
+    addresses.symbolize(&mut recording.kernel);
+    let recording = &recording;
+    std::thread::scope(|scope| {
+        let saving = scope.spawn(|| recording::save(output_dir, recording));
+        let result = then(recording);
+        let saved = saving
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        saved?;
+        Ok((result?, exit_code))
+    })
 }
 
 /// What the analysis cannot know of a run: the program, how it was built, how it ended, and
