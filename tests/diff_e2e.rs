@@ -1,5 +1,5 @@
 //! `cargo parprof diff` end to end: real runs of a program whose second step is made twice as
-//! slow by an argument, compared with the noise rule — unchanged code recorded three times
+//! slow by an argument, compared with the noise rule — unchanged code recorded five times
 //! under a load on one core diffs clean, the slowed step is `slower` — and the errors on input
 //! that is not a pair of runs of one program.
 
@@ -62,14 +62,17 @@ impl Drop for LoadOnOneCore {
     }
 }
 
-/// Three runs of each side (`run-1` … `run-3`), of `two_steps` with the given scale, taken
+/// Runs per side. With three, a VM's slow phase that caught two runs of one side (21.9, 20.9,
+/// 17.5 ms against 16.2–16.6 ms) read as a `faster` verdict for the unchanged step.
+const RUNS: usize = 5;
+
+/// [`RUNS`] runs of each side (`run-1` …), of `two_steps` with the given scale, taken
 /// round-robin: a drift of the machine during the test then reaches every side alike, as it
 /// would not if one side's runs all came first (seen: every base run 6 % slower than every
 /// head run, a `faster` verdict for the unchanged step). Each round starts one side later, so
-/// that no side holds the same place in every round (seen with a fixed order: the first side's
-/// three runs 18.6–20.5 ms, the second's 16.1–17.6 ms, a `faster` verdict).
+/// that no side holds the same place in every round.
 fn record_round_robin(sides: &[(&Path, &str)]) {
-    for round in 0..3 {
+    for round in 0..RUNS {
         for k in 0..sides.len() {
             let (dir, scale) = sides[(k + round) % sides.len()];
             record(&dir.join(format!("run-{}", round + 1)), scale);
@@ -99,7 +102,7 @@ fn row<'a>(json: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no row `{name}`: {json:#}"))
 }
 
-/// The no-op check: the same code recorded three times under a load on one core; each
+/// The no-op check: the same code recorded [`RUNS`] times under a load on one core; each
 /// pair of recordings diffs clean (no `slower`/`faster`, exit 0 with `--fail-above`), and a step
 /// made twice as slow is `slower` and fails the gate.
 #[test]
@@ -165,7 +168,7 @@ fn unchanged_code_under_load_diffs_clean_and_a_slowed_step_fails() {
     assert_eq!(json["rows"][0]["name"], "two_steps::solve", "{json:#}");
     assert_eq!(
         (json["base_runs"].as_u64(), json["head_runs"].as_u64()),
-        (Some(3), Some(3))
+        (Some(RUNS as u64), Some(RUNS as u64))
     );
     let md = std::fs::read_to_string(out.join("diff.md")).unwrap();
     assert!(md.contains("`two_steps::solve`"), "{md}");
@@ -176,7 +179,7 @@ fn unchanged_code_under_load_diffs_clean_and_a_slowed_step_fails() {
         assert!(text.contains("<svg"), "{svg}");
         assert!(text.contains("solve"), "{svg} shows the changed step");
         assert!(
-            text.contains("3 runs of BASE, 3 of HEAD"),
+            text.contains(&format!("{RUNS} runs of BASE, {RUNS} of HEAD")),
             "{svg} states the runs"
         );
     }
