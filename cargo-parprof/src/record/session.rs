@@ -82,10 +82,10 @@ pub fn record_once<T>(
         return Ok((then(&recording)?, exit_code));
     };
     addresses.symbolize(&mut recording.kernel);
-    let recording = &recording;
+    let symbolised = &recording;
     std::thread::scope(|scope| {
-        let saving = scope.spawn(|| recording::save(output_dir, recording));
-        let result = then(recording);
+        let saving = scope.spawn(|| recording::save(output_dir, symbolised));
+        let result = then(symbolised);
         let saved = saving
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
