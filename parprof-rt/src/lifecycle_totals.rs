@@ -485,6 +485,19 @@ pub(crate) fn hook(kind: EventKind, region: u32, aux: u16, flags: u8) -> bool {
     t.on_hook(kind, region, aux, flags)
 }
 
+/// A task of `region` ends and the fork it belongs to returns to its caller at once: the two
+/// hooks [`hook`] would record, in one.
+#[inline(always)]
+pub(crate) fn task_end_and_resume(region: u32) {
+    let mut tracker = TRACKER.with(Cell::get);
+    if tracker.is_null() {
+        tracker = new_tracker();
+    }
+    // SAFETY: as in `hook`.
+    let t = unsafe { &mut *tracker };
+    t.on_task_end_and_resume(region);
+}
+
 #[cold]
 fn new_tracker() -> *mut Tracker {
     let tracker = Box::into_raw(Box::new(Tracker::new()));
@@ -580,6 +593,25 @@ impl Tracker {
         let timing = self.timing();
         self.apply(ts, kind, region, flags, true, timing);
         true
+    }
+
+    /// [`Tracker::on_hook`] of a task end and of a fork's return right after it. Counted with
+    /// no new mark since the last hook, both are at the time that hook saw: the checks that
+    /// could open a window or write an event are made once.
+    #[inline(always)]
+    fn on_task_end_and_resume(&mut self, region: u32) {
+        let mark = state_clock::now();
+        if self.detail || mark != self.last_mark || !recorder::is_on() {
+            if self.on_hook(EventKind::TaskEnd, region, 0, 0) {
+                self.on_hook(EventKind::TaskResume, region, 0, 0);
+            }
+            return;
+        }
+        let ts = mark.max(self.since);
+        let timing = self.timing();
+        self.apply(ts, EventKind::TaskEnd, region, 0, true, timing);
+        let timing = self.timing();
+        self.apply(ts, EventKind::TaskResume, region, 0, true, timing);
     }
 
     /// Counts down to the next timed stretch and reads the event clock where a timed stretch
@@ -853,8 +885,8 @@ impl Tracker {
                 self.in_uc = true;
             }
             Close::TaskEnd => {
-                if let Some(frame) = self.pop(true, region) {
-                    self.task_ended(frame, ts, count, timing);
+                if let Some(at) = self.frame_at(true, region) {
+                    self.task_ended(at, ts, count, timing);
                 }
                 self.in_uc = false;
             }
@@ -872,7 +904,9 @@ impl Tracker {
                 self.in_uc = true;
             }
             Close::RegionEnd => {
-                self.pop(false, region);
+                if let Some(at) = self.frame_at(false, region) {
+                    self.remove_frame(at);
+                }
                 // Back in the enclosing task or region's code, or in code not seen.
                 self.in_uc = !self.frames.is_empty();
             }
@@ -885,7 +919,9 @@ impl Tracker {
     /// its begin was, and by the marks' clock otherwise: that one stands as the longest task
     /// only when long (a short stretch's marks say nothing of its length).
     #[inline(always)]
-    fn task_ended(&mut self, frame: Frame, ts: u64, count: bool, timing: Timing) {
+    fn task_ended(&mut self, at: usize, ts: u64, count: bool, timing: Timing) {
+        let frame = self.frames[at];
+        self.remove_frame(at);
         self.last_region = frame.region;
         let took = ts.saturating_sub(frame.begin);
         if let Some(outer) = self.frames.iter_mut().rev().find(|f| f.task) {
@@ -916,25 +952,34 @@ impl Tracker {
         }
     }
 
-    /// Removes the innermost open frame of the given kind (normally the top one).
+    /// Where the innermost open frame of the given kind is (normally the top one). An index,
+    /// not the frame: a frame returned by value went through memory at every task's end.
     #[inline(always)]
-    fn pop(&mut self, task: bool, region: u32) -> Option<Frame> {
+    fn frame_at(&self, task: bool, region: u32) -> Option<usize> {
         match self.frames.last() {
-            Some(top) if top.task == task && top.region == region => self.frames.pop(),
-            _ => self.pop_inner(task, region),
+            Some(top) if top.task == task && top.region == region => Some(self.frames.len() - 1),
+            _ => self.frame_below(task, region),
         }
     }
 
-    /// [`Tracker::pop`] of a frame below the top one (an unwinding task, a region left out of
-    /// order).
+    /// [`Tracker::frame_at`] of a frame below the top one (an unwinding task, a region left
+    /// out of order).
     #[cold]
-    fn pop_inner(&mut self, task: bool, region: u32) -> Option<Frame> {
-        let at = self
+    fn frame_below(&self, task: bool, region: u32) -> Option<usize> {
+        (self
             .frames
             .iter()
-            .rposition(|f| f.task == task && f.region == region)
-            .or_else(|| self.frames.iter().rposition(|f| f.task == task))?;
-        Some(self.frames.remove(at))
+            .rposition(|f| f.task == task && f.region == region))
+        .or_else(|| self.frames.iter().rposition(|f| f.task == task))
+    }
+
+    #[inline(always)]
+    fn remove_frame(&mut self, at: usize) {
+        if at + 1 == self.frames.len() {
+            self.frames.truncate(at);
+        } else {
+            self.frames.remove(at);
+        }
     }
 }
 

@@ -9,36 +9,34 @@ use std::sync::atomic::{AtomicU32, Ordering};
 pub(crate) const NOT_A_WORKER: u32 = u32::MAX;
 
 thread_local! {
-    /// `region << 32 | rayon_index << 16 | pool`, read in one access by the hooks that run at
-    /// every job.
-    static CONTEXT: Cell<u64> = const { Cell::new(NOT_A_WORKER as u64) };
+    /// The region this thread runs (0: none), and its rayon identity
+    /// (`rayon_index << 16 | pool`). Two words, not one: the hooks set the region at every
+    /// task and read both at the next, and a store into half of a word the next load reads whole
+    /// cannot be forwarded to it (the load waits for the store to reach the cache).
+    static REGION: Cell<u32> = const { Cell::new(0) };
+    static IDENTITY: Cell<u32> = const { Cell::new(NOT_A_WORKER) };
 }
 
-/// The calling thread's context word.
+/// The calling thread's context word: `region << 32 | identity`.
 #[inline(always)]
 pub(crate) fn context() -> u64 {
-    CONTEXT.with(Cell::get)
+    (u64::from(REGION.with(Cell::get)) << 32) | u64::from(IDENTITY.with(Cell::get))
 }
 
 /// Makes `region` current on this thread and returns the region that was current.
 #[inline(always)]
 pub(crate) fn set_region(region: u32) -> u32 {
-    CONTEXT.with(|c| {
-        let old = c.get();
-        c.set((u64::from(region) << 32) | (old & 0xFFFF_FFFF));
-        (old >> 32) as u32
-    })
+    REGION.with(|r| r.replace(region))
 }
 
 /// Marks the calling thread as worker `index` of pool `pool`.
 pub(crate) fn set_worker(index: u16, pool: u16) {
-    let identity = (u32::from(index) << 16) | u32::from(pool);
-    CONTEXT.with(|c| c.set((c.get() & !0xFFFF_FFFF) | u64::from(identity)));
+    IDENTITY.with(|c| c.set((u32::from(index) << 16) | u32::from(pool)));
 }
 
 /// The calling thread's rayon index ([`NO_WORKER`] outside every pool) and pool.
 pub(crate) fn worker() -> (u16, u32) {
-    let identity = context() as u32;
+    let identity = IDENTITY.with(Cell::get);
     if identity == NOT_A_WORKER {
         (NO_WORKER, 0)
     } else {
@@ -48,7 +46,7 @@ pub(crate) fn worker() -> (u16, u32) {
 
 /// The region current on this thread (0: none).
 pub fn current_region() -> u32 {
-    (context() >> 32) as u32
+    REGION.with(Cell::get)
 }
 
 pub(crate) fn current_tid() -> u32 {

@@ -3,9 +3,9 @@
 //! once, in events or in the program's totals. The test re-runs its own binary as the recording
 //! child, whose threads call the rayon-core hooks as the hooked rayon-core does.
 
-use parprof_rt::rayon_hooks::{Tag, Task};
+use parprof_rt::rayon_hooks::{Fork, Tag, Task};
 use parprof_rt::trace::{
-    Chunk, DETAIL_PAUSE, DETAIL_RESUME, EventKind, LifecycleTotals, TraceReader,
+    Chunk, DETAIL_PAUSE, DETAIL_RESUME, EventKind, LifecycleTotals, TaskOrigin, TraceReader,
 };
 use std::collections::HashMap;
 use std::process::Command;
@@ -117,6 +117,86 @@ fn every_task_is_counted_once_under_concurrent_threads() {
         assert!(durations >= t.task_ends, "{t:?}");
         assert!(t.max_task_ticks >= t.min_task_ticks);
     }
+}
+
+/// Joins per thread of [`child_runs_joins`]: every third one's second half is taken as stolen
+/// (the join returns by [`Fork::resume`]), the others' run as the joining worker's own.
+const JOINS_PER_THREAD: u64 = 200_000;
+
+/// Not a test: the recording child of the test below (run with `--ignored`).
+#[test]
+#[ignore = "the recording child of a_join_returns_once_whether_its_second_half_was_local_or_not"]
+fn child_runs_joins() {
+    let threads: Vec<_> = (0..THREADS as usize)
+        .map(|index| {
+            std::thread::spawn(move || {
+                // A worker of a pool, as the hooked rayon-core announces it.
+                parprof_rt::rayon_hooks::worker_started(index, 0x1000);
+                parprof_rt::parallel_region!("joins", {
+                    for i in 0..JOINS_PER_THREAD {
+                        let fork = Fork::here();
+                        drop(fork.inline_task());
+                        if i % 3 == 0 {
+                            fork.resume();
+                        } else {
+                            drop(fork.local_task());
+                        }
+                    }
+                })
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn a_join_returns_once_whether_its_second_half_was_local_or_not() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (_dir, mut reader) = record_child("child_runs_joins", &[]);
+    let (mut written_resumes, mut written_begins) = (0u64, [0u64; 4]);
+    // Threads whose last events opened a detail window (its mark and frames).
+    let mut window_opening = std::collections::HashSet::new();
+    let mut totals: HashMap<(u32, u32), LifecycleTotals> = HashMap::new();
+    while let Some(chunk) = reader.next_chunk().unwrap() {
+        match chunk {
+            Chunk::Events { tid, events } => {
+                for e in events {
+                    let opening = window_opening.remove(&tid);
+                    match EventKind::from_u8(e.kind) {
+                        // A window that opens at a fork's return: the gap it ends is counted.
+                        Some(EventKind::TaskResume) if !opening => written_resumes += 1,
+                        Some(EventKind::TaskBegin) => written_begins[usize::from(e.flags)] += 1,
+                        Some(EventKind::Detail) if e.flags != DETAIL_PAUSE => {
+                            window_opening.insert(tid);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Chunk::LifecycleTotals(t) => {
+                totals.insert((t.tid, t.region), t);
+            }
+            _ => {}
+        }
+    }
+    let joins = THREADS * JOINS_PER_THREAD;
+    let counted_resumes: u64 = (totals.values())
+        .flat_map(|t| &t.resume_gaps)
+        .map(|(_, gaps)| gaps.count)
+        .sum();
+    assert_eq!(written_resumes + counted_resumes, joins);
+    let begun = |origin: TaskOrigin| {
+        let counted: u64 = totals.values().map(|t| t.tasks[origin as usize]).sum();
+        written_begins[origin as usize] + counted
+    };
+    assert_eq!(begun(TaskOrigin::Inline), joins);
+    assert_eq!(
+        begun(TaskOrigin::Local),
+        joins - THREADS * JOINS_PER_THREAD.div_ceil(3)
+    );
+    assert!(counted_resumes > written_resumes, "the detail paused");
 }
 
 /// Threads of [`child_alternates_known_stretches`]: each alternates tasks of [`TASK_SPIN`]
