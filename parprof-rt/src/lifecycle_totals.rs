@@ -436,9 +436,11 @@ struct Tracker {
     /// Windows opened early, and at a sleep, since the last one opened on time.
     early_windows: u32,
     sleep_windows: u32,
-    /// The counters of the region this thread counted for last, in the tracker itself (one
-    /// load at every hook), and of every region it worked for.
-    last_counters: Option<(u32, &'static Counters)>,
+    /// The region this thread counted for last ([`NO_REGION`] before the first) and its
+    /// counters, in the tracker itself (one compare at every hook), and the counters of every
+    /// region it worked for.
+    last_counted_region: u32,
+    last_counters: *const Counters,
     counters: Vec<(u32, &'static Counters)>,
     /// Hooks until the next stretch timed with the event clock while counting, the state of
     /// the generator that draws them, and the event clock at the current stretch's start when
@@ -523,7 +525,8 @@ impl Tracker {
             paused_region: NO_REGION,
             early_windows: 0,
             sleep_windows: 0,
-            last_counters: None,
+            last_counted_region: NO_REGION,
+            last_counters: std::ptr::null(),
             counters: Vec::new(),
             countdown: state_clock::TIMED_EVERY,
             draw: 0x9E37_79B9,
@@ -764,9 +767,11 @@ impl Tracker {
 
     #[inline(always)]
     fn counters(&mut self, region: u32) -> &'static Counters {
-        match self.last_counters {
-            Some((r, c)) if r == region => c,
-            _ => self.counters_cold(region),
+        if self.last_counted_region == region {
+            // SAFETY: set with the region, from a `&'static Counters`.
+            unsafe { &*self.last_counters }
+        } else {
+            self.counters_cold(region)
         }
     }
 
@@ -793,7 +798,8 @@ impl Tracker {
                 c
             }
         };
-        self.last_counters = Some((region, counters));
+        self.last_counted_region = region;
+        self.last_counters = counters;
         counters
     }
 
@@ -802,6 +808,13 @@ impl Tracker {
     #[inline(always)]
     fn close(&mut self, ts: u64, how: Close, region: u32, count: bool, timed: Option<u64>) {
         let since = std::mem::replace(&mut self.since, ts);
+        if self.in_uc {
+            // No search in user code (see `on_search`): nothing to reset.
+            if count {
+                self.close_user_code(ts.saturating_sub(since), how, region, timed);
+            }
+            return;
+        }
         let (rounds, sleeps, idle_from) = (self.rounds, self.sleeps, self.idle_from.take());
         self.rounds = 0;
         self.sleeps = 0;
@@ -809,24 +822,6 @@ impl Tracker {
             return;
         }
         let len = ts.saturating_sub(since);
-        if self.in_uc {
-            if let Some(top) = self.frames.last().map(|f| f.region) {
-                let c = self.counters(top);
-                c.user_code_stretches.add(1);
-                // Most stretches hold no mark: nothing to add.
-                if len > 0 {
-                    c.user_code.add(len);
-                }
-                if let Some(t) = timed {
-                    c.timed[UC].add(t);
-                }
-            }
-            if let Close::Begin(_) = how {
-                let c = self.counters(region);
-                c.bypasses.add(1);
-            }
-            return;
-        }
         let c = self.counters(region);
         match how {
             Close::Begin(TaskOrigin::Local | TaskOrigin::Inline) => {
@@ -861,6 +856,26 @@ impl Tracker {
         }
         if rounds > 0 {
             c.rounds.add(u64::from(rounds));
+        }
+    }
+
+    /// Counts a stretch of user code of `len` ticks by the marks (`timed` when the event clock
+    /// timed it) ended by an event of `how` in `region`.
+    #[inline(always)]
+    fn close_user_code(&mut self, len: u64, how: Close, region: u32, timed: Option<u64>) {
+        if let Some(top) = self.frames.last().map(|f| f.region) {
+            let c = self.counters(top);
+            c.user_code_stretches.add(1);
+            // Most stretches hold no mark: nothing to add.
+            if len > 0 {
+                c.user_code.add(len);
+            }
+            if let Some(t) = timed {
+                c.timed[UC].add(t);
+            }
+        }
+        if let Close::Begin(_) = how {
+            self.counters(region).bypasses.add(1);
         }
     }
 
