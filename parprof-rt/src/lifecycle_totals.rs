@@ -487,19 +487,6 @@ pub(crate) fn hook(kind: EventKind, region: u32, aux: u16, flags: u8) -> bool {
     t.on_hook(kind, region, aux, flags)
 }
 
-/// A task of `region` ends and the fork it belongs to returns to its caller at once: the two
-/// hooks [`hook`] would record, in one.
-#[inline(always)]
-pub(crate) fn task_end_and_resume(region: u32) {
-    let mut tracker = TRACKER.with(Cell::get);
-    if tracker.is_null() {
-        tracker = new_tracker();
-    }
-    // SAFETY: as in `hook`.
-    let t = unsafe { &mut *tracker };
-    t.on_task_end_and_resume(region);
-}
-
 #[cold]
 fn new_tracker() -> *mut Tracker {
     let tracker = Box::into_raw(Box::new(Tracker::new()));
@@ -596,25 +583,6 @@ impl Tracker {
         let timing = self.timing();
         self.apply(ts, kind, region, flags, true, timing);
         true
-    }
-
-    /// [`Tracker::on_hook`] of a task end and of a fork's return right after it. Counted with
-    /// no new mark since the last hook, both are at the time that hook saw: the checks that
-    /// could open a window or write an event are made once.
-    #[inline(always)]
-    fn on_task_end_and_resume(&mut self, region: u32) {
-        let mark = state_clock::now();
-        if self.detail || mark != self.last_mark || !recorder::is_on() {
-            if self.on_hook(EventKind::TaskEnd, region, 0, 0) {
-                self.on_hook(EventKind::TaskResume, region, 0, 0);
-            }
-            return;
-        }
-        let ts = mark.max(self.since);
-        let timing = self.timing();
-        self.apply(ts, EventKind::TaskEnd, region, 0, true, timing);
-        let timing = self.timing();
-        self.apply(ts, EventKind::TaskResume, region, 0, true, timing);
     }
 
     /// Counts down to the next timed stretch and reads the event clock where a timed stretch

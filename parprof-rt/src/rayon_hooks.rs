@@ -11,8 +11,7 @@
 //!   stolen task counts in the region that created it;
 //! - a join's first half, and its second half when the joining worker pops it back, run
 //!   without a job: [`Fork`] records them as inline and local tasks, and the return of the
-//!   fork to the joining code ([`Fork::resume`], [`fork_returned`], at the end of a
-//!   [`LocalTask`]);
+//!   fork to the joining code ([`Fork::resume`], [`fork_returned`]);
 //! - a thread outside every pool that enters one ([`PoolEntry::from_outside`]) with no region
 //!   current opens an *implicit region*, named after the call site found in the type of the
 //!   operation it runs;
@@ -130,24 +129,6 @@ impl Drop for Task {
     }
 }
 
-/// A join's second half run by the joining worker: its end and the join's return to its caller
-/// are one hook, not two, since nothing runs between them (one hook less per join).
-#[must_use = "the task lasts until this guard is dropped"]
-pub struct LocalTask(Task);
-
-impl Drop for LocalTask {
-    #[inline(always)]
-    fn drop(&mut self) {
-        let task = &mut self.0;
-        if task.region != 0 {
-            lifecycle_totals::task_end_and_resume(task.region);
-            region::set_region(task.previous);
-            // Ended: the task's own drop, after this one, records nothing.
-            task.region = 0;
-        }
-    }
-}
-
 /// A `join` in progress on the calling worker.
 pub struct Fork(Tag);
 
@@ -166,14 +147,13 @@ impl Fork {
         Task::begin_as(self.0, TaskOrigin::Inline)
     }
 
-    /// The second half, popped back from the joining worker's own deque: the join returns to
-    /// its caller when it ends.
+    /// The second half, popped back from the joining worker's own deque.
     #[inline(always)]
-    pub fn local_task(&self) -> LocalTask {
+    pub fn local_task(&self) -> Task {
         if self.0 == Tag::NONE {
-            return LocalTask(Task::INERT);
+            return Task::INERT;
         }
-        LocalTask(Task::begin_as(self.0, TaskOrigin::Local))
+        Task::begin_as(self.0, TaskOrigin::Local)
     }
 
     /// The join returns to the code that called it.

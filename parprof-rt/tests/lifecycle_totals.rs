@@ -120,7 +120,8 @@ fn every_task_is_counted_once_under_concurrent_threads() {
 }
 
 /// Joins per thread of [`child_runs_joins`]: every third one's second half is taken as stolen
-/// (the join returns by [`Fork::resume`]), the others' run as the joining worker's own.
+/// (not run by the joining thread), the others' run as the joining worker's own. Each returns
+/// once ([`Fork::resume`]).
 const JOINS_PER_THREAD: u64 = 200_000;
 
 /// Not a test: the recording child of the test below (run with `--ignored`).
@@ -136,11 +137,10 @@ fn child_runs_joins() {
                     for i in 0..JOINS_PER_THREAD {
                         let fork = Fork::here();
                         drop(fork.inline_task());
-                        if i % 3 == 0 {
-                            fork.resume();
-                        } else {
+                        if i % 3 != 0 {
                             drop(fork.local_task());
                         }
+                        fork.resume();
                     }
                 })
             })
