@@ -65,7 +65,7 @@ impl Tag {
     /// How the calling thread obtained a job with this tag, by comparing the creating worker
     /// with the executing one.
     fn origin_here(self) -> TaskOrigin {
-        origin(self.creator(), region::context() as u32)
+        origin(self.creator(), region::identity())
     }
 }
 

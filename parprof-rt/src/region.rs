@@ -1,7 +1,7 @@
 //! Parallel regions: the region context of a thread, and the guard `parallel_region!` holds.
 //!
-//! A thread's context is one word: the site id of the region whose code it runs (0: none) and,
-//! on a rayon worker, its identity (rayon index and pool). A region guard sets the region on
+//! A thread's context is the site id of the region whose code it runs (0: none) and, on a
+//! rayon worker, its identity (rayon index and pool). A region guard sets the region on
 //! the thread that enters it; every rayon job created while it is current carries it (see
 //! [`crate::rayon_hooks`]), so the tasks a region runs count in it wherever they are written
 //! and whichever worker runs them.
@@ -16,7 +16,7 @@ use crate::trace::EventKind;
 
 pub use crate::probe::Site;
 pub use crate::thread_context::current_region;
-pub(crate) use crate::thread_context::{NOT_A_WORKER, context, set_region, set_worker};
+pub(crate) use crate::thread_context::{NOT_A_WORKER, context, identity, set_region, set_worker};
 
 /// True when nothing is recorded.
 #[inline(always)]

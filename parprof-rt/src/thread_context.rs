@@ -1,5 +1,6 @@
-//! What the calling thread is: its kernel id, its rayon identity and the region it runs (one
-//! context word, read by the hooks that run at every job), and which thread is the writer.
+//! What the calling thread is: its kernel id, its rayon identity and the region it runs (read
+//! by the hooks that run at every job, together as one context word), and which thread is the
+//! writer.
 
 use crate::trace::NO_WORKER;
 use std::cell::Cell;
@@ -34,9 +35,16 @@ pub(crate) fn set_worker(index: u16, pool: u16) {
     IDENTITY.with(|c| c.set((u32::from(index) << 16) | u32::from(pool)));
 }
 
+/// The calling thread's rayon identity, `rayon_index << 16 | pool` ([`NOT_A_WORKER`] outside
+/// every pool).
+#[inline(always)]
+pub(crate) fn identity() -> u32 {
+    IDENTITY.with(Cell::get)
+}
+
 /// The calling thread's rayon index ([`NO_WORKER`] outside every pool) and pool.
 pub(crate) fn worker() -> (u16, u32) {
-    let identity = IDENTITY.with(Cell::get);
+    let identity = identity();
     if identity == NOT_A_WORKER {
         (NO_WORKER, 0)
     } else {
