@@ -1,7 +1,9 @@
 //! Each way a thread outside the pool gives it work, called from a plain function of the main
 //! thread, as programs write them: `pool_entries MODE`, MODE one of `spawn_fifo`, `scope`,
 //! `in_place_scope`, `install` (on a pool built here), `broadcast`, `spawn_broadcast`. Each is
-//! an implicit region named at its call, in the function of the same name.
+//! an implicit region named at its call, in the function of the same name; `install_in_main`
+//! makes the `install` call in `main` itself (a closure of `main`'s, called by the standard
+//! library's shim).
 //!
 //! Prints what it did: `pieces=<n>` jobs spawned (or leaves of the parallel iterator, counted
 //! in its fold, for `install`) and `threads=<n>` (the pool's), so that the region's tasks can be
@@ -29,11 +31,20 @@ fn main() {
         "scope" => scope(),
         "in_place_scope" => in_place_scope(),
         "install" => install(),
+        "install_in_main" => {
+            let pool = rayon::ThreadPoolBuilder::new().build().expect("a pool");
+            let (a, b) = pool.install(|| rayon::join(spin_piece, spin_piece));
+            usize::from(a ^ b != 1)
+        }
         "broadcast" => broadcast(),
         "spawn_broadcast" => spawn_broadcast(),
         other => panic!("unknown mode {other:?}"),
     };
     println!("pieces={pieces} threads={threads}");
+}
+
+fn spin_piece() -> u64 {
+    parprof_suite::spin(PIECE)
 }
 
 fn spawn_fifo() -> usize {

@@ -143,3 +143,20 @@ fn spawn_broadcast_is_a_region_of_one_run_per_thread() {
     assert_eq!(task_count(&region, "tasks_injected"), threads, "{region:#}");
     assert_eq!(region["instances"], threads, "{region:#}");
 }
+
+#[test]
+fn a_region_entered_in_main_has_no_caller() {
+    let run = common::profile_example("pool_entries", &["--", "install_in_main"], GLOBAL_POOL_OF_2);
+    let region = only_region(&run);
+    let line = line_of("pool_entries", "pool.install(|| rayon::join(spin_piece");
+    assert_eq!(
+        region["name"],
+        format!("pool_entries::main (examples/pool_entries.rs:{line})"),
+        "no `from call_once`: {region:#}"
+    );
+    assert_eq!(region["call_site"]["caller"], Value::Null, "{region:#}");
+    assert_eq!(region["kind"], "install", "{region:#}");
+    // The entry, and a join's two halves.
+    assert_eq!(task_count(&region, "tasks"), 3, "{region:#}");
+    assert_eq!(task_count(&region, "tasks_injected"), 1, "{region:#}");
+}
