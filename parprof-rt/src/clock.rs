@@ -51,8 +51,8 @@ pub fn select() -> ClockKind {
 fn tsc_is_invariant() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        let max_ext = core::arch::x86_64::__cpuid(0x8000_0000).eax;
-        if max_ext >= 0x8000_0007 && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0 {
+        let max_ext = cpuid(0x8000_0000).eax;
+        if max_ext >= 0x8000_0007 && cpuid(0x8000_0007).edx & (1 << 8) != 0 {
             return true;
         }
         if let Ok(info) = std::fs::read_to_string("/proc/cpuinfo")
@@ -65,6 +65,15 @@ fn tsc_is_invariant() -> bool {
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+/// CPUID `leaf`. The intrinsic is safe to call on newer compilers and unsafe on the
+/// workspace's rust-version (1.88), hence the block either may find unneeded.
+#[cfg(target_arch = "x86_64")]
+#[allow(unused_unsafe)]
+fn cpuid(leaf: u32) -> core::arch::x86_64::CpuidResult {
+    // SAFETY: every x86_64 processor has the CPUID instruction.
+    unsafe { core::arch::x86_64::__cpuid(leaf) }
 }
 
 /// A sync point taken as the tightest of several (ticks, monotonic, ticks) brackets.
