@@ -16,6 +16,12 @@ pub fn now() -> u64 {
     monotonic_ns()
 }
 
+/// Reads `CLOCK_MONOTONIC`, in nanoseconds: the time line of the kernel's perf records.
+///
+/// ```
+/// let (a, b) = (parprof_rt::clock::monotonic_ns(), parprof_rt::clock::monotonic_ns());
+/// assert!(b >= a);
+/// ```
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -26,6 +32,7 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The event clock [`select`] chose ([`ClockKind::Monotonic`] before it ran).
 pub fn kind() -> ClockKind {
     if KIND.load(Ordering::Relaxed) == ClockKind::Tsc as u8 {
         ClockKind::Tsc

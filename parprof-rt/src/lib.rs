@@ -1,9 +1,37 @@
 //! parprof-rt: the runtime linked into a profiled program.
 //!
-//! Annotate functions with [`probe`]; run the program under `cargo parprof` (which sets
-//! `PARPROF_OUT`) and each probe call is recorded with a timestamp into a per-thread buffer,
-//! drained by a background writer into a [`trace`] file. Without `PARPROF_OUT` a probe costs
-//! one predictable branch; the `off` feature compiles probes out entirely.
+//! Annotate functions with [`probe`] and mark parallel regions with [`parallel_region!`]; run
+//! the program under `cargo parprof` (`cargo install cargo-parprof`, which sets `PARPROF_OUT`)
+//! and each probe call is recorded with a timestamp into a per-thread buffer, drained by a
+//! background writer into a [`trace`] file. Without `PARPROF_OUT` a probe costs one predictable
+//! branch; the `off` feature compiles probes out entirely.
+//!
+//! ```
+//! use parprof_rt::{parallel_region, probe};
+//! use rayon::prelude::*;
+//!
+//! #[probe]
+//! fn hot_kernel(row: &[f32]) -> f32 {
+//!     row.iter().map(|x| x.sqrt()).sum()
+//! }
+//!
+//! let rows = vec![vec![4.0f32; 16]; 64];
+//! let total = parallel_region!("sum_rows", {
+//!     rows.par_iter().map(|r| hot_kernel(r)).sum::<f32>()
+//! });
+//! assert_eq!(total, 2.0 * 16.0 * 64.0);
+//! ```
+//!
+//! `cargo parprof` builds the program against a copy of rayon-core with hooks in it, which
+//! call this crate's `rayon_hooks` (not a public API): every rayon task is then recorded in the
+//! region current where it was created. One runtime runs in a process (`links =
+//! "parprof_rt"`), of the version the `cargo-parprof` that profiles the program carries.
+//!
+//! The other public modules are the formats the runtime writes and `cargo parprof` reads
+//! ([`trace`], [`slice_results`]) and what both sides share to read them ([`clock`],
+//! [`codec`], [`lifecycle_totals`], [`state_clock`], [`region`]).
+
+#![warn(missing_docs)]
 
 /// Marks a parallel region: `parallel_region!("name", { body })`, or `parallel_region!({ body })`
 /// to name it after its `file:line`. It evaluates to the body's value, nests, and works in any
