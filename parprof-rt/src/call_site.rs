@@ -88,6 +88,7 @@ struct SiteFinder {
 impl SiteFinder {
     /// Takes the next frame outwards; true once the call site and its caller are known.
     fn see(&mut self, symbol: &str, location: Option<(String, u32)>) -> bool {
+        let symbol = closure_of_shim(symbol).unwrap_or(symbol);
         if is_machinery(symbol) {
             return false;
         }
@@ -134,6 +135,15 @@ fn crate_relative(file: &str) -> &str {
             })
         })
         .unwrap_or(file)
+}
+
+/// The closure that a call shim calls: `<app::main::{{closure}} as
+/// core::ops::function::FnOnce<()>>::call_once` → `app::main::{{closure}}`. The shim is the
+/// standard library's plumbing between the closure and whoever calls it, not a function of the
+/// program: taken for the closure, it is never named as a caller (`from call_once`).
+fn closure_of_shim(symbol: &str) -> Option<&str> {
+    let (ty, rest) = symbol.strip_prefix('<')?.split_once(" as ")?;
+    (rest.starts_with("core::ops::function::Fn") && ty.contains("{{closure}}")).then_some(ty)
 }
 
 /// The crate of a path: its first segment (`None` for a type of no crate: `usize`, `[T]`).
@@ -279,6 +289,39 @@ mod tests {
                 caller: Some("demo_nbody_steps::main".into()),
             })
         );
+    }
+
+    #[test]
+    fn closure_shims_and_the_standard_library_are_never_callers() {
+        let from_main = "   0: parprof_rt::call_site::from_stack
+   1: rayon_core::registry::Registry::in_worker_cold
+   2: rayon_core::thread_pool::ThreadPool::install
+   3: gain_items::main::{{closure}}
+             at ./src/bin/gain_items.rs:16:9
+   4: <gain_items::main::{{closure}} as core::ops::function::FnOnce<()>>::call_once
+             at /rustc/abc/library/core/src/ops/function.rs:250:5
+   5: gain_items::main
+             at ./src/bin/gain_items.rs:14:5
+   6: core::ops::function::FnOnce::call_once
+   7: std::rt::lang_start::{{closure}}
+   8: std::rt::lang_start_internal
+";
+        assert_eq!(
+            innermost_program_frame(from_main),
+            Some(CallSite {
+                name: "gain_items::main".into(),
+                file: "src/bin/gain_items.rs".into(),
+                line: 16,
+                caller: None,
+            })
+        );
+        assert_eq!(
+            closure_of_shim(
+                "<app::run::{{closure}} as core::ops::function::FnMut<(usize,)>>::call_mut"
+            ),
+            Some("app::run::{{closure}}")
+        );
+        assert_eq!(closure_of_shim("<app::Grid as app::Step>::step"), None);
     }
 
     #[test]

@@ -48,6 +48,7 @@ mod program_totals;
 mod state;
 mod state_spans;
 
+use super::call_site::{self, CallSite, RegionKind};
 use super::diagnosis::Diagnosis;
 use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
@@ -131,6 +132,11 @@ pub struct RegionReport {
     /// An implicit region: a call site that entered a pool from outside with no named region
     /// current (rayon-core hooks), named after the calling function.
     pub implicit: bool,
+    /// Where an implicit region entered its pool (`None` for a named region, or an implicit
+    /// one of a trace that did not record it).
+    pub call_site: Option<CallSite>,
+    /// How the region's work entered the pool (`None` when the trace does not say).
+    pub kind: Option<RegionKind>,
     /// Runs of the region (begin/end pairs).
     pub instances: u64,
     /// Wall-clock time during which at least one run was in progress.
@@ -203,7 +209,8 @@ pub struct LifecycleBuilder {
     /// The longest UC intervals and gaps of every thread, for the timeline.
     stretches: Longest<KeptStretch>,
     records: HashMap<u32, ThreadRecord>,
-    names: HashMap<u32, String>,
+    /// Region sites by id.
+    sites: HashMap<u32, SiteRecord>,
     regions: IdMap<u32, RegionAcc>,
     /// Region → the region whose code entered it (first seen).
     parents: IdMap<u32, u32>,
@@ -211,7 +218,6 @@ pub struct LifecycleBuilder {
     last_ts: u64,
     /// The trace has search and sleep events of rayon-core hooks.
     hooked: bool,
-    implicit: HashSet<u32>,
     /// The runtime's trace-writer threads: the profiler's own CPU use.
     profiler_threads: Vec<u32>,
     /// The program's own counts, by (thread, region): the last snapshot of each.
@@ -245,13 +251,12 @@ impl LifecycleBuilder {
             threads: IdMap::default(),
             stretches: Longest::new(max_timeline_spans),
             records: HashMap::new(),
-            names: HashMap::new(),
+            sites: HashMap::new(),
             regions: IdMap::default(),
             parents: IdMap::default(),
             first_ts: u64::MAX,
             last_ts: 0,
             hooked: false,
-            implicit: HashSet::new(),
             profiler_threads: Vec::new(),
             program_totals: HashMap::new(),
             gap_spans: IdMap::default(),
@@ -267,10 +272,9 @@ impl LifecycleBuilder {
 
     /// A site record: region sites give their region its name.
     pub fn on_site(&mut self, site: &SiteRecord) {
-        if site.kind == SiteKind::ImplicitRegion {
-            self.implicit.insert(site.id);
+        if site.kind.is_region() {
+            self.sites.insert(site.id, site.clone());
         }
-        self.names.insert(site.id, site.name.clone());
     }
 
     /// A thread record: which threads are rayon workers, of which pool.
@@ -731,14 +735,13 @@ impl LifecycleBuilder {
         }
         let d = &racc.durations;
         let runs = &cx.windows[&region];
+        let site = self.sites.get(&region);
         RegionReport {
             site: region,
-            name: self
-                .names
-                .get(&region)
-                .cloned()
-                .unwrap_or_else(|| format!("region #{region}")),
-            implicit: self.implicit.contains(&region),
+            name: site.map_or_else(|| format!("region #{region}"), call_site::display_name),
+            implicit: site.is_some_and(|s| s.kind == SiteKind::ImplicitRegion),
+            call_site: site.and_then(call_site::call_site),
+            kind: site.and_then(call_site::region_kind),
             instances: racc.windows.len() as u64,
             elapsed_ns: ns(runs.iter().map(|(a, b)| b - a).sum()),
             workers: per_worker.len(),
@@ -1276,6 +1279,8 @@ mod tests {
             name: "r".into(),
             file: "f.rs".into(),
             line: 1,
+            caller: String::new(),
+            entry: None,
         });
         for i in 0..n {
             b.on_thread(&ThreadRecord {

@@ -11,6 +11,7 @@ pub mod attributed_counters;
 pub mod attribution;
 pub mod bench_phases;
 mod blocked_where;
+pub mod call_site;
 mod clock;
 mod cpu_stacks;
 pub mod diagnoses;
@@ -1047,7 +1048,7 @@ pub const TASK_FRAME_NAME: &str = "[rayon task]";
 fn site_name(sites: &HashMap<u32, SiteRecord>, site: u32) -> String {
     sites
         .get(&site)
-        .map_or_else(|| format!("site #{site}"), |s| s.name.clone())
+        .map_or_else(|| format!("site #{site}"), call_site::display_name)
 }
 
 fn probe_summaries(
