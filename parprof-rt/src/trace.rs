@@ -39,7 +39,8 @@
 //! encoder.events(7, &events, &[]);
 //! encoder.chunk(&Chunk::End(End::default()));
 //!
-//! let mut reader = TraceReader::new(encoder.into_bytes().as_slice())?;
+//! let bytes = encoder.into_bytes();
+//! let mut reader = TraceReader::new(bytes.as_slice())?;
 //! let mut read = Vec::new();
 //! while let Some(chunk) = reader.next_chunk()? {
 //!     if let Chunk::Events { tid: 7, events } = chunk {
