@@ -227,10 +227,10 @@ fn workspace_table<'a>(workspace: Option<&'a Table>, key: &str) -> &'a Table {
 fn workspace_of(root: &Path) -> Table {
     for dir in root.ancestors().skip(1) {
         let path = dir.join("Cargo.toml");
-        if path.is_file() {
-            if let Some(Value::Table(workspace)) = read_toml(&path).remove("workspace") {
-                return workspace;
-            }
+        if path.is_file()
+            && let Some(Value::Table(workspace)) = read_toml(&path).remove("workspace")
+        {
+            return workspace;
         }
     }
     panic!(
