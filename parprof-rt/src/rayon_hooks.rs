@@ -12,9 +12,14 @@
 //! - a join's first half, and its second half when the joining worker pops it back, run
 //!   without a job: [`Fork`] records them as inline and local tasks, and the return of the
 //!   fork to the joining code ([`Fork::resume`], [`fork_returned`]);
-//! - a thread outside every pool that enters one ([`PoolEntry::from_outside`]) with no region
-//!   current opens an *implicit region*, named after the call site found in the type of the
-//!   operation it runs;
+//! - a thread outside every pool that enters one ([`PoolEntry::from_outside`]: `join`, a
+//!   parallel iterator, `scope`, `in_place_scope`, `install`, `broadcast`) with no region
+//!   current opens an *implicit region* for the call, named after its call site (the program's
+//!   innermost frame on the stack, or the operation's type without debug information), with
+//!   its kind of entry;
+//! - a job spawned with no region current (`spawn`, `spawn_fifo`, `spawn_broadcast`: [`Spawn`])
+//!   carries the implicit region of its spawn's call site, and its run on a worker is a run of
+//!   that region, as are the further spawns it makes;
 //! - workers announce themselves when they start ([`worker_started`]), and record their failed
 //!   search rounds ([`search_round`]) and their sleeps ([`Sleep`]).
 //!

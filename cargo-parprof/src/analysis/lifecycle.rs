@@ -241,6 +241,10 @@ pub struct Lifecycle {
     /// Longest first.
     pub regions: Vec<RegionReport>,
     pub timeline: LifecycleTimeline,
+    /// The rayon workers' threads.
+    pub workers: Vec<u32>,
+    /// The union of every region's runs, on the trace's tick time line: sorted, disjoint.
+    pub runs: Vec<(u64, u64)>,
 }
 
 impl LifecycleBuilder {
@@ -534,6 +538,8 @@ impl LifecycleBuilder {
             return Lifecycle {
                 regions: Vec::new(),
                 timeline: LifecycleTimeline::default(),
+                workers: Vec::new(),
+                runs: Vec::new(),
             };
         }
         self.close_open_runs();
@@ -560,9 +566,12 @@ impl LifecycleBuilder {
             capacity: self.stretches.capacity(),
             hooked: self.hooked,
         };
+        let runs = merge(cx.windows.values().flatten().copied().collect());
         Lifecycle {
             regions: reports,
             timeline: split.timeline(self.stretches),
+            workers: cx.workers.clone(),
+            runs,
         }
     }
 
@@ -1638,7 +1647,9 @@ mod tests {
     #[test]
     fn the_timeline_shows_each_worker_in_the_states_that_are_counted() {
         let (b, off) = two_workers_one_run(1_000);
-        let Lifecycle { regions, timeline } = b.finish(&off, 1.0);
+        let Lifecycle {
+            regions, timeline, ..
+        } = b.finish(&off, 1.0);
         assert_eq!(timeline.left_out, 0);
         assert_eq!(
             timeline.region_runs,

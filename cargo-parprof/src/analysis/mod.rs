@@ -23,6 +23,7 @@ mod in_run_speed;
 pub mod lifecycle;
 pub mod model;
 pub mod offcpu;
+mod outside_regions;
 pub mod slices;
 mod spans;
 mod threads;
@@ -260,6 +261,7 @@ pub fn analyse_with_counters(
         lost_events,
     ));
     notes.extend(lifecycle_notes(&regions, &opts.thresholds));
+    notes.extend(cx.outside_regions_note(&streamed.lifecycle.workers, &streamed.lifecycle.runs));
     let counters_analysis =
         cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites, &mut notes);
     let utilization = cx.utilization(&mut notes);
@@ -783,6 +785,38 @@ impl Context<'_> {
             },
             notes,
         )
+    }
+}
+
+impl Context<'_> {
+    /// The note on the program's code that rayon workers ran while no region was open, if any.
+    fn outside_regions_note(&self, workers: &[u32], runs: &[(u64, u64)]) -> Option<String> {
+        let samples =
+            self.kernel
+                .samples
+                .iter()
+                .enumerate()
+                .map(|(i, s)| outside_regions::WorkerSample {
+                    tid: s.tid,
+                    tick: self.source.ticks(s.time_ns),
+                    stack: self.kernel.sample_stacks.get(i),
+                });
+        let found = outside_regions::program_time_outside_regions(
+            samples,
+            &workers.iter().copied().collect(),
+            runs,
+            self.kernel.sample_period_ns,
+        )?;
+        Some(format!(
+            "Rayon workers ran the program's code for about {} ({} cpu-clock samples on {} \
+             worker{}) while no parallel region was open: that work is in no region's figures \
+             or diagnoses (a rayon-core that could not be hooked, or jobs of a region that \
+             outlived it).",
+            crate::units::human_duration(found.busy_ns),
+            found.samples,
+            found.workers,
+            if found.workers == 1 { "" } else { "s" },
+        ))
     }
 }
 
