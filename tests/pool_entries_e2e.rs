@@ -49,10 +49,30 @@ fn assert_call_site(region: &Value, example: &str, function: &str, call: &str, k
     );
 }
 
-#[test]
-fn trials_spawned_from_main_are_one_region_at_the_spawn() {
+/// The idle worker of `spawn_trials` is seen when it falls asleep: on a machine whose cores
+/// other programs keep busy, it may yield instead for a while (see `rayon_e2e`'s
+/// `profile_load_sensitive`), so a run that misses the idle time runs once more.
+fn spawn_trials() -> (Run, Value) {
     let run = common::profile_example("spawn_trials", &[], GLOBAL_POOL_OF_2);
     let region = only_region(&run);
+    if idle_worker_seen(&region) {
+        return (run, region);
+    }
+    eprintln!("spawn_trials: no idle worker seen (machine busy?), running it again: {region:#}");
+    let run = common::profile_example("spawn_trials", &[], GLOBAL_POOL_OF_2);
+    let region = only_region(&run);
+    (run, region)
+}
+
+fn idle_worker_seen(region: &Value) -> bool {
+    codes(region)
+        .iter()
+        .any(|c| c == "load_imbalance" || c == "insufficient_parallel_slack")
+}
+
+#[test]
+fn trials_spawned_from_main_are_one_region_at_the_spawn() {
+    let (run, region) = spawn_trials();
     assert_call_site(
         &region,
         "spawn_trials",
@@ -74,11 +94,8 @@ fn trials_spawned_from_main_are_one_region_at_the_spawn() {
         region["instances"], trials,
         "each spawned job is a run: {region:#}"
     );
-    let found = codes(&region);
     assert!(
-        found
-            .iter()
-            .any(|c| c == "load_imbalance" || c == "insufficient_parallel_slack"),
+        idle_worker_seen(&region),
         "the heavy trial left a worker idle: {region:#}"
     );
 }
@@ -119,7 +136,7 @@ fn in_place_scope_from_outside_is_a_region() {
 
 #[test]
 fn install_on_a_built_pool_is_a_region() {
-    let (run, region) = entry("install", "pool.install(", "install");
+    let (run, region) = entry("install", "pool.install(|| {", "install");
     let joins = run.printed("pieces") - 1;
     assert_eq!(task_count(&region, "tasks"), 2 * joins + 1, "{region:#}");
     assert_eq!(task_count(&region, "tasks_inline"), joins, "{region:#}");

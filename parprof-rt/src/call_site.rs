@@ -88,7 +88,8 @@ struct SiteFinder {
 impl SiteFinder {
     /// Takes the next frame outwards; true once the call site and its caller are known.
     fn see(&mut self, symbol: &str, location: Option<(String, u32)>) -> bool {
-        let symbol = closure_of_shim(symbol).unwrap_or(symbol);
+        let symbol = without_disambiguators(symbol);
+        let symbol = closure_of_shim(&symbol).unwrap_or(&symbol);
         if is_machinery(symbol) {
             return false;
         }
@@ -137,6 +138,32 @@ fn crate_relative(file: &str) -> &str {
         .unwrap_or(file)
 }
 
+/// A symbol without the crate disambiguators of the v0 mangling (`core[c1f1a4ba060b9bfa]::ops`
+/// → `core::ops`), which the standard library's symbols carry: its crates are then known by
+/// name.
+fn without_disambiguators(symbol: &str) -> String {
+    let mut out = String::with_capacity(symbol.len());
+    let mut rest = symbol;
+    while let Some(open) = rest.find('[') {
+        let (before, from) = rest.split_at(open);
+        out.push_str(before);
+        // A disambiguator follows a crate's name; a slice type (`<[f32] as …>`) does not.
+        let after_name = before.ends_with(|c: char| c.is_alphanumeric() || c == '_');
+        let hash = (from[1..].find(']').map(|close| &from[1..1 + close])).filter(|_| after_name);
+        match hash {
+            Some(h) if !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()) => {
+                rest = &from[h.len() + 2..];
+            }
+            _ => {
+                out.push('[');
+                rest = &from[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The closure that a call shim calls: `<app::main::{{closure}} as
 /// core::ops::function::FnOnce<()>>::call_once` → `app::main::{{closure}}`. The shim is the
 /// standard library's plumbing between the closure and whoever calls it, not a function of the
@@ -150,6 +177,7 @@ fn closure_of_shim(symbol: &str) -> Option<&str> {
 fn crate_of(path: &str) -> Option<&str> {
     let path = path.trim_start_matches(['<', '&', '*', '[', '(']);
     let path = path.strip_prefix("mut ").unwrap_or(path);
+    let path = path.strip_prefix("dyn ").unwrap_or(path);
     path.contains("::")
         .then(|| path.split("::").next().unwrap_or(path))
 }
@@ -322,6 +350,21 @@ mod tests {
             Some("app::run::{{closure}}")
         );
         assert_eq!(closure_of_shim("<app::Grid as app::Step>::step"), None);
+        // The standard library's shim of `main`, as a v0 symbol: machinery.
+        let shim = "<&dyn core[c1f1a4ba060b9bfa]::ops::function::Fn<()> + core[c1f1a4ba060b9bfa]::marker::Sync as core[c1f1a4ba060b9bfa]::ops::function::FnOnce<()>>::call_once";
+        assert!(is_machinery(&without_disambiguators(shim)));
+        assert_eq!(
+            without_disambiguators("std[0a1b]::rt::lang_start::<()>"),
+            "std::rt::lang_start::<()>"
+        );
+        assert_eq!(
+            without_disambiguators("[app::Row]::sort"),
+            "[app::Row]::sort"
+        );
+        assert_eq!(
+            without_disambiguators("<[f32] as app::Sum>::sum"),
+            "<[f32] as app::Sum>::sum"
+        );
     }
 
     #[test]

@@ -1390,6 +1390,34 @@ mod tests {
         (b, off)
     }
 
+    /// Spawned jobs of one region, each a run on the worker that runs it (its task, then the
+    /// run inside it): worker 0 runs 0–400 and 500–600, worker 1 runs 200–700, overlapping.
+    #[test]
+    fn spawned_jobs_in_flight_at_once_are_runs_of_one_region() {
+        let mut b = builder(2);
+        let spawned = |from: u64, to: u64| {
+            [
+                ev(from, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected),
+                region(from, EventKind::RegionBegin),
+                region(to, EventKind::RegionEnd),
+                end(to),
+            ]
+        };
+        let mut w0 = spawned(0, 400).to_vec();
+        w0.extend(spawned(500, 600));
+        feed(&mut b, 0, &w0);
+        feed(&mut b, 1, &spawned(200, 700));
+        let r = finish(b, &offcpu(&[(0, 400, 500, false)]));
+        assert_eq!(r.instances, 3);
+        // The union of the runs, 0–700, not their sum (800).
+        assert_eq!(r.elapsed_ns, 700);
+        assert_eq!(r.tasks.injected, 3);
+        assert_eq!(r.state_ns.uc, 400 + 100 + 500);
+        // Worker 0's gap between its runs is the region's idle time; worker 1's time before
+        // its run too.
+        assert_eq!(total(&r.state_ns), 2 * 700);
+    }
+
     #[test]
     fn states_and_transitions_are_rebuilt_from_tasks_and_switches() {
         let (b, off) = two_workers_one_run(1_000);
@@ -1500,6 +1528,7 @@ mod tests {
         let Lifecycle {
             mut regions,
             timeline,
+            ..
         } = b.finish(&off, 1.0);
         let waits: Vec<(u64, u64)> = timeline
             .worker_states
