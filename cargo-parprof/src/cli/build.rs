@@ -7,7 +7,7 @@ use crate::console;
 use crate::recording::RayonHooks;
 use anyhow::{Context, Result};
 use clap::Parser;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `cargo parprof build`: build the profiling executable of a target (rayon-core hooks, frame
 /// pointers, symbols kept) and print its path as the last line; run nothing.
@@ -62,8 +62,22 @@ impl BuildArgs {
 
 /// Resolves the target asked for and builds it for profiling.
 pub fn build_target(args: &BuildArgs) -> Result<Built> {
+    build_target_in(args, None, None)
+}
+
+/// [`build_target`] with cargo run from `dir` (default: the current directory), into the
+/// profiling build folder `build_dir` (default: `parprof/build` in the workspace's target
+/// folder): a checkout of another commit built beside the work tree's, sharing its artifacts.
+pub(super) fn build_target_in(
+    args: &BuildArgs,
+    dir: Option<&Path>,
+    build_dir: Option<&Path>,
+) -> Result<Built> {
     let mut metadata_cmd = cargo_metadata::MetadataCommand::new();
     metadata_cmd.no_deps();
+    if let Some(dir) = dir {
+        metadata_cmd.current_dir(dir);
+    }
     if let Some(path) = &args.manifest_path {
         metadata_cmd.manifest_path(path);
     }
@@ -77,11 +91,12 @@ pub fn build_target(args: &BuildArgs) -> Result<Built> {
         target.kind,
         target.name
     );
-    let (exe, rayon_hooks) = target::build_for_profiling(
-        &target,
-        &args.build_options(),
-        &target_dir.join("parprof").join("build"),
-    )?;
+    let build_dir = build_dir.map_or_else(
+        || target_dir.join("parprof").join("build"),
+        Path::to_path_buf,
+    );
+    let (exe, rayon_hooks) =
+        target::build_for_profiling(&target, &args.build_options(), &build_dir)?;
     Ok(Built {
         target,
         exe,

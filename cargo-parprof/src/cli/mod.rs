@@ -4,6 +4,7 @@
 mod build;
 mod limits;
 mod options;
+mod paired;
 mod profile;
 mod record;
 mod run_history;
@@ -146,20 +147,52 @@ impl ReportArgs {
     }
 }
 
-/// `cargo parprof diff BASE HEAD`: what changed, for a pull request.
+/// `cargo parprof diff`: what changed, for a pull request — two commits built and run
+/// alternated (`--base REV`), or two recorded sides (`BASE HEAD`).
 #[derive(Parser, Debug, Clone)]
-#[command(name = "cargo parprof diff", version)]
+#[command(
+    name = "cargo parprof diff",
+    version,
+    after_help = "A pull request: `cargo parprof diff --base origin/main --bench NAME \
+                  --fail-above 10` checks BASE out beside the work tree (under \
+                  target/parprof/), builds both into one target folder, and runs them \
+                  alternated (B H, H B, …) until every probe and region is decided or the \
+                  budget is spent. Two recorded sides: `cargo parprof diff BASE_DIR HEAD_DIR`."
+)]
 pub struct DiffArgs {
     /// The base: a run folder of `cargo parprof`, or a folder of run folders (several runs)
-    pub base: PathBuf,
+    #[arg(
+        value_name = "BASE",
+        required_unless_present = "base_rev",
+        conflicts_with = "base_rev"
+    )]
+    pub base: Option<PathBuf>,
     /// The head, likewise
-    pub head: PathBuf,
-    /// Output folder for diff.md, diff.json and the differential flamegraphs
+    #[arg(value_name = "HEAD", required_unless_present = "base_rev")]
+    pub head: Option<PathBuf>,
+    /// Build and run this commit (a git revision) as BASE, alternated with HEAD
+    #[arg(long = "base", value_name = "REV")]
+    pub base_rev: Option<String>,
+    /// HEAD's commit (default: the work tree as it is)
+    #[arg(long = "head", value_name = "REV", conflicts_with = "base")]
+    pub head_rev: Option<String>,
+    /// With `--base`: the target to build and run, as for a run
+    #[command(flatten)]
+    pub build: BuildArgs,
+    /// With `--base`: seconds the alternated runs may take (the builds not counted); rows
+    /// still undecided then are `noisy`, with the pairs they would need
+    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 120.0)]
+    pub budget: f64,
+    /// Output folder for diff.md, diff.json and the differential flamegraphs (with `--base`,
+    /// also the runs: `base/pair-001`, `head/pair-001`, …)
     #[arg(short, long, value_name = "DIR", default_value = "parprof-diff")]
     pub output: PathBuf,
     /// Exit with code 1 when a probe or region got slower, beyond noise, by more than PCT percent
     #[arg(long, value_name = "PCT", value_parser = non_negative)]
     pub fail_above: Option<f64>,
+    /// With `--base`: arguments for the profiled program
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<OsString>,
 }
 
 /// Parses `cargo parprof [build|record|report|diff] ...`, or the same run as `cargo-parprof ...`.
@@ -196,11 +229,28 @@ where
     parse(args).map(|a| Invocation::Run(Box::new(a)))
 }
 
-/// Compares two sets of runs and writes the comparison's views; returns the exit code.
+/// Compares two sets of runs, or two commits run alternated (`--base`), and writes the
+/// comparison's views; returns the exit code.
 pub fn diff(args: &DiffArgs) -> Result<i32> {
-    let base = diff::load_side(&args.base).context("BASE")?;
-    let head = diff::load_side(&args.head).context("HEAD")?;
+    if let Some(rev) = &args.base_rev {
+        return paired::diff_revisions(args, rev);
+    }
+    let (Some(base), Some(head)) = (&args.base, &args.head) else {
+        anyhow::bail!("give BASE and HEAD run folders, or `--base REV` and a target");
+    };
+    let base = diff::load_side(base).context("BASE")?;
+    let head = diff::load_side(head).context("HEAD")?;
     let comparison = diff::compare(&base, &head)?;
+    write_comparison(&head, &comparison, args)
+}
+
+/// Writes the views of `comparison` (HEAD's side for the flamegraphs) into `args.output`, says
+/// what failed the gate; returns the exit code.
+fn write_comparison(
+    head: &diff::Side,
+    comparison: &diff::Comparison,
+    args: &DiffArgs,
+) -> Result<i32> {
     let mut files: Vec<(&str, Vec<u8>)> = Vec::new();
     for (folded, svg, title, unit) in [
         (
@@ -216,15 +266,14 @@ pub fn diff(args: &DiffArgs) -> Result<i32> {
             "samples",
         ),
     ] {
-        if let Some(bytes) = diff::flame::differential_svg(&head, &comparison, folded, title, unit)?
-        {
+        if let Some(bytes) = diff::flame::differential_svg(head, comparison, folded, title, unit)? {
             files.push((svg, bytes));
         }
     }
     let figures: Vec<&str> = files.iter().map(|(name, _)| *name).collect();
-    let md = diff::views::markdown(&comparison, &figures);
+    let md = diff::views::markdown(comparison, &figures);
     files.push(("diff.md", md.into_bytes()));
-    files.push(("diff.json", diff::views::json(&comparison)?.into_bytes()));
+    files.push(("diff.json", diff::views::json(comparison)?.into_bytes()));
     // Everything was made; only now is anything written.
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
@@ -232,12 +281,12 @@ pub fn diff(args: &DiffArgs) -> Result<i32> {
         let path = args.output.join(name);
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    console::result(diff::views::terminal(&comparison).trim_end_matches('\n'));
+    console::result(diff::views::terminal(comparison).trim_end_matches('\n'));
     crate::console::note!("parprof: diff written to {}", args.output.display());
     let opts = diff::DiffOptions {
         fail_above_percent: args.fail_above,
     };
-    let failing = diff::failing(&comparison, &opts);
+    let failing = diff::failing(comparison, &opts);
     for r in &failing {
         crate::console::note!(
             "parprof: `{}` got slower by {} (limit {}%)",
@@ -608,5 +657,40 @@ mod build_and_record_tests {
             parse_invocation(["cargo-parprof", "--example", "x"]),
             Ok(Invocation::Run(_))
         ));
+    }
+}
+
+#[cfg(test)]
+mod diff_flag_tests {
+    use super::*;
+
+    fn diff_args(args: &[&str]) -> Result<DiffArgs, clap::Error> {
+        let all = ["cargo", "parprof", "diff"].iter().chain(args);
+        match parse_invocation(all)? {
+            Invocation::Diff(args) => Ok(args),
+            other => panic!("not a diff invocation: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn diff_takes_two_folders_or_a_base_revision_and_a_target() {
+        let folders = diff_args(&["a", "b", "--fail-above", "5"]).unwrap();
+        assert_eq!(
+            (folders.base, folders.head, folders.base_rev),
+            (Some("a".into()), Some("b".into()), None)
+        );
+        let paired = diff_args(&[
+            "--base", "main", "--bin", "app", "--budget", "30", "--", "--size", "9",
+        ])
+        .unwrap();
+        assert_eq!(paired.base_rev.as_deref(), Some("main"));
+        assert_eq!(paired.head_rev, None);
+        assert_eq!(paired.build.target.bin.as_deref(), Some("app"));
+        assert_eq!(paired.budget, 30.0);
+        assert_eq!(paired.args, ["--size", "9"]);
+        // Neither form, or both at once, is refused.
+        assert!(diff_args(&["a"]).is_err());
+        assert!(diff_args(&["a", "b", "--base", "main"]).is_err());
+        assert!(diff_args(&["--head", "x", "a", "b"]).is_err());
     }
 }

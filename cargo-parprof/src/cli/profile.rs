@@ -50,7 +50,7 @@ pub(super) fn profile_repeated(
 
 /// Records the program once into `output_dir`, analyses the run and writes its reports there;
 /// returns the program's exit code.
-fn profile_once(
+pub(super) fn profile_once(
     program: &Program<'_>,
     settings: &Settings,
     frames: FrameView,

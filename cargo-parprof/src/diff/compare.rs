@@ -3,6 +3,7 @@
 
 use super::moved_regions;
 use super::noise::{self, RowTest, Verdict};
+use super::paired::Pairing;
 use super::side::{Run, Side};
 use super::stats;
 use anyhow::{Result, bail};
@@ -69,6 +70,9 @@ pub struct Row {
     /// more than [`noise::MAX_RUNS_ADVISED`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runs_needed: Option<usize>,
+    /// Of a paired comparison: the bounds of the change (relative) at the rule's level.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<(f64, f64)>,
 }
 
 impl Row {
@@ -118,6 +122,10 @@ pub struct Comparison {
     /// noise), then by the absolute time changed, largest first.
     pub rows: Vec<Row>,
     pub diagnoses: Vec<DiagnosisChange>,
+    /// Present when BASE and HEAD were run alternated, pair by pair ([`super::paired`]): the
+    /// verdicts are then the paired rule's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairing: Option<Pairing>,
 }
 
 /// Compares two sides of runs of the same program, benchmark by benchmark.
@@ -147,12 +155,7 @@ pub fn compare(base: &Side, head: &Side) -> Result<Comparison> {
         }));
     }
     let rows_tested = judge(&mut rows, &tests);
-    rows.sort_by(|a, b| {
-        a.rank()
-            .cmp(&b.rank())
-            .then_with(|| b.delta_ns().abs().total_cmp(&a.delta_ns().abs()))
-            .then_with(|| (&a.benchmark, a.kind, &a.name).cmp(&(&b.benchmark, b.kind, &b.name)))
-    });
+    sort_rows(&mut rows);
     let (base_runs, head_runs) = (base.runs_per_benchmark(), head.runs_per_benchmark());
     Ok(Comparison {
         program: base.program.clone(),
@@ -163,7 +166,19 @@ pub fn compare(base: &Side, head: &Side) -> Result<Comparison> {
         rows_tested,
         rows,
         diagnoses,
+        pairing: None,
     })
+}
+
+/// The order of `diff.md`: by verdict ([`Row::rank`]), then the absolute time changed, largest
+/// first.
+pub(super) fn sort_rows(rows: &mut [Row]) {
+    rows.sort_by(|a, b| {
+        a.rank()
+            .cmp(&b.rank())
+            .then_with(|| b.delta_ns().abs().total_cmp(&a.delta_ns().abs()))
+            .then_with(|| (&a.benchmark, a.kind, &a.name).cmp(&(&b.benchmark, b.kind, &b.name)))
+    });
 }
 
 /// The sides are of one program, profiled the same way; what their figures measure.
@@ -371,6 +386,7 @@ fn row(
         p_adjusted: None,
         noise: None,
         runs_needed: None,
+        interval: None,
     };
     (row, test)
 }

@@ -216,6 +216,7 @@ mod tests {
             p_adjusted: Some(0.002),
             noise: Some(0.02),
             runs_needed: None,
+            interval: None,
         }
     }
 
@@ -229,6 +230,7 @@ mod tests {
             rows_tested: rows.len(),
             rows,
             diagnoses: Vec::new(),
+            pairing: None,
         }
     }
 

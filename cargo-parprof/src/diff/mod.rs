@@ -20,6 +20,7 @@ pub mod compare;
 pub mod flame;
 mod moved_regions;
 pub mod noise;
+pub mod paired;
 pub mod side;
 pub mod spread;
 pub mod stats;

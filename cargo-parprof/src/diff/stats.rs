@@ -86,6 +86,49 @@ pub fn two_sided_t_p(t: f64, df: f64) -> f64 {
     regularized_incomplete_beta(x, df / 2.0, 0.5).clamp(0.0, 1.0)
 }
 
+/// A one-sample t-test of paired differences against 0, its variance moderated by a prior as
+/// [`moderated_t`]'s is: `(n − 1) s² + prior_df × prior_sd²` over `n − 1 + prior_df` degrees of
+/// freedom. `difference` is the mean of `d`; `None` with fewer than two differences.
+pub fn moderated_paired_t(d: &[f64], prior_sd: f64, prior_df: f64) -> Option<TTest> {
+    if d.len() < 2 {
+        return None;
+    }
+    let n = d.len() as f64;
+    let (mean, sample_var) = mean_variance(d);
+    let df = n - 1.0 + prior_df;
+    let sd = (((n - 1.0) * sample_var + prior_df * prior_sd * prior_sd) / df).sqrt();
+    let se = sd / n.sqrt();
+    let p = if se > 0.0 && se.is_finite() {
+        two_sided_t_p(mean / se, df)
+    } else if mean == 0.0 {
+        1.0
+    } else {
+        0.0
+    };
+    Some(TTest {
+        difference: mean,
+        sample_sd: sample_var.sqrt(),
+        sd,
+        df,
+        p,
+    })
+}
+
+/// The t with P(|T| ≥ t) = `level` on `df` degrees of freedom (bisection of
+/// [`two_sided_t_p`], which falls as t grows).
+pub fn t_quantile(level: f64, df: f64) -> f64 {
+    let (mut lo, mut hi) = (0.0f64, 1e4f64);
+    for _ in 0..200 {
+        let mid = (lo + hi) / 2.0;
+        if two_sided_t_p(mid, df) > level {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
 /// Holm–Bonferroni adjusted p-values, in the order given: the adjusted p of the i-th smallest
 /// of m p-values is max over j ≤ i of min(1, (m − j + 1) × p_(j)). A family of tests keeps its
 /// chance of any false alarm at α when each adjusted p is compared with α.
@@ -243,6 +286,28 @@ mod tests {
         }
         assert_eq!(holm_adjusted(&[0.6, 0.7]), [1.0, 1.0]);
         assert!(holm_adjusted(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_paired_test_is_a_one_sample_test_of_the_differences() {
+        // Differences 1, 2, 3: mean 2, sd 1, se 1/√3, t = 2√3 on 2 df; no prior.
+        let w = moderated_paired_t(&[1.0, 2.0, 3.0], 0.0, 0.0).unwrap();
+        assert_eq!((w.difference, w.sample_sd, w.df), (2.0, 1.0, 2.0));
+        assert!(
+            close(w.p, two_sided_t_p(2.0 * 3f64.sqrt(), 2.0), 1e-15),
+            "{w:?}"
+        );
+        // A prior of sd 3 on 2 df: (2 × 1 + 2 × 9) / 4 = 5.
+        let m = moderated_paired_t(&[1.0, 2.0, 3.0], 3.0, 2.0).unwrap();
+        assert!(close(m.sd, 5f64.sqrt(), 1e-12) && m.df == 4.0, "{m:?}");
+        assert!(moderated_paired_t(&[1.0], 0.1, 4.0).is_none());
+    }
+
+    #[test]
+    fn the_t_quantile_inverts_the_p_value() {
+        // t = 2.776 leaves 5% on 4 degrees of freedom; 1.96 on many.
+        assert!(close(t_quantile(0.05, 4.0), 2.776_445, 1e-5));
+        assert!(close(t_quantile(0.05, 1e6), 1.959_964, 1e-4));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use super::compare::{Comparison, DiagnosisChange, Measure, Row, RowKind};
 use super::noise::{self, Verdict};
+use super::paired::{self, Pairing};
 use crate::units::{code_list, human_duration};
 use anyhow::Result;
 use serde::Serialize;
@@ -60,12 +61,30 @@ pub(super) fn kind(k: RowKind) -> &'static str {
     }
 }
 
-/// "slower", "noisy: needs 7 runs", …
+/// "slower", "noisy: needs 7 runs", "noisy: needs 24 pairs", …
 pub fn verdict_text(r: &Row) -> String {
+    let (unit, most) = if r.interval.is_some() {
+        ("pairs", paired::MAX_PAIRS_ADVISED)
+    } else {
+        ("runs", noise::MAX_RUNS_ADVISED)
+    };
     match (r.verdict, r.runs_needed) {
-        (Verdict::Noisy, Some(n)) => format!("noisy: needs {n} runs"),
-        (Verdict::Noisy, None) => format!("noisy: needs over {} runs", noise::MAX_RUNS_ADVISED),
+        (Verdict::Noisy, Some(n)) => format!("noisy: needs {n} {unit}"),
+        (Verdict::Noisy, None) => format!("noisy: needs over {most} {unit}"),
         (v, _) => v.as_str().to_owned(),
+    }
+}
+
+/// A row's noise column: its interval of a paired comparison ("−1.2…+3.4%"), else the
+/// relative standard deviation of its runs ("±2.0%").
+fn noise_text(r: &Row) -> String {
+    match (r.interval, r.noise) {
+        (Some((lo, hi)), _) if lo.is_finite() && hi.is_finite() => {
+            let percent = |v: f64| signed_percent(v).trim_end_matches('%').to_owned();
+            format!("{}…{}%", percent(lo), percent(hi))
+        }
+        (_, Some(n)) => format!("±{:.1}%", n * 100.0),
+        _ => "–".to_owned(),
     }
 }
 
@@ -95,12 +114,18 @@ pub fn headline(c: &Comparison) -> String {
         .iter()
         .filter(|r| r.calls_changed && !r.verdict.is_change())
         .count();
-    let runs = format!(
-        "{} run{} of BASE, {} of HEAD",
-        c.base_runs,
-        if c.base_runs == 1 { "" } else { "s" },
-        c.head_runs
-    );
+    let runs = match &c.pairing {
+        Some(p) => format!(
+            "{} pairs of runs, BASE and HEAD alternated, in {:.0} s",
+            p.pairs, p.elapsed_s
+        ),
+        None => format!(
+            "{} run{} of BASE, {} of HEAD",
+            c.base_runs,
+            if c.base_runs == 1 { "" } else { "s" },
+            c.head_runs
+        ),
+    };
     let counts = match counts {
         0 => String::new(),
         1 => "; 1 call count changed".to_owned(),
@@ -165,8 +190,47 @@ fn measure_sentence(c: &Comparison) -> &'static str {
     }
 }
 
+/// The paired rule, in words.
+fn paired_sentence(c: &Comparison, p: &Pairing) -> String {
+    let undecided = c
+        .rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Noisy)
+        .count();
+    let ended = if undecided == 0 {
+        "every row was decided".to_owned()
+    } else {
+        format!(
+            "the budget of {:.0} s ended with {undecided} row{} undecided",
+            p.budget_s,
+            if undecided == 1 { "" } else { "s" }
+        )
+    };
+    format!(
+        "Verdicts, pair by pair (BASE and HEAD run alternately, B H then H B, so that the \
+         machine's drift cancels in each pair): the mean of each row's log ratios HEAD ÷ BASE is \
+         its change, their spread its noise (moderated by a prior of {:.0}% on {} degrees of \
+         freedom). `slower`/`faster`: a t-test over the pairs, adjusted for the {} rows tested \
+         (Holm) and the looks at the pairs (at most {}), finds a change of at least {:.0}%; \
+         `within noise`: the change's interval at that level (the noise column) lies within \
+         ±{:.0}%; `noisy: needs N pairs`: neither yet. Pairs were added until {ended} ({} \
+         looks); at most a {:.0}% chance of any false verdict in this diff.",
+        paired::PAIR_PRIOR_NOISE * 100.0,
+        noise::PRIOR_DF,
+        c.rows_tested,
+        paired::MAX_LOOKS,
+        noise::MIN_EFFECT * 100.0,
+        p.threshold * 100.0,
+        p.looks,
+        noise::ALPHA * 100.0,
+    )
+}
+
 /// The rule, in words.
 pub fn noise_sentence(c: &Comparison) -> String {
+    if let Some(p) = &c.pairing {
+        return paired_sentence(c, p);
+    }
     if c.noise_estimate {
         format!(
             "Verdicts: a t-test over the runs of each side (on the logarithm of the figures, the \
@@ -206,8 +270,7 @@ fn table(c: &Comparison) -> String {
             ns(r.head_median_ns),
             signed_percent(r.change),
             calls_text(r),
-            r.noise
-                .map_or_else(|| "–".to_owned(), |n| format!("±{:.1}%", n * 100.0)),
+            noise_text(r),
             verdict_text(r)
         ));
     }
