@@ -183,8 +183,12 @@ pub struct DiffArgs {
     /// still undecided then are `noisy`, with the pairs they would need
     #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 120.0)]
     pub budget: f64,
+    /// With `--base` and a criterion bench: seconds of each benchmark's measured batch, as
+    /// for a run
+    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 2.0)]
+    pub bench_time: f64,
     /// Output folder for diff.md, diff.json and the differential flamegraphs (with `--base`,
-    /// also the runs: `base/pair-001`, `head/pair-001`, …)
+    /// also the runs: `base/run-1`, `head/run-1`, …: run i of each side is pair i)
     #[arg(short, long, value_name = "DIR", default_value = "parprof-diff")]
     pub output: PathBuf,
     /// Exit with code 1 when a probe or region got slower, beyond noise, by more than PCT percent

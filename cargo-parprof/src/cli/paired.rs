@@ -10,6 +10,8 @@ use super::profile::profile_once;
 use super::{DiffArgs, write_comparison};
 use crate::build::target::TargetKind;
 use crate::diff::{self, paired};
+use crate::pipeline;
+use crate::record::bench_harness::{self, BenchEntry, BenchIndex};
 use crate::record::session::{Program, Settings};
 use crate::recording::Harness;
 use crate::{console, report::FrameView};
@@ -142,13 +144,6 @@ pub(super) fn diff_revisions(args: &DiffArgs, base_rev: &str) -> Result<i32> {
     };
     let base = build.side("BASE", Some(&base_tree.dir))?;
     let head = build.side("HEAD", head_tree.as_ref().map(|t| t.dir.as_path()))?;
-    if head.built.target.harness == Harness::Criterion {
-        bail!(
-            "`diff --base` does not pair criterion benches yet: profile each commit with \
-             `cargo parprof --repeat N --bench NAME` and compare the folders with `cargo parprof \
-             diff BASE HEAD`"
-        );
-    }
     run_pairs(args, &[base, head])
 }
 
@@ -176,6 +171,7 @@ impl SharedBuild<'_> {
             build.manifest_path = Some(tree.join(inside));
         }
         let dir = checkout.map(|tree| tree.join(self.within_repo));
+        mark_sources_changed(&build, dir.as_deref())?;
         let built = build_target_in(&build, dir.as_deref(), Some(&self.build_dir))?;
         let folder = self.copies.join(label.to_lowercase());
         std::fs::create_dir_all(&folder)
@@ -194,28 +190,144 @@ impl SharedBuild<'_> {
     }
 }
 
-/// Removes the pair folders of an earlier diff from `runs` (and nothing else there).
-fn clear_pairs(runs: &Path) -> Result<()> {
-    let Ok(entries) = std::fs::read_dir(runs) else {
-        return Ok(());
-    };
-    for entry in entries.filter_map(Result::ok) {
-        if entry.file_name().to_string_lossy().starts_with(PAIR_PREFIX) {
-            std::fs::remove_dir_all(entry.path())
-                .with_context(|| format!("cannot remove {}", entry.path().display()))?;
+/// Gives the files of the workspace's members in the checkout `dir` the time of now. cargo
+/// tells a build's artifacts fresh by their time against the sources', and keys them by the
+/// package's path within its workspace, which is the same in both checkouts: without this, the
+/// side built second would be taken for the first one's build and not compiled (in the work
+/// tree, this makes the next plain `cargo build` compile its members again).
+fn mark_sources_changed(build: &super::BuildArgs, dir: Option<&Path>) -> Result<()> {
+    let mut metadata_cmd = cargo_metadata::MetadataCommand::new();
+    metadata_cmd.no_deps();
+    if let Some(dir) = dir {
+        metadata_cmd.current_dir(dir);
+    }
+    if let Some(path) = &build.manifest_path {
+        metadata_cmd.manifest_path(path);
+    }
+    let metadata = metadata_cmd
+        .exec()
+        .context("`cargo metadata` failed: is this a cargo project?")?;
+    let target_dir = metadata.target_directory.as_std_path();
+    let now = std::time::SystemTime::now();
+    for package in metadata.workspace_packages() {
+        let root = package.manifest_path.parent().map(|p| p.as_std_path());
+        if let Some(root) = root {
+            touch_tree(root, target_dir, now);
         }
     }
     Ok(())
 }
 
-/// Pair folders: `pair-001`, … (numbered to sort in order, so that run i of each side is
-/// pair i).
-const PAIR_PREFIX: &str = "pair-";
+/// Sets the modification time of the files under `dir` to `now`, leaving out `target_dir`
+/// and hidden folders (`.git`); a file that cannot be touched is left as it is.
+fn touch_tree(dir: &Path, target_dir: &Path, now: std::time::SystemTime) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        match entry.file_type() {
+            Ok(t) if t.is_dir() && !hidden && path != target_dir && !path.ends_with("target") => {
+                touch_tree(&path, target_dir, now)
+            }
+            Ok(t) if t.is_file() => {
+                let _ = std::fs::File::options()
+                    .append(true)
+                    .open(&path)
+                    .and_then(|f| f.set_modified(now));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Removes the run folders of an earlier diff from `runs`, and from its benchmarks' folders
+/// (nothing else there).
+fn clear_pairs(runs: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(runs) else {
+        return Ok(());
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        if entry.file_name().to_string_lossy().starts_with(RUN_PREFIX) {
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+        } else {
+            clear_pairs(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Run folders, as `--repeat` names them: `run-1`, … Run i of each side is pair i (both sides
+/// hold the same names, so they list in the same order).
+const RUN_PREFIX: &str = "run-";
+
+/// What each pair runs on each side: the program, or one benchmark of a criterion bench.
+struct Unit {
+    /// The benchmark's id and folder (relative to the side's).
+    benchmark: Option<BenchEntry>,
+    args: Vec<OsString>,
+    /// Whether BASE and HEAD have it.
+    on: [bool; 2],
+}
+
+/// The program as one unit, or each benchmark of a criterion bench (those of either side).
+fn units(args: &DiffArgs, sides: &[PairSide; 2]) -> Result<Vec<Unit>> {
+    let target = &sides[1].built.target;
+    if target.harness != Harness::Criterion {
+        let mut program_args = args.args.clone();
+        if target.kind == TargetKind::Bench {
+            // What `cargo bench` passes: criterion and divan run their measurements only then.
+            program_args.push(OsString::from("--bench"));
+        }
+        return Ok(vec![Unit {
+            benchmark: None,
+            args: program_args,
+            on: [true, true],
+        }]);
+    }
+    let lists = sides
+        .iter()
+        .map(|s| {
+            let root = &s.built.target.package_root;
+            bench_harness::list_criterion(&s.exe, &args.args, root)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut ids = lists[1].clone();
+    ids.extend(lists[0].iter().filter(|id| !lists[1].contains(id)).cloned());
+    let seconds = bench_harness::profile_time(args.bench_time);
+    let mut units: Vec<Unit> = Vec::new();
+    for id in ids {
+        let taken: Vec<String> = (units.iter().flat_map(|u| &u.benchmark))
+            .map(|b| b.dir.clone())
+            .collect();
+        units.push(Unit {
+            args: bench_harness::criterion_args(&id, seconds),
+            on: [lists[0].contains(&id), lists[1].contains(&id)],
+            benchmark: Some(BenchEntry {
+                dir: bench_harness::folder_name(&id, &taken),
+                name: id,
+                profile_time_s: Some(seconds),
+            }),
+        });
+    }
+    crate::console::note!(
+        "parprof: criterion bench with {} benchmark(s), paired benchmark by benchmark",
+        units.len()
+    );
+    Ok(units)
+}
 
 /// Runs the pairs, looking at them as [`paired::next_look`] says, until every row is decided,
 /// the budget is spent or the looks are all taken; writes the comparison.
 fn run_pairs(args: &DiffArgs, sides: &[PairSide; 2]) -> Result<i32> {
     let (settings, frames) = default_settings();
+    let units = units(args, sides)?;
     let threshold = paired::threshold(args.fail_above.map(|p| p / 100.0));
     let start = Instant::now();
     let (mut pairs, mut looks, mut next) = (0, 0, paired::MIN_PAIRS);
@@ -227,12 +339,14 @@ fn run_pairs(args: &DiffArgs, sides: &[PairSide; 2]) -> Result<i32> {
                 && start.elapsed().as_secs_f64() >= args.budget
         };
         while pairs < next && !out_of_time(pairs) {
-            run_pair(args, sides, pairs, &settings, frames)?;
+            for unit in &units {
+                run_pair(sides, unit, pairs, &settings, frames)?;
+            }
             pairs += 1;
         }
         looks += 1;
-        let base = diff::load_side(&sides[0].runs).context("BASE")?;
-        let head = diff::load_side(&sides[1].runs).context("HEAD")?;
+        let base = load_pairs(sides, 0, &units).context("BASE")?;
+        let head = load_pairs(sides, 1, &units).context("HEAD")?;
         let mut comparison = diff::compare(&base, &head)?;
         let noisy = paired::judge(&mut comparison, threshold);
         crate::console::note!(
@@ -255,28 +369,43 @@ fn run_pairs(args: &DiffArgs, sides: &[PairSide; 2]) -> Result<i32> {
     }
 }
 
-/// Runs pair `pair` (from 0): both sides, in the pair's order, each recorded into its folder.
+/// The runs of side `i` so far; for a bench, with its index and combined `report.md` written
+/// first, as a profile of the bench writes them.
+fn load_pairs(sides: &[PairSide; 2], i: usize, units: &[Unit]) -> Result<diff::Side> {
+    let side = &sides[i];
+    let index: Vec<BenchEntry> = (units.iter())
+        .filter(|u| u.on[i])
+        .filter_map(|u| u.benchmark.clone())
+        .collect();
+    if !index.is_empty() {
+        let index = BenchIndex::new(&side.built.target.name, index);
+        pipeline::write_bench_summary(&index, &side.runs)?;
+    }
+    diff::load_side(&side.runs)
+}
+
+/// Runs `unit` of pair `pair` (from 0) on both sides that have it, in the pair's order, each
+/// recorded into its folder.
 fn run_pair(
-    args: &DiffArgs,
     sides: &[PairSide; 2],
+    unit: &Unit,
     pair: usize,
     settings: &Settings,
     frames: FrameView,
 ) -> Result<()> {
     let order = if paired::base_first(pair) {
-        [&sides[0], &sides[1]]
+        [0, 1]
     } else {
-        [&sides[1], &sides[0]]
+        [1, 0]
     };
-    for side in order {
-        crate::console::note!("parprof: pair {}: {}", pair + 1, side.label);
+    for side in order.into_iter().filter(|&i| unit.on[i]).map(|i| &sides[i]) {
         let target = &side.built.target;
+        let what = unit
+            .benchmark
+            .as_ref()
+            .map_or_else(String::new, |b| format!(", benchmark `{}`", b.name));
+        crate::console::note!("parprof: pair {}: {}{what}", pair + 1, side.label);
         let kind = target.kind.to_string();
-        let mut program_args = args.args.clone();
-        if target.kind == TargetKind::Bench {
-            // What `cargo bench` passes.
-            program_args.push(OsString::from("--bench"));
-        }
         let program = Program {
             exe: &side.exe,
             name: &target.name,
@@ -287,8 +416,12 @@ fn run_pair(
             working_dir: matches!(target.kind, TargetKind::Bench | TargetKind::Test)
                 .then_some(target.package_root.as_path()),
         };
-        let dir = side.runs.join(format!("{PAIR_PREFIX}{:03}", pair + 1));
-        let code = profile_once(&program, settings, frames, &program_args, &dir)?;
+        let folder = unit
+            .benchmark
+            .as_ref()
+            .map_or_else(|| side.runs.clone(), |b| side.runs.join(&b.dir));
+        let dir = folder.join(format!("{RUN_PREFIX}{}", pair + 1));
+        let code = profile_once(&program, settings, frames, &unit.args, &dir)?;
         if code != 0 {
             bail!(
                 "{} exited with code {code} in pair {}: a comparison needs both commits to run \
