@@ -3,7 +3,8 @@
 //! repository the test makes — a criterion bench with two benchmarks (`benches/criterion_pair.rs`
 //! of this repository), whose second commit makes `checksum` twice as slow.
 //!
-//! Checks: each side is profiled benchmark by benchmark (two sections), `diff.md` names the
+//! Checks: the two commits run alternated, pair by pair, benchmark by benchmark (each side's
+//! folder holds both benchmarks, two sections in its `report.md`), `diff.md` names the
 //! benchmark that changed, `diff.json` says `slower` near +100% for it, and `--fail-above`
 //! fails the step.
 
@@ -157,7 +158,7 @@ fn the_documented_workflow_names_the_benchmark_that_got_slower() {
     );
 
     for side in ["base", "head"] {
-        let index = json(&out.join(side).join("benchmarks.json"));
+        let index = json(&out.join("diff").join(side).join("benchmarks.json"));
         let names: Vec<&str> = index["benchmarks"]
             .as_array()
             .unwrap()
@@ -165,7 +166,8 @@ fn the_documented_workflow_names_the_benchmark_that_got_slower() {
             .map(|b| b["name"].as_str().unwrap())
             .collect();
         assert_eq!(names, ["checksum", "sort_words"], "{index:#}");
-        let report = std::fs::read_to_string(out.join(side).join("report.md")).unwrap();
+        let report =
+            std::fs::read_to_string(out.join("diff").join(side).join("report.md")).unwrap();
         assert_eq!(report.matches("\n## Benchmark `").count(), 2, "{report}");
     }
 
@@ -173,6 +175,7 @@ fn the_documented_workflow_names_the_benchmark_that_got_slower() {
     // Criterion built with parprof's hooks counts the iterations: rows are per iteration.
     assert_eq!(diff["measure"], "per_iteration", "{diff:#}");
     assert_eq!(diff["noise_estimate"], true);
+    assert!(diff["pairing"]["pairs"].as_u64().unwrap() >= 4, "{diff:#}");
     let rows = diff["rows"].as_array().unwrap();
     let checksum = rows
         .iter()
