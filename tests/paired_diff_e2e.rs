@@ -166,7 +166,7 @@ fn a_comment_diffs_clean_and_a_probe_with_more_work_fails_the_gate() {
         assert!(!flagged(r), "a comment changed nothing: {r:#}");
     }
     let pairs = json["pairing"]["pairs"].as_u64().expect("pairing.pairs");
-    assert!(pairs >= 4 && pairs % 2 == 0, "{json:#}");
+    assert!(pairs >= 4 && pairs.is_multiple_of(2), "{json:#}");
     for side in ["base", "head"] {
         let last = out.join(side).join(format!("run-{pairs}"));
         assert!(last.join("report.json").is_file(), "{}", last.display());

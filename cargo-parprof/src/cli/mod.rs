@@ -10,7 +10,9 @@ mod record;
 mod run_history;
 
 pub use build::{BuildCommand, build};
-pub use options::{BuildArgs, Detail, RecordingArgs, SliceArgs, TargetArgs, ThresholdArgs};
+pub use options::{
+    BuildArgs, Detail, DiffArgs, RecordingArgs, SliceArgs, TargetArgs, ThresholdArgs,
+};
 pub use profile::RunSummary;
 pub use record::{RecordArgs, record};
 
@@ -24,7 +26,7 @@ use crate::{console, diff};
 use anyhow::{Context, Result};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser};
-use options::{FrameArgs, non_negative, positive_seconds};
+use options::{FrameArgs, positive_seconds};
 use profile::profile_repeated;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -147,58 +149,6 @@ impl ReportArgs {
     }
 }
 
-/// `cargo parprof diff`: what changed, for a pull request — two commits built and run
-/// alternated (`--base REV`), or two recorded sides (`BASE HEAD`).
-#[derive(Parser, Debug, Clone)]
-#[command(
-    name = "cargo parprof diff",
-    version,
-    after_help = "A pull request: `cargo parprof diff --base origin/main --bench NAME \
-                  --fail-above 10` checks BASE out beside the work tree (under \
-                  target/parprof/), builds both into one target folder, and runs them \
-                  alternated (B H, H B, …) until every probe and region is decided or the \
-                  budget is spent. Two recorded sides: `cargo parprof diff BASE_DIR HEAD_DIR`."
-)]
-pub struct DiffArgs {
-    /// The base: a run folder of `cargo parprof`, or a folder of run folders (several runs)
-    #[arg(
-        value_name = "BASE",
-        required_unless_present = "base_rev",
-        conflicts_with = "base_rev"
-    )]
-    pub base: Option<PathBuf>,
-    /// The head, likewise
-    #[arg(value_name = "HEAD", required_unless_present = "base_rev")]
-    pub head: Option<PathBuf>,
-    /// Build and run this commit (a git revision) as BASE, alternated with HEAD
-    #[arg(long = "base", value_name = "REV")]
-    pub base_rev: Option<String>,
-    /// HEAD's commit (default: the work tree as it is)
-    #[arg(long = "head", value_name = "REV", conflicts_with = "base")]
-    pub head_rev: Option<String>,
-    /// With `--base`: the target to build and run, as for a run
-    #[command(flatten)]
-    pub build: BuildArgs,
-    /// With `--base`: seconds the alternated runs may take (the builds not counted); rows
-    /// still undecided then are `noisy`, with the pairs they would need
-    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 120.0)]
-    pub budget: f64,
-    /// With `--base` and a criterion bench: seconds of each benchmark's measured batch, as
-    /// for a run
-    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 2.0)]
-    pub bench_time: f64,
-    /// Output folder for diff.md, diff.json and the differential flamegraphs (with `--base`,
-    /// also the runs: `base/run-1`, `head/run-1`, …: run i of each side is pair i)
-    #[arg(short, long, value_name = "DIR", default_value = "parprof-diff")]
-    pub output: PathBuf,
-    /// Exit with code 1 when a probe or region got slower, beyond noise, by more than PCT percent
-    #[arg(long, value_name = "PCT", value_parser = non_negative)]
-    pub fail_above: Option<f64>,
-    /// With `--base`: arguments for the profiled program
-    #[arg(last = true, value_name = "ARGS")]
-    pub args: Vec<OsString>,
-}
-
 /// Parses `cargo parprof [build|record|report|diff] ...`, or the same run as `cargo-parprof ...`.
 pub fn parse_invocation<I, T>(args: I) -> Result<Invocation, clap::Error>
 where
@@ -236,15 +186,17 @@ where
 /// Compares two sets of runs, or two commits run alternated (`--base`), and writes the
 /// comparison's views; returns the exit code.
 pub fn diff(args: &DiffArgs) -> Result<i32> {
-    if let Some(rev) = &args.base_rev {
-        return paired::diff_revisions(args, rev);
-    }
-    let (Some(base), Some(head)) = (&args.base, &args.head) else {
-        anyhow::bail!("give BASE and HEAD run folders, or `--base REV` and a target");
+    let (head, comparison) = if let Some(rev) = &args.base_rev {
+        paired::diff_revisions(args, rev)?
+    } else {
+        let (Some(base), Some(head)) = (&args.base, &args.head) else {
+            anyhow::bail!("give BASE and HEAD run folders, or `--base REV` and a target");
+        };
+        let base = diff::load_side(base).context("BASE")?;
+        let head = diff::load_side(head).context("HEAD")?;
+        let comparison = diff::compare(&base, &head)?;
+        (head, comparison)
     };
-    let base = diff::load_side(base).context("BASE")?;
-    let head = diff::load_side(head).context("HEAD")?;
-    let comparison = diff::compare(&base, &head)?;
     write_comparison(&head, &comparison, args)
 }
 

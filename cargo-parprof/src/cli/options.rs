@@ -10,6 +10,7 @@ use crate::record::session::Settings;
 use crate::recording::Thresholds;
 use crate::recording::{DetailRequest, RecordedOptions};
 use clap::Args;
+use clap::Parser;
 use parprof_rt::slice_results::{DETAIL_ENV, SLICES_ENV};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -362,4 +363,56 @@ impl RecordingArgs {
             detail: self.slices.request(),
         }
     }
+}
+
+/// `cargo parprof diff`: what changed, for a pull request — two commits built and run
+/// alternated (`--base REV`), or two recorded sides (`BASE HEAD`).
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "cargo parprof diff",
+    version,
+    after_help = "A pull request: `cargo parprof diff --base origin/main --bench NAME \
+                  --fail-above 10` checks BASE out beside the work tree (under \
+                  target/parprof/), builds both into one target folder, and runs them \
+                  alternated (B H, H B, …) until every probe and region is decided or the \
+                  budget is spent. Two recorded sides: `cargo parprof diff BASE_DIR HEAD_DIR`."
+)]
+pub struct DiffArgs {
+    /// The base: a run folder of `cargo parprof`, or a folder of run folders (several runs)
+    #[arg(
+        value_name = "BASE",
+        required_unless_present = "base_rev",
+        conflicts_with = "base_rev"
+    )]
+    pub base: Option<PathBuf>,
+    /// The head, likewise
+    #[arg(value_name = "HEAD", required_unless_present = "base_rev")]
+    pub head: Option<PathBuf>,
+    /// Build and run this commit (a git revision) as BASE, alternated with HEAD
+    #[arg(long = "base", value_name = "REV")]
+    pub base_rev: Option<String>,
+    /// HEAD's commit (default: the work tree as it is)
+    #[arg(long = "head", value_name = "REV", conflicts_with = "base")]
+    pub head_rev: Option<String>,
+    /// With `--base`: the target to build and run, as for a run
+    #[command(flatten)]
+    pub build: BuildArgs,
+    /// With `--base`: seconds the alternated runs may take (the builds not counted); rows
+    /// still undecided then are `noisy`, with the pairs they would need
+    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 120.0)]
+    pub budget: f64,
+    /// With `--base` and a criterion bench: seconds of each benchmark's measured batch, as
+    /// for a run
+    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds, default_value_t = 2.0)]
+    pub bench_time: f64,
+    /// Output folder for diff.md, diff.json and the differential flamegraphs (with `--base`,
+    /// also the runs: `base/run-1`, `head/run-1`, …: run i of each side is pair i)
+    #[arg(short, long, value_name = "DIR", default_value = "parprof-diff")]
+    pub output: PathBuf,
+    /// Exit with code 1 when a probe or region got slower, beyond noise, by more than PCT percent
+    #[arg(long, value_name = "PCT", value_parser = non_negative)]
+    pub fail_above: Option<f64>,
+    /// With `--base`: arguments for the profiled program
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<OsString>,
 }

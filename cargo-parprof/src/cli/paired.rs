@@ -5,9 +5,8 @@
 //! is spent.
 
 use super::build::{Built, build_target_in};
-use super::options::RecordingArgs;
+use super::options::{BuildArgs, DiffArgs, RecordingArgs};
 use super::profile::profile_once;
-use super::{DiffArgs, write_comparison};
 use crate::build::target::TargetKind;
 use crate::diff::{self, paired};
 use crate::pipeline;
@@ -107,9 +106,12 @@ fn default_settings() -> (Settings, FrameView) {
     (recording.settings(), recording.frames.view())
 }
 
-/// Builds both commits, runs them alternated until every row is decided or the budget is
-/// spent, and writes the comparison; returns the exit code.
-pub(super) fn diff_revisions(args: &DiffArgs, base_rev: &str) -> Result<i32> {
+/// Builds both commits and runs them alternated until every row is decided or the budget is
+/// spent; returns HEAD's side and the comparison.
+pub(super) fn diff_revisions(
+    args: &DiffArgs,
+    base_rev: &str,
+) -> Result<(diff::Side, diff::Comparison)> {
     // The program's output owns stdout.
     console::summary_to_stderr();
     let here = std::env::current_dir().context("no current directory")?;
@@ -195,7 +197,7 @@ impl SharedBuild<'_> {
 /// package's path within its workspace, which is the same in both checkouts: without this, the
 /// side built second would be taken for the first one's build and not compiled (in the work
 /// tree, this makes the next plain `cargo build` compile its members again).
-fn mark_sources_changed(build: &super::BuildArgs, dir: Option<&Path>) -> Result<()> {
+fn mark_sources_changed(build: &BuildArgs, dir: Option<&Path>) -> Result<()> {
     let mut metadata_cmd = cargo_metadata::MetadataCommand::new();
     metadata_cmd.no_deps();
     if let Some(dir) = dir {
@@ -324,8 +326,8 @@ fn units(args: &DiffArgs, sides: &[PairSide; 2]) -> Result<Vec<Unit>> {
 }
 
 /// Runs the pairs, looking at them as [`paired::next_look`] says, until every row is decided,
-/// the budget is spent or the looks are all taken; writes the comparison.
-fn run_pairs(args: &DiffArgs, sides: &[PairSide; 2]) -> Result<i32> {
+/// the budget is spent or the looks are all taken; returns HEAD's side and the comparison.
+fn run_pairs(args: &DiffArgs, sides: &[PairSide; 2]) -> Result<(diff::Side, diff::Comparison)> {
     let (settings, frames) = default_settings();
     let units = units(args, sides)?;
     let threshold = paired::threshold(args.fail_above.map(|p| p / 100.0));
@@ -363,7 +365,7 @@ fn run_pairs(args: &DiffArgs, sides: &[PairSide; 2]) -> Result<i32> {
                 threshold,
                 level: paired::level(),
             });
-            return write_comparison(&head, &comparison, args);
+            return Ok((head, comparison));
         }
         next = paired::next_look(pairs);
     }

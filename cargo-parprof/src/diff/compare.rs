@@ -3,7 +3,6 @@
 
 use super::moved_regions;
 use super::noise::{self, RowTest, Verdict};
-use super::paired::Pairing;
 use super::side::{Run, Side};
 use super::stats;
 use anyhow::{Result, bail};
@@ -104,6 +103,22 @@ pub struct DiagnosisChange {
     pub code: String,
     /// True: in HEAD, not in BASE.
     pub appeared: bool,
+}
+
+/// How a paired comparison was run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Pairing {
+    /// Pairs run (each a run of BASE and one of HEAD, in alternating order).
+    pub pairs: usize,
+    /// Times the rule was applied to the pairs so far.
+    pub looks: usize,
+    /// Seconds the runs could take, and took (builds not counted).
+    pub budget_s: f64,
+    pub elapsed_s: f64,
+    /// The bound of `within noise`, relative.
+    pub threshold: f64,
+    /// The level each look tests at: α ÷ [`super::paired::MAX_LOOKS`].
+    pub level: f64,
 }
 
 /// Everything `diff` reports.

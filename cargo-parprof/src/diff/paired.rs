@@ -22,10 +22,10 @@
 //! - `noisy`: neither yet; with the pairs that would decide it, were the change and the noise
 //!   what they are now.
 
+pub use super::compare::Pairing;
 use super::compare::{Comparison, sort_rows};
 use super::noise::{self, Verdict};
 use super::stats::{self, TTest};
-use serde::Serialize;
 
 /// Pairs of the first look: two of each order.
 pub const MIN_PAIRS: usize = 4;
@@ -35,22 +35,6 @@ pub const MAX_LOOKS: usize = 8;
 pub const PAIR_PRIOR_NOISE: f64 = 0.03;
 /// Pairs beyond which a `noisy` row says "more than".
 pub const MAX_PAIRS_ADVISED: usize = 500;
-
-/// How a paired comparison was run.
-#[derive(Clone, Debug, Serialize)]
-pub struct Pairing {
-    /// Pairs run (each a run of BASE and one of HEAD, in alternating order).
-    pub pairs: usize,
-    /// Times the rule was applied to the pairs so far.
-    pub looks: usize,
-    /// Seconds the runs could take, and took (builds not counted).
-    pub budget_s: f64,
-    pub elapsed_s: f64,
-    /// The bound of `within noise`, relative.
-    pub threshold: f64,
-    /// The level each look tests at: α ÷ [`MAX_LOOKS`].
-    pub level: f64,
-}
 
 /// Whether BASE runs first in pair `pair` (from 0): B H, H B, B H, …
 pub fn base_first(pair: usize) -> bool {
