@@ -14,6 +14,7 @@ use super::compare::{Comparison, Row};
 use super::noise::Verdict;
 use super::side::Side;
 use super::views;
+use crate::report::flame_labels::{Geometry, relabel};
 use anyhow::{Context, Result};
 use inferno::flamegraph;
 use std::collections::{BTreeMap, HashMap};
@@ -190,7 +191,13 @@ pub fn differential_svg(
     let mut svg = Vec::new();
     flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)
         .with_context(|| format!("cannot draw the differential flamegraph of {file}"))?;
-    Ok(Some(svg))
+    // Labels lose their middle, not the function's own name, as cpu.svg's.
+    let geometry = Geometry {
+        image_width: options.image_width.map_or(1200.0, |w| w as f64),
+        font_size: options.font_size as f64,
+        font_width: options.font_width,
+    };
+    Ok(Some(relabel(&String::from_utf8_lossy(&svg), geometry).into_bytes()))
 }
 
 #[cfg(test)]
@@ -272,7 +279,7 @@ mod tests {
         std::fs::create_dir_all(&run).unwrap();
         std::fs::write(
             run.join("active.folded"),
-            "main;solve 7000\nmain;other 100\n",
+            "main;solve 7000\nmain;other 100\nmain;hashing::simd::avx2::kernels::add_lanes 900\n",
         )
         .unwrap();
         let head = Side {
@@ -299,5 +306,7 @@ mod tests {
         // `solve` full red; `other` white.
         assert!(text.contains("rgb(255,100,100)"), "{text}");
         assert!(text.contains("rgb(250,250,250)"), "{text}");
+        // Labels keep the function's own name, as cpu.svg's: the middle goes.
+        assert!(text.contains(">…::add_lanes</text>"), "{text}");
     }
 }

@@ -4,7 +4,7 @@
 mod callers_note;
 mod counter_cells;
 pub mod firefox_profile;
-mod flame_labels;
+pub mod flame_labels;
 pub mod flamegraph;
 mod frame_names;
 pub mod html;
