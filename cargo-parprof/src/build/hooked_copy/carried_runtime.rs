@@ -49,19 +49,8 @@ fn carried_crate_dirs() -> BTreeSet<&'static str> {
 /// Removes the files under `dir` that are not `kept`: sources an earlier build of the same
 /// version carried and this one does not (a removed module).
 fn remove_other_files(dir: &Path, kept: &BTreeSet<PathBuf>) -> Result<()> {
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(d) = pending.pop() {
-        for entry in
-            std::fs::read_dir(&d).with_context(|| format!("cannot read {}", d.display()))?
-        {
-            let path = entry?.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if !kept.contains(&path) {
-                std::fs::remove_file(&path)
-                    .with_context(|| format!("cannot remove {}", path.display()))?;
-            }
-        }
+    for path in super::walk(dir)?.into_iter().filter(|p| !kept.contains(p)) {
+        std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
     }
     Ok(())
 }
