@@ -197,7 +197,9 @@ pub fn differential_svg(
         font_size: options.font_size as f64,
         font_width: options.font_width,
     };
-    Ok(Some(relabel(&String::from_utf8_lossy(&svg), geometry).into_bytes()))
+    Ok(Some(
+        relabel(&String::from_utf8_lossy(&svg), geometry).into_bytes(),
+    ))
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 //!   what they are now.
 
 pub use super::compare::Pairing;
-use super::compare::{Comparison, sort_rows};
+use super::compare::{Comparison, Row, sort_rows};
 use super::noise::{self, Verdict};
 use super::stats::{self, TTest};
 
@@ -87,16 +87,29 @@ impl PairTest {
     }
 }
 
-/// Applies the paired rule to the rows of `c`, whose sides' runs are pairs in order (run i of
-/// BASE and of HEAD make pair i); rows present on one side only keep their verdict. Returns
-/// how many tested rows are still `noisy`.
-pub fn judge(c: &mut Comparison, threshold: f64) -> usize {
-    let tests: Vec<Option<PairTest>> = (c.rows.iter())
-        .map(|r| {
-            if matches!(r.verdict, Verdict::Appeared | Verdict::Vanished) {
-                return None;
-            }
-            let (d, log_scale) = differences(&r.base_ns, &r.head_ns);
+/// What the rule says of one series of pairs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Judgement {
+    pub verdict: Verdict,
+    /// The change (relative): the mean log ratio as a ratio, or the mean difference relative to
+    /// the median where a figure is 0.
+    pub change: f64,
+    /// Its bounds at the look's level (Bonferroni over the series).
+    pub interval: (f64, f64),
+    pub p: f64,
+    pub p_adjusted: f64,
+    /// The moderated spread of the pairs' differences.
+    pub noise: f64,
+    /// For a `noisy` series: the pairs that would decide it.
+    pub pairs_needed: Option<usize>,
+}
+
+/// The rule over a family of series, `(BASE, HEAD)` figures pair by pair: each one's judgement
+/// (`None` with fewer than two pairs).
+pub fn judge_series(series: &[(&[f64], &[f64])], threshold: f64) -> Vec<Option<Judgement>> {
+    let tests: Vec<Option<PairTest>> = (series.iter())
+        .map(|(base, head)| {
+            let (d, log_scale) = differences(base, head);
             let t = stats::moderated_paired_t(&d, PAIR_PRIOR_NOISE, noise::PRIOR_DF)?;
             Some(PairTest {
                 t,
@@ -108,27 +121,53 @@ pub fn judge(c: &mut Comparison, threshold: f64) -> usize {
     let p: Vec<f64> = tests.iter().flatten().map(|t| t.t.p).collect();
     let family = p.len().max(1);
     let mut adjusted = stats::holm_adjusted(&p).into_iter();
+    (tests.iter())
+        .map(|test| {
+            let test = test.as_ref()?;
+            let p_adjusted = adjusted.next().unwrap_or(1.0);
+            let (verdict, pairs_needed) = decide(test, p_adjusted, family, threshold);
+            let half = stats::t_quantile(level() / family as f64, test.t.df) * test.se();
+            let effect = test.t.difference;
+            let relative = |x: f64| if test.log_scale { x.exp_m1() } else { x };
+            Some(Judgement {
+                verdict,
+                change: relative(effect),
+                interval: (relative(effect - half), relative(effect + half)),
+                p: test.t.p,
+                p_adjusted,
+                noise: test.t.sd,
+                pairs_needed,
+            })
+        })
+        .collect()
+}
+
+/// Applies the paired rule to the rows of `c`, whose sides' runs are pairs in order (run i of
+/// BASE and of HEAD make pair i); rows present on one side only keep their verdict. Returns
+/// how many tested rows are still `noisy`.
+pub fn judge(c: &mut Comparison, threshold: f64) -> usize {
+    let one_sided = |r: &Row| matches!(r.verdict, Verdict::Appeared | Verdict::Vanished);
+    let tested: Vec<&mut Row> = c.rows.iter_mut().filter(|r| !one_sided(r)).collect();
+    let series: Vec<(&[f64], &[f64])> = (tested.iter())
+        .map(|r| (r.base_ns.as_slice(), r.head_ns.as_slice()))
+        .collect();
+    let judgements = judge_series(&series, threshold);
+    c.rows_tested = judgements.iter().flatten().count();
     let mut noisy = 0;
-    for (row, test) in c.rows.iter_mut().zip(&tests) {
-        let Some(test) = test else { continue };
-        let p_adjusted = adjusted.next().unwrap_or(1.0);
-        let (verdict, needed) = decide(test, p_adjusted, family, threshold);
-        noisy += usize::from(verdict == Verdict::Noisy);
-        let half = stats::t_quantile(level() / family as f64, test.t.df) * test.se();
-        let (lo, hi) = (test.t.difference - half, test.t.difference + half);
-        if test.log_scale {
-            row.change = test.t.difference.exp_m1();
-            row.interval = Some((lo.exp_m1(), hi.exp_m1()));
-        } else {
-            row.interval = Some((lo, hi));
+    for (row, j) in tested.into_iter().zip(judgements) {
+        let Some(j) = j else { continue };
+        noisy += usize::from(j.verdict == Verdict::Noisy);
+        // On the log scale, the change is the pairs'; else the medians' stays.
+        if row.base_ns.iter().chain(&row.head_ns).all(|&x| x > 0.0) {
+            row.change = j.change;
         }
-        row.verdict = verdict;
-        row.p_value = Some(test.t.p);
-        row.p_adjusted = Some(p_adjusted);
-        row.noise = Some(test.t.sd);
-        row.runs_needed = needed;
+        row.interval = Some(j.interval);
+        row.verdict = j.verdict;
+        row.p_value = Some(j.p);
+        row.p_adjusted = Some(j.p_adjusted);
+        row.noise = Some(j.noise);
+        row.runs_needed = j.pairs_needed;
     }
-    c.rows_tested = p.len();
     c.noise_estimate = true;
     sort_rows(&mut c.rows);
     noisy
