@@ -181,7 +181,11 @@ impl SharedBuild<'_> {
         let exe = folder.join(&built.target.name);
         std::fs::copy(&built.exe, &exe)
             .with_context(|| format!("cannot copy {}", built.exe.display()))?;
-        let runs = self.args.output.join(label.to_lowercase());
+        // Absolute: the runtime writes its trace there from the program's own directory, which
+        // for a bench or test is the package root of its checkout.
+        let runs = std::path::absolute(&self.args.output)
+            .context("no current directory")?
+            .join(label.to_lowercase());
         clear_pairs(&runs)?;
         Ok(PairSide {
             label,
