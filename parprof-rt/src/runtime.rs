@@ -21,7 +21,7 @@ use crate::slices;
 use crate::speed_reference;
 use crate::state_clock;
 use crate::thread_context;
-use crate::trace::{self, Chunk, ChunkEncoder, End, Header};
+use crate::trace::{self, Chunk, ChunkEncoder, End, EventKind, Header};
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
@@ -125,6 +125,10 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     attach_current_thread();
     let every_call = sampling::every_call_requested(full_detail);
     sampling::set_every_call(every_call);
+    // In-run references of the probes' in-place cost, but not with full detail, whose every
+    // event reads counters: a reference there would cost as much as the calls it follows.
+    let follow = !full_detail;
+    sampling::follow_every_call(follow);
     let table = calibrate::measure(every_call);
     MODE.store(UNINIT, Ordering::Release);
     // Measured across calibration, which lasts longer than the 1 ms that pins the rate to
@@ -133,7 +137,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     let ticks_per_ns = clock::ticks_per_ns_since(start, 1_000_000);
     // After calibration, which must record every call of its pseudo-site.
     sampling::configure(ticks_per_ns, every_call);
-    speed_reference::configure(ticks_per_ns, every_call);
+    speed_reference::configure(ticks_per_ns, follow);
     lifecycle_totals::configure(ticks_per_ns);
     // After calibration too, whose events are not the program's. This thread attached for
     // calibration, before either could give it anything.
@@ -286,8 +290,16 @@ fn drain_once(rt: &Runtime, enc: &mut ChunkEncoder) {
     let rings: Vec<Arc<Ring>> = lock(&rt.rings).clone();
     for ring in &rings {
         let closed = ring.is_closed();
-        let n = ring.drain(|a, b| enc.events(ring.tid, a, b));
-        rt.events_written.fetch_add(n as u64, Ordering::Relaxed);
+        // An in-run reference's recorded calls (every call recorded) are calibration's, not
+        // the program's: their time is in the reference's own event.
+        let mut kept = 0;
+        ring.drain(|a, b| {
+            kept = enc.events_kept(ring.tid, a, b, |e| {
+                e.id != sampling::CALIBRATION_SITE
+                    || !matches!(e.kind(), EventKind::Enter | EventKind::Exit)
+            });
+        });
+        rt.events_written.fetch_add(kept as u64, Ordering::Relaxed);
         let lost = ring.take_lost();
         if lost > 0 {
             rt.events_lost.fetch_add(lost, Ordering::Relaxed);

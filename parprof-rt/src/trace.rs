@@ -710,16 +710,37 @@ impl ChunkEncoder {
 
     /// An events chunk from two slices (a ring buffer's contents may wrap around), packed.
     pub fn events(&mut self, tid: u32, first: &[Event], second: &[Event]) {
+        self.events_kept(tid, first, second, |_| true);
+    }
+
+    /// [`ChunkEncoder::events`] of the events that `keep` keeps; returns how many it kept (an
+    /// empty chunk is not written).
+    pub fn events_kept(
+        &mut self,
+        tid: u32,
+        first: &[Event],
+        second: &[Event],
+        keep: impl Fn(&Event) -> bool,
+    ) -> usize {
+        let mut kept = 0u32;
+        let start = self.buf.len();
         self.framed(ChunkKind::Events, |o| {
             o.extend_from_slice(&tid.to_le_bytes());
-            o.extend_from_slice(&((first.len() + second.len()) as u32).to_le_bytes());
+            let count_at = o.len();
+            o.extend_from_slice(&0u32.to_le_bytes());
             o.reserve((first.len() + second.len()) * 4);
             let mut previous = Event::default();
-            for e in first.iter().chain(second) {
+            for e in first.iter().chain(second).filter(|e| keep(e)) {
                 pack_event(o, e, &previous);
                 previous = *e;
+                kept += 1;
             }
+            o[count_at..count_at + 4].copy_from_slice(&kept.to_le_bytes());
         });
+        if kept == 0 && first.len() + second.len() > 0 {
+            self.buf.truncate(start);
+        }
+        kept as usize
     }
 
     fn framed(&mut self, kind: ChunkKind, payload: impl FnOnce(&mut Vec<u8>)) {

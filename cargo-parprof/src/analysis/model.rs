@@ -85,6 +85,10 @@ pub struct InRunSpeed {
     /// The lowest and highest factor a thread's calibrated costs were scaled by.
     pub lowest_factor: f64,
     pub highest_factor: f64,
+    /// How much the references themselves varied: their interquartile range over their median.
+    pub spread: f64,
+    /// References left out because their thread was switched out while it took them.
+    pub switched: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
