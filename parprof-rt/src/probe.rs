@@ -3,7 +3,7 @@
 use crate::recorder;
 use crate::sampling;
 use crate::speed_reference;
-use crate::trace::{EventKind, SiteKind};
+use crate::trace::{EventKind, SiteKind, SiteRecord};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A probed source location: one static per annotated function, registered on first use so
@@ -17,6 +17,8 @@ pub struct Site {
 }
 
 impl Site {
+    /// The site of the probe `name` (`module::function`) at `file:line`; `#[probe]` makes one
+    /// static per function.
     pub const fn new(name: &'static str, file: &'static str, line: u32) -> Self {
         Site {
             name,
@@ -27,6 +29,8 @@ impl Site {
         }
     }
 
+    /// The site of the region `name` at `file:line`; `parallel_region!` makes one static per
+    /// use.
     pub const fn region(name: &'static str, file: &'static str, line: u32) -> Self {
         Site {
             name,
@@ -59,7 +63,18 @@ impl Site {
             Some(type_name) => method_name(type_name(), self.name),
             None => self.name.to_owned(),
         };
-        recorder::register_site(&self.id, self.kind, name, self.file, self.line)
+        recorder::register_site(
+            &self.id,
+            SiteRecord {
+                id: 0,
+                kind: self.kind,
+                name,
+                file: self.file.to_owned(),
+                line: self.line,
+                caller: String::new(),
+                entry: None,
+            },
+        )
     }
 }
 

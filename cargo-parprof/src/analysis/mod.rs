@@ -11,6 +11,7 @@ pub mod attributed_counters;
 pub mod attribution;
 pub mod bench_phases;
 mod blocked_where;
+pub mod call_site;
 mod clock;
 mod cpu_stacks;
 pub mod diagnoses;
@@ -22,6 +23,8 @@ mod in_run_speed;
 pub mod lifecycle;
 pub mod model;
 pub mod offcpu;
+mod outside_regions;
+mod sampled_tasks;
 pub mod slices;
 mod spans;
 mod threads;
@@ -259,8 +262,12 @@ pub fn analyse_with_counters(
         lost_events,
     ));
     notes.extend(lifecycle_notes(&regions, &opts.thresholds));
-    let counters_analysis =
+    notes.extend(cx.outside_regions_note(&streamed.lifecycle.workers, &streamed.lifecycle.runs));
+    let mut counters_analysis =
         cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites, &mut notes);
+    if let Some(counters) = counters_analysis.as_mut() {
+        sampled_tasks::from_regions(&mut counters.items, &regions);
+    }
     let utilization = cx.utilization(&mut notes);
     let mut probes = views.probes;
     let clock = source.clock_with_speed(views.in_run_speed, &mut probes);
@@ -785,6 +792,38 @@ impl Context<'_> {
     }
 }
 
+impl Context<'_> {
+    /// The note on the program's code that rayon workers ran while no region was open, if any.
+    fn outside_regions_note(&self, workers: &[u32], runs: &[(u64, u64)]) -> Option<String> {
+        let samples =
+            self.kernel
+                .samples
+                .iter()
+                .enumerate()
+                .map(|(i, s)| outside_regions::WorkerSample {
+                    tid: s.tid,
+                    tick: self.source.ticks(s.time_ns),
+                    stack: self.kernel.sample_stacks.get(i),
+                });
+        let found = outside_regions::program_time_outside_regions(
+            samples,
+            &workers.iter().copied().collect(),
+            runs,
+            self.kernel.sample_period_ns,
+        )?;
+        Some(format!(
+            "Rayon workers ran the program's code for about {} ({} cpu-clock samples on {} \
+             worker{}) while no parallel region was open: that work is in no region's figures \
+             or diagnoses (a rayon-core that could not be hooked, or jobs of a region that \
+             outlived it).",
+            crate::units::human_duration(found.busy_ns),
+            found.samples,
+            found.workers,
+            if found.workers == 1 { "" } else { "s" },
+        ))
+    }
+}
+
 /// What the lifecycle could not tell apart, or what hid waits, in words for the user.
 fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds) -> Vec<String> {
     let mut notes = Vec::new();
@@ -808,7 +847,9 @@ fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds)
              itself, exactly; their state times by a clock marked every {} µs on average{} and \
              by one stretch in about {} timed exactly, which also gives their durations. The \
              timeline, the profile's \
-             markers and the active flamegraph's task frames show the detail windows only.",
+             markers and the active flamegraph's task frames show the detail windows only; the \
+             counters of the region's tasks are the region's × the workers' user-code share (a \
+             task's own counters are known only in the windows).",
             parprof_rt::lifecycle_totals::WINDOW_EVENTS,
             parprof_rt::lifecycle_totals::WINDOW_NS / 1_000_000,
             parprof_rt::state_clock::MARK_EVERY.as_micros(),
@@ -1047,7 +1088,7 @@ pub const TASK_FRAME_NAME: &str = "[rayon task]";
 fn site_name(sites: &HashMap<u32, SiteRecord>, site: u32) -> String {
     sites
         .get(&site)
-        .map_or_else(|| format!("site #{site}"), |s| s.name.clone())
+        .map_or_else(|| format!("site #{site}"), call_site::display_name)
 }
 
 fn probe_summaries(

@@ -30,6 +30,7 @@ pub fn regions(analysis: &Analysis) -> Table {
         title: "Parallel regions".into(),
         header: [
             "region",
+            "entry",
             "runs",
             "elapsed",
             "workers",
@@ -53,6 +54,7 @@ pub fn regions(analysis: &Analysis) -> Table {
                 let [uc, blocked, lq, gs, w] = state_percents(r);
                 vec![
                     r.name.clone(),
+                    r.kind.map_or("—", |k| k.label()).to_owned(),
                     r.instances.to_string(),
                     human_duration(r.elapsed_ns),
                     r.workers.to_string(),
@@ -70,7 +72,9 @@ pub fn regions(analysis: &Analysis) -> Table {
             })
             .collect(),
         note: Some(
-            "UC, LQ, GS, W: share of the workers' time running tasks, looking in their own deque, \
+            "entry: how the region's work entered the pool (named: `parallel_region!`; join, \
+             iterator, scope, spawn, install, broadcast: that rayon call from outside the pool, where \
+             the region is named). UC, LQ, GS, W: share of the workers' time running tasks, looking in their own deque, \
              searching other deques, asleep; blocked: in a task but switched out waiting (a lock, a \
              channel, I/O, a sleep), not counted in UC. preempted: switched out while runnable, in any of the \
              four states, as a share of the workers' time (a diagnosis names its own share: of the \
