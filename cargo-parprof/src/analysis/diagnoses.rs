@@ -47,10 +47,12 @@ struct Figures {
     /// held the work without a CPU. That time is the CPUs' shortage (`oversubscription`'s), so
     /// the other causes are judged, and every rate taken, over the rest.
     runnable_ns: f64,
-    /// LQ + GS while not switched out runnable, and W less its time without a CPU (switched out
+    /// LQ + GS while not switched out runnable, plus sched (running, by its samples), and W less its time without a CPU (switched out
     /// runnable, or while another worker held the work without one): what the schedule itself
     /// lost.
     active_ns: f64,
+    /// Of `active_ns`, rayon's code inside the tasks.
+    sched_ns: f64,
     inactive_ns: f64,
 }
 
@@ -223,6 +225,7 @@ fn figures(r: &RegionReport, usable_cpus: Option<f64>) -> Figures {
         // Never nothing, so that shares and rates stay finite.
         runnable_ns: (worker_ns - without_cpu).max(worker_ns * 1e-3),
         active_ns: r.active_overhead_ns.saturating_sub(p.lq + p.gs) as f64,
+        sched_ns: r.sched.sched_ns as f64,
         inactive_ns: (r.inactive_overhead_ns - waited_for_others) as f64,
     }
 }
@@ -603,6 +606,23 @@ fn opened_by(
     }
 }
 
+/// "12% ±2 in rayon's code inside the tasks (412 samples)", or why it is not known.
+fn sched_in_words(r: &RegionReport, f: &Figures) -> String {
+    let s = &r.sched;
+    if s.share_of_uc.is_none() {
+        return format!(
+            "rayon's code inside the tasks not told ({} CPU samples in them, too few)",
+            s.own_samples + s.sched_samples
+        );
+    }
+    format!(
+        "{:.0}% ±{:.0} in rayon's code inside the tasks ({} CPU samples in them)",
+        f.sched_ns / f.runnable_ns * 100.0,
+        s.sched_uncertainty_ns as f64 / f.runnable_ns * 100.0,
+        s.own_samples + s.sched_samples
+    )
+}
+
 fn too_fine(
     r: &RegionReport,
     t: &Thresholds,
@@ -615,11 +635,13 @@ fn too_fine(
     let target_ns = 2.0 * 1e9 / t.tasks_per_worker_per_s;
     let summary = format!(
         "{} tasks per second per worker (threshold {}); the median task lasts {} and {:.0}% of \
-         the time workers could run is spent finding tasks.",
+         the time workers could run is spent scheduling them: {:.0}% finding tasks, {}.",
         human_count(rate),
         human_count(t.tasks_per_worker_per_s),
         human_duration(r.task_ns.median),
-        f.active_ns / f.runnable_ns * 100.0
+        f.active_ns / f.runnable_ns * 100.0,
+        (f.active_ns - f.sched_ns) / f.runnable_ns * 100.0,
+        sched_in_words(r, f)
     );
     Diagnosis {
         code: Code::TooFineGranularity,
@@ -675,6 +697,7 @@ mod tests {
                 w: w_ns,
             },
             transitions,
+            sched: Default::default(),
             active_overhead_ns: lq_gs_ns,
             inactive_overhead_ns: w_ns,
             preempted_ns: StateNs::default(),

@@ -51,7 +51,7 @@ mod state_spans;
 use super::diagnosis::Diagnosis;
 use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
-use super::model::worker_name;
+use super::model::{SchedShare, worker_name};
 use super::offcpu::{OffCpu, OffCpuIndex};
 use parprof_rt::trace::{
     Event, EventKind, LifecycleTotals, NO_WORKER, SiteKind, SiteRecord, TaskOrigin, ThreadRecord,
@@ -153,7 +153,10 @@ pub struct RegionReport {
     /// Summed over the workers.
     pub state_ns: StateNs,
     pub transitions: Transitions,
-    /// LQ + GS.
+    /// The part of UC in which the workers ran the scheduler's code on the tasks' behalf,
+    /// from the CPU samples (see [`super::sched_share`]; filled after the lifecycle).
+    pub sched: SchedShare,
+    /// LQ + GS + sched.
     pub active_overhead_ns: u64,
     /// W while the region runs.
     pub inactive_overhead_ns: u64,
@@ -234,6 +237,8 @@ impl EventConsumer for LifecycleBuilder {
 pub struct Lifecycle {
     /// Longest first.
     pub regions: Vec<RegionReport>,
+    /// Each region's runs in ticks, sorted and disjoint, by site.
+    pub runs: HashMap<u32, Vec<(u64, u64)>>,
     pub timeline: LifecycleTimeline,
 }
 
@@ -529,6 +534,7 @@ impl LifecycleBuilder {
         if self.first_ts > self.last_ts {
             return Lifecycle {
                 regions: Vec::new(),
+                runs: HashMap::new(),
                 timeline: LifecycleTimeline::default(),
             };
         }
@@ -556,9 +562,11 @@ impl LifecycleBuilder {
             capacity: self.stretches.capacity(),
             hooked: self.hooked,
         };
+        let timeline = split.timeline(self.stretches);
         Lifecycle {
             regions: reports,
-            timeline: split.timeline(self.stretches),
+            runs: cx.windows,
+            timeline,
         }
     }
 
@@ -753,6 +761,7 @@ impl LifecycleBuilder {
             },
             state_ns,
             transitions,
+            sched: SchedShare::default(),
             active_overhead_ns: state_ns.lq + state_ns.gs,
             inactive_overhead_ns: state_ns.w,
             preempted_ns,
@@ -1486,6 +1495,7 @@ mod tests {
         let Lifecycle {
             mut regions,
             timeline,
+            ..
         } = b.finish(&off, 1.0);
         let waits: Vec<(u64, u64)> = timeline
             .worker_states
@@ -1633,7 +1643,9 @@ mod tests {
     #[test]
     fn the_timeline_shows_each_worker_in_the_states_that_are_counted() {
         let (b, off) = two_workers_one_run(1_000);
-        let Lifecycle { regions, timeline } = b.finish(&off, 1.0);
+        let Lifecycle {
+            regions, timeline, ..
+        } = b.finish(&off, 1.0);
         assert_eq!(timeline.left_out, 0);
         assert_eq!(
             timeline.region_runs,

@@ -22,6 +22,7 @@ mod in_run_speed;
 pub mod lifecycle;
 pub mod model;
 pub mod offcpu;
+pub mod sched_share;
 pub mod slices;
 mod spans;
 mod threads;
@@ -640,6 +641,13 @@ fn stream_trace(
         lifecycle.on_totals(totals.clone());
     }
     let mut lifecycle = lifecycle.finish(off_cpu, source.converter.ns_per_tick());
+    sched_share::measure(
+        &mut lifecycle.regions,
+        &lifecycle.runs,
+        &kernel.samples,
+        &kernel.sample_stacks,
+        |ns| source.ticks(ns),
+    );
     diagnoses::diagnose_regions(
         &mut lifecycle.regions,
         &opts.thresholds,

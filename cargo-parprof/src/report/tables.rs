@@ -37,6 +37,7 @@ pub fn regions(analysis: &Analysis) -> Table {
             "local / stolen / injected / inline",
             "median task",
             "UC",
+            "sched",
             "blocked",
             "LQ",
             "GS",
@@ -50,7 +51,7 @@ pub fn regions(analysis: &Analysis) -> Table {
             .regions
             .iter()
             .map(|r| {
-                let [uc, blocked, lq, gs, w] = state_percents(r);
+                let [uc, sched, blocked, lq, gs, w] = state_percents(r);
                 vec![
                     r.name.clone(),
                     r.instances.to_string(),
@@ -60,6 +61,7 @@ pub fn regions(analysis: &Analysis) -> Table {
                     task_origins(r),
                     human_duration(r.task_ns.median),
                     uc,
+                    sched,
                     blocked,
                     lq,
                     gs,
@@ -71,7 +73,10 @@ pub fn regions(analysis: &Analysis) -> Table {
             .collect(),
         note: Some(
             "UC, LQ, GS, W: share of the workers' time running tasks, looking in their own deque, \
-             searching other deques, asleep; blocked: in a task but switched out waiting (a lock, a \
+             searching other deques, asleep; sched: the part of the tasks' time spent in rayon's own \
+             code on their behalf (creating and splitting jobs, latches, waking workers, reduce \
+             plumbing), from the CPU samples taken in the tasks (± one standard deviation; ?: too few \
+             samples to tell), not counted in UC; blocked: in a task but switched out waiting (a lock, a \
              channel, I/O, a sleep), not counted in UC. preempted: switched out while runnable, in any of the \
              four states, as a share of the workers' time (a diagnosis names its own share: of the \
              states it looks at, less the profiler's trace writer)."
