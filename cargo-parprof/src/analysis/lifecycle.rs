@@ -156,6 +156,9 @@ pub struct RegionReport {
     /// The part of UC in which the workers ran the scheduler's code on the tasks' behalf,
     /// from the CPU samples (see [`super::sched_share`]; filled after the lifecycle).
     pub sched: SchedShare,
+    /// The rayon-core hooks' own time taken out of each state (see [`super::hook_time`]),
+    /// summed over the workers: the plain program does not spend it.
+    pub hook_ns: StateNs,
     /// LQ + GS + sched.
     pub active_overhead_ns: u64,
     /// W while the region runs.
@@ -762,6 +765,7 @@ impl LifecycleBuilder {
             state_ns,
             transitions,
             sched: SchedShare::default(),
+            hook_ns: StateNs::default(),
             active_overhead_ns: state_ns.lq + state_ns.gs,
             inactive_overhead_ns: state_ns.w,
             preempted_ns,

@@ -85,6 +85,8 @@ struct Region<'a> {
     /// The scheduler's part of UC, from the CPU samples taken in it (`share_of_uc` null: too
     /// few samples to tell).
     sched: &'a SchedShare,
+    /// The rayon-core hooks' own time taken out of each state.
+    hook_ns: &'a StateNs,
     /// LQ + GS + sched.
     active_overhead_ns: u64,
     inactive_overhead_ns: u64,
@@ -119,6 +121,7 @@ impl<'a> Region<'a> {
             state_ns: &r.state_ns,
             transitions: &r.transitions,
             sched: &r.sched,
+            hook_ns: &r.hook_ns,
             active_overhead_ns: r.active_overhead_ns,
             inactive_overhead_ns: r.inactive_overhead_ns,
             preempted_ns: &r.preempted_ns,
