@@ -20,7 +20,14 @@
 
 use rayon::prelude::*;
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// Runs `parallel` and times it: the input's making and the result's checks are left out.
+fn timed<T>(parallel: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let out = parallel();
+    (out, start.elapsed())
+}
 
 /// Work of `units` steps of a multiply-add chain: about 1 ns a step, the same on every run.
 #[inline(never)]
@@ -51,8 +58,7 @@ fn main() {
         .num_threads(workers)
         .build_global()
         .expect("the global pool is built once");
-    let start = Instant::now();
-    let check = match pair {
+    let (check, work) = match pair {
         "quicksort" => quicksort(size(2_000_000), fix),
         "map_reduce" => map_reduce(size(1_000_000), fix),
         "nested" => nested(size(200_000), fix),
@@ -60,18 +66,18 @@ fn main() {
         "spawn_loop" => spawn_loop(size(8_000), fix),
         other => panic!("no pair {other}"),
     };
-    println!("work_ns={}", start.elapsed().as_nanos());
+    println!("work_ns={}", work.as_nanos());
     println!("check={check}");
 }
 
 /// The elements under which the fixed quicksort recurses with plain calls.
 const CUTOFF: usize = 5_000;
 
-fn quicksort(len: usize, fix: bool) -> u64 {
+fn quicksort(len: usize, fix: bool) -> (u64, Duration) {
     let mut v = parprof_suite::pseudo_random(len);
-    sort(&mut v, if fix { CUTOFF } else { 1 });
+    let ((), work) = timed(|| sort(&mut v, if fix { CUTOFF } else { 1 }));
     assert!(v.windows(2).all(|w| w[0] <= w[1]), "sorted");
-    v.iter().step_by(997).map(|&x| u64::from(x)).sum()
+    (v.iter().step_by(997).map(|&x| u64::from(x)).sum(), work)
 }
 
 /// One partition quicksort: `rayon::join` above `cutoff` elements, plain calls below.
@@ -90,43 +96,51 @@ fn sort(v: &mut [u32], cutoff: usize) {
     }
 }
 
-fn map_reduce(items: usize, fix: bool) -> u64 {
+fn map_reduce(items: usize, fix: bool) -> (u64, Duration) {
     let per_item = |i: usize| work(i as u64, 60);
-    if fix {
-        (0..items)
-            .into_par_iter()
-            .with_min_len(256)
-            .map(per_item)
-            .reduce(|| 0, u64::wrapping_add)
-    } else {
-        (0..items)
-            .into_par_iter()
-            .with_max_len(1)
-            .map(per_item)
-            .reduce(|| 0, u64::wrapping_add)
-    }
+    timed(|| {
+        if fix {
+            (0..items)
+                .into_par_iter()
+                .with_min_len(256)
+                .map(per_item)
+                .reduce(|| 0, u64::wrapping_add)
+        } else {
+            (0..items)
+                .into_par_iter()
+                .with_max_len(1)
+                .map(per_item)
+                .reduce(|| 0, u64::wrapping_add)
+        }
+    })
 }
 
-fn nested(rows: usize, fix: bool) -> u64 {
+fn nested(rows: usize, fix: bool) -> (u64, Duration) {
     let data: Vec<Vec<u64>> = (0..rows as u64)
         .map(|r| (0..16).map(|i| r * 16 + i).collect())
         .collect();
     let cell = |x: &u64| work(*x, 8);
-    data.par_iter()
-        .map(|row| {
-            if fix {
-                row.iter().map(cell).fold(0, u64::wrapping_add)
-            } else {
-                row.par_iter().map(cell).reduce(|| 0, u64::wrapping_add)
-            }
-        })
-        .reduce(|| 0, u64::wrapping_add)
+    timed(|| {
+        data.par_iter()
+            .map(|row| {
+                if fix {
+                    row.iter().map(cell).fold(0, u64::wrapping_add)
+                } else {
+                    row.par_iter().map(cell).reduce(|| 0, u64::wrapping_add)
+                }
+            })
+            .reduce(|| 0, u64::wrapping_add)
+    })
 }
 
 /// A small task's work, in steps: about 1 ms.
 const SMALL: u64 = 1_000_000;
 
-fn imbalance(rounds: usize, fix: bool) -> u64 {
+fn imbalance(rounds: usize, fix: bool) -> (u64, Duration) {
+    timed(|| imbalanced_rounds(rounds, fix))
+}
+
+fn imbalanced_rounds(rounds: usize, fix: bool) -> u64 {
     let mut check = 0u64;
     for round in 0..rounds as u64 {
         // The big task first, where a split iterator gives it to one worker alone.
@@ -160,7 +174,11 @@ fn imbalance(rounds: usize, fix: bool) -> u64 {
 /// A piece's work, in steps: about 20 µs.
 const PIECE: u64 = 20_000;
 
-fn spawn_loop(pieces: usize, fix: bool) -> u64 {
+fn spawn_loop(pieces: usize, fix: bool) -> (u64, Duration) {
+    timed(|| spawned(pieces, fix))
+}
+
+fn spawned(pieces: usize, fix: bool) -> u64 {
     let total = std::sync::atomic::AtomicU64::new(0);
     let add = |i: usize| {
         total.fetch_add(work(i as u64, PIECE), std::sync::atomic::Ordering::Relaxed);

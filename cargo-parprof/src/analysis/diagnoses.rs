@@ -29,10 +29,13 @@
 //! so it is said once per run (see [`machine_oversubscription_once`]).
 //!
 //! The impact of a diagnosis is a prediction of the plain program's gain: the overhead it
-//! explains, spread over the workers, is what the region would lose less; the plain region is
-//! also shorter by the hooks' own time (taken out of every state, see `hook_time`), so the
-//! speedup if fixed is (elapsed − hooks ÷ workers) ÷ (elapsed − hooks ÷ workers − overhead ÷
-//! workers). `benches/predicted_gain.rs` checks it against pairs of programs, bad and fixed.
+//! explains is a share of the time the workers could run (less the hooks' own time, taken out
+//! of every state, see `hook_time`: the plain program does not spend it), and the region without
+//! it would take that share less: speedup 1 ÷ (1 − share). On a quiet machine that is
+//! elapsed ÷ (elapsed − overhead ÷ workers); beside other programs, which take a part of the
+//! CPUs that grows with the region's work, it stays the share of the work. Waiting for a CPU and
+//! blocking are time lost beside the schedule: that time ÷ workers, off the elapsed time.
+//! `benches/predicted_gain.rs` checks the prediction on pairs of programs, bad and fixed.
 
 use super::diagnosis::{Code, Diagnosis, Evidence, Impact};
 use super::lifecycle::{RegionReport, WaitSource};
@@ -64,14 +67,30 @@ struct Figures {
 }
 
 impl Figures {
+    /// The impact of a cause of the schedule (the four of method 2): its overhead's share of
+    /// the time the workers could run. The region's time follows that time (what other
+    /// programs take of the CPUs grows with it), so the plain region without the overhead
+    /// takes 1 − share of its time: speedup 1 ÷ (1 − share), time lost elapsed × share.
     fn impact(&self, overhead_ns: f64) -> Impact {
-        let lost_ns = overhead_ns / self.workers;
         let elapsed_ns = self.elapsed_s * 1e9;
         // Never more than all of it, so the speedup stays finite.
+        let share = (overhead_ns / self.runnable_ns).min(1.0 - 1e-3);
+        Impact {
+            time_lost_ns: (elapsed_ns * share).round() as u64,
+            share_of_worker_time: overhead_ns / self.worker_ns,
+            speedup_if_fixed: 1.0 / (1.0 - share),
+        }
+    }
+
+    /// The impact of what the workers lost beside the schedule (waiting for a CPU, blocked in
+    /// tasks): that time ÷ workers, off the region's elapsed time.
+    fn impact_of_lost_time(&self, lost_worker_ns: f64) -> Impact {
+        let lost_ns = lost_worker_ns / self.workers;
+        let elapsed_ns = self.elapsed_s * 1e9;
         let remaining = (elapsed_ns - lost_ns).max(elapsed_ns * 1e-3);
         Impact {
             time_lost_ns: lost_ns.round() as u64,
-            share_of_worker_time: overhead_ns / self.worker_ns,
+            share_of_worker_time: lost_worker_ns / self.worker_ns,
             speedup_if_fixed: elapsed_ns / remaining,
         }
     }
@@ -268,7 +287,7 @@ fn blocking(r: &RegionReport, t: &Thresholds, f: &Figures) -> Option<Diagnosis> 
             summary,
         },
         threshold: t.blocked,
-        impact: f.impact(blocked_ns),
+        impact: f.impact_of_lost_time(blocked_ns),
         advice:
             "Keep waits out of the tasks. A lock shared by the tasks serializes them: give each \
                  task its own accumulator and combine at the end (`fold` then `reduce`, or \
@@ -533,7 +552,7 @@ fn oversubscription(
             summary,
         },
         threshold: t.preempted,
-        impact: f.impact(preempted_ns),
+        impact: f.impact_of_lost_time(preempted_ns),
         advice,
     })
 }
@@ -1223,6 +1242,23 @@ mod tests {
         assert!((d.impact.speedup_if_fixed - 1.25).abs() < 1e-9);
         // Rates are per second of the plain workers' time: 8 M tasks in 3.6 s.
         assert!((d.evidence.value - 8_000_000.0 / 3.6).abs() < 1e-3);
+    }
+
+    /// Hand-computed: 4 workers for 1 s beside other programs that took half the CPUs (2 s of
+    /// UC switched out while runnable): 500 ms of LQ + GS is 25% of the 2 s the workers could
+    /// run, so the region takes a quarter less: 1 ÷ 0.75 = 1.33× faster if fixed, 250 ms of
+    /// its 1 s lost (not 500 ms ÷ 4 workers = 125 ms: the other programs' part of the CPUs
+    /// follows the work).
+    #[test]
+    fn beside_other_programs_the_gain_is_the_share_of_the_work() {
+        let mut r = region(MANY, 500_000_000, 0, QUIET);
+        r.preempted_ns.uc = 2_000_000_000;
+        let d = diagnose(&r, &Thresholds::default(), None).remove(0);
+        assert_eq!(d.code, Code::TooFineGranularity);
+        assert_eq!(d.evidence.overhead_share, 0.25);
+        assert_eq!(d.impact.time_lost_ns, 250_000_000);
+        assert!((d.impact.speedup_if_fixed - 4.0 / 3.0).abs() < 1e-9);
+        assert_eq!(d.impact.share_of_worker_time, 0.125);
     }
 
     #[test]
