@@ -109,6 +109,8 @@ fn write_trace(path: &std::path::Path) -> anyhow::Result<(u64, u64)> {
             name: name.into(),
             file: "bench.rs".into(),
             line: id,
+            caller: String::new(),
+            entry: None,
         }));
     }
     for tid in 1..=THREADS {

@@ -30,6 +30,8 @@ fn site(id: u32, name: &str) -> Chunk {
         name: name.into(),
         file: "src/app.rs".into(),
         line: id,
+        caller: String::new(),
+        entry: None,
     })
 }
 
@@ -684,6 +686,8 @@ fn region_chunks() -> Vec<Chunk> {
         name: "sum_rows".into(),
         file: "src/app.rs".into(),
         line: 40,
+        caller: String::new(),
+        entry: None,
     }));
     chunks.push(Chunk::Events {
         tid: MAIN,

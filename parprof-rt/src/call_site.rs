@@ -88,6 +88,8 @@ struct SiteFinder {
 impl SiteFinder {
     /// Takes the next frame outwards; true once the call site and its caller are known.
     fn see(&mut self, symbol: &str, location: Option<(String, u32)>) -> bool {
+        let symbol = without_disambiguators(symbol);
+        let symbol = closure_of_shim(&symbol).unwrap_or(&symbol);
         if is_machinery(symbol) {
             return false;
         }
@@ -136,10 +138,46 @@ fn crate_relative(file: &str) -> &str {
         .unwrap_or(file)
 }
 
+/// A symbol without the crate disambiguators of the v0 mangling (`core[c1f1a4ba060b9bfa]::ops`
+/// → `core::ops`), which the standard library's symbols carry: its crates are then known by
+/// name.
+fn without_disambiguators(symbol: &str) -> String {
+    let mut out = String::with_capacity(symbol.len());
+    let mut rest = symbol;
+    while let Some(open) = rest.find('[') {
+        let (before, from) = rest.split_at(open);
+        out.push_str(before);
+        // A disambiguator follows a crate's name; a slice type (`<[f32] as …>`) does not.
+        let after_name = before.ends_with(|c: char| c.is_alphanumeric() || c == '_');
+        let hash = (from[1..].find(']').map(|close| &from[1..1 + close])).filter(|_| after_name);
+        match hash {
+            Some(h) if !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()) => {
+                rest = &from[h.len() + 2..];
+            }
+            _ => {
+                out.push('[');
+                rest = &from[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The closure that a call shim calls: `<app::main::{{closure}} as
+/// core::ops::function::FnOnce<()>>::call_once` → `app::main::{{closure}}`. The shim is the
+/// standard library's plumbing between the closure and whoever calls it, not a function of the
+/// program: taken for the closure, it is never named as a caller (`from call_once`).
+fn closure_of_shim(symbol: &str) -> Option<&str> {
+    let (ty, rest) = symbol.strip_prefix('<')?.split_once(" as ")?;
+    (rest.starts_with("core::ops::function::Fn") && ty.contains("{{closure}}")).then_some(ty)
+}
+
 /// The crate of a path: its first segment (`None` for a type of no crate: `usize`, `[T]`).
 fn crate_of(path: &str) -> Option<&str> {
     let path = path.trim_start_matches(['<', '&', '*', '[', '(']);
     let path = path.strip_prefix("mut ").unwrap_or(path);
+    let path = path.strip_prefix("dyn ").unwrap_or(path);
     path.contains("::")
         .then(|| path.split("::").next().unwrap_or(path))
 }
@@ -278,6 +316,54 @@ mod tests {
                 line: 41,
                 caller: Some("demo_nbody_steps::main".into()),
             })
+        );
+    }
+
+    #[test]
+    fn closure_shims_and_the_standard_library_are_never_callers() {
+        let from_main = "   0: parprof_rt::call_site::from_stack
+   1: rayon_core::registry::Registry::in_worker_cold
+   2: rayon_core::thread_pool::ThreadPool::install
+   3: gain_items::main::{{closure}}
+             at ./src/bin/gain_items.rs:16:9
+   4: <gain_items::main::{{closure}} as core::ops::function::FnOnce<()>>::call_once
+             at /rustc/abc/library/core/src/ops/function.rs:250:5
+   5: gain_items::main
+             at ./src/bin/gain_items.rs:14:5
+   6: core::ops::function::FnOnce::call_once
+   7: std::rt::lang_start::{{closure}}
+   8: std::rt::lang_start_internal
+";
+        assert_eq!(
+            innermost_program_frame(from_main),
+            Some(CallSite {
+                name: "gain_items::main".into(),
+                file: "src/bin/gain_items.rs".into(),
+                line: 16,
+                caller: None,
+            })
+        );
+        assert_eq!(
+            closure_of_shim(
+                "<app::run::{{closure}} as core::ops::function::FnMut<(usize,)>>::call_mut"
+            ),
+            Some("app::run::{{closure}}")
+        );
+        assert_eq!(closure_of_shim("<app::Grid as app::Step>::step"), None);
+        // The standard library's shim of `main`, as a v0 symbol: machinery.
+        let shim = "<&dyn core[c1f1a4ba060b9bfa]::ops::function::Fn<()> + core[c1f1a4ba060b9bfa]::marker::Sync as core[c1f1a4ba060b9bfa]::ops::function::FnOnce<()>>::call_once";
+        assert!(is_machinery(&without_disambiguators(shim)));
+        assert_eq!(
+            without_disambiguators("std[0a1b]::rt::lang_start::<()>"),
+            "std::rt::lang_start::<()>"
+        );
+        assert_eq!(
+            without_disambiguators("[app::Row]::sort"),
+            "[app::Row]::sort"
+        );
+        assert_eq!(
+            without_disambiguators("<[f32] as app::Sum>::sum"),
+            "<[f32] as app::Sum>::sum"
         );
     }
 

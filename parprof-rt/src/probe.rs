@@ -3,7 +3,7 @@
 use crate::recorder;
 use crate::sampling;
 use crate::speed_reference;
-use crate::trace::{EventKind, SiteKind};
+use crate::trace::{EventKind, SiteKind, SiteRecord};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A probed source location: one static per annotated function, registered on first use so
@@ -59,7 +59,18 @@ impl Site {
             Some(type_name) => method_name(type_name(), self.name),
             None => self.name.to_owned(),
         };
-        recorder::register_site(&self.id, self.kind, name, self.file, self.line)
+        recorder::register_site(
+            &self.id,
+            SiteRecord {
+                id: 0,
+                kind: self.kind,
+                name,
+                file: self.file.to_owned(),
+                line: self.line,
+                caller: String::new(),
+                entry: None,
+            },
+        )
     }
 }
 

@@ -12,9 +12,14 @@
 //! - a join's first half, and its second half when the joining worker pops it back, run
 //!   without a job: [`Fork`] records them as inline and local tasks, and the return of the
 //!   fork to the joining code ([`Fork::resume`], [`fork_returned`]);
-//! - a thread outside every pool that enters one ([`PoolEntry::from_outside`]) with no region
-//!   current opens an *implicit region*, named after the call site found in the type of the
-//!   operation it runs;
+//! - a thread outside every pool that enters one ([`PoolEntry::from_outside`]: `join`, a
+//!   parallel iterator, `scope`, `in_place_scope`, `install`, `broadcast`) with no region
+//!   current opens an *implicit region* for the call, named after its call site (the program's
+//!   innermost frame on the stack, or the operation's type without debug information), with
+//!   its kind of entry;
+//! - a job spawned with no region current (`spawn`, `spawn_fifo`, `spawn_broadcast`: [`Spawn`])
+//!   carries the implicit region of its spawn's call site, and its run on a worker is a run of
+//!   that region, as are the further spawns it makes;
 //! - workers announce themselves when they start ([`worker_started`]), and record their failed
 //!   search rounds ([`search_round`]) and their sleeps ([`Sleep`]).
 //!
@@ -25,11 +30,11 @@ use crate::lifecycle_totals;
 use crate::recorder;
 use crate::region::{self, NOT_A_WORKER, RegionGuard};
 use crate::runtime;
-use crate::trace::{EventKind, NO_WORKER, SiteKind, TaskOrigin};
+use crate::trace::{EntryKind, EventKind, NO_WORKER, SiteKind, SiteRecord, TaskOrigin};
 use std::collections::BTreeMap;
 use std::panic::Location;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// What a job carries from the thread that created it: the region current there (high half)
 /// and the creating thread's worker identity (low half). 0 when nothing is recorded.
@@ -177,64 +182,206 @@ pub fn fork_returned() {
 pub struct PoolEntry(#[allow(dead_code)] RegionGuard);
 
 impl PoolEntry {
-    /// `operation` is `std::any::type_name` of the operation and `caller` the location the
-    /// call into rayon-core was made from: they name the call site of an implicit region
-    /// when no region is current.
+    /// An entry that records nothing (the calling thread is a worker of a pool).
+    pub const NONE: PoolEntry = PoolEntry(RegionGuard::INERT);
+
+    /// `operation` is `std::any::type_name` of the operation that `in_worker` runs and
+    /// `caller` the location the call into rayon-core was made from: they name the call site
+    /// of an implicit region when no region is current, and tell its kind of entry.
     pub fn from_outside(operation: &'static str, caller: &'static Location<'static>) -> PoolEntry {
+        PoolEntry::from_outside_as(entry_kind(operation, caller.file()), operation, caller)
+    }
+
+    /// An entry whose kind the hook point knows (`broadcast`, `in_place_scope`).
+    pub fn from_outside_as(
+        entry: EntryKind,
+        operation: &'static str,
+        caller: &'static Location<'static>,
+    ) -> PoolEntry {
         if region::recording_off() || !runtime::is_enabled() || region::current_region() != 0 {
-            return PoolEntry(RegionGuard::INERT);
+            return PoolEntry::NONE;
         }
-        PoolEntry(RegionGuard::begin(implicit_region(operation, caller)))
+        PoolEntry(RegionGuard::begin(implicit_region(
+            operation, caller, entry, false,
+        )))
     }
 }
 
+/// A job spawned to run detached (`spawn`, `spawn_fifo`, `spawn_broadcast`). Spawned with no
+/// region current, it is a run of an implicit region named after the spawn's call site: its
+/// tag carries the region, and the job's run on a worker opens and closes a run of it, so that
+/// spawned jobs in flight at once are runs of one region. Spawned by such a job (a further
+/// spawn), it is a run of the same region; spawned inside any other region, it is a task of
+/// that region, as every job made there.
+#[derive(Clone, Copy)]
+pub struct Spawn {
+    /// The region whose run the job is (0: none).
+    region: u32,
+}
+
+impl Spawn {
+    /// A job is spawned on the calling thread now: `operation` and `caller` name the call site
+    /// (see [`PoolEntry::from_outside`]).
+    #[inline]
+    pub fn here(
+        entry: EntryKind,
+        operation: &'static str,
+        caller: &'static Location<'static>,
+    ) -> Spawn {
+        if region::recording_off() {
+            return Spawn { region: 0 };
+        }
+        let current = region::current_region();
+        if current != 0 {
+            let region = if is_detached_region(current) {
+                current
+            } else {
+                0
+            };
+            return Spawn { region };
+        }
+        if !runtime::is_enabled() {
+            return Spawn { region: 0 };
+        }
+        Spawn {
+            region: implicit_region(operation, caller, entry, true),
+        }
+    }
+
+    /// While the job is made on the spawning thread: its tag carries the region.
+    pub fn tagging(&self) -> SpawnTagging {
+        if self.region == 0 || region::current_region() == self.region {
+            return SpawnTagging(None);
+        }
+        SpawnTagging(Some(region::set_region(self.region)))
+    }
+
+    /// The job runs on the calling worker: a run of the region until the guard is dropped.
+    pub fn run(&self) -> SpawnRun {
+        if self.region == 0 || region::recording_off() {
+            return SpawnRun(RegionGuard::INERT);
+        }
+        SpawnRun(RegionGuard::begin(self.region))
+    }
+}
+
+/// See [`Spawn::tagging`]: restores the spawning thread's region when dropped.
+#[must_use = "the tagging lasts until this guard is dropped"]
+pub struct SpawnTagging(Option<u32>);
+
+impl Drop for SpawnTagging {
+    fn drop(&mut self) {
+        if let Some(previous) = self.0 {
+            region::set_region(previous);
+        }
+    }
+}
+
+/// See [`Spawn::run`].
+#[must_use = "the run lasts until this guard is dropped"]
+pub struct SpawnRun(#[allow(dead_code)] RegionGuard);
+
+/// Implicit regions whose runs are spawned jobs, by id (ids past the set's size are not
+/// marked: a further spawn inside one is then a task of it, not a run).
+static DETACHED_REGIONS: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+
+fn is_detached_region(id: u32) -> bool {
+    let (word, bit) = (id as usize / 64, id % 64);
+    DETACHED_REGIONS
+        .get(word)
+        .is_some_and(|w| w.load(Ordering::Relaxed) & (1 << bit) != 0)
+}
+
+fn mark_detached_region(id: u32) {
+    let (word, bit) = (id as usize / 64, id % 64);
+    if let Some(w) = DETACHED_REGIONS.get(word) {
+        w.fetch_or(1 << bit, Ordering::Relaxed);
+    }
+}
+
+/// The kind of entry of an operation that a thread outside every pool runs in one, from its
+/// type and the location of the call: `ThreadPool::install` of a pool's `join` or `scope` is
+/// that call; a `join` called from rayon's own sources is a parallel iterator's (or slice
+/// operation's).
+fn entry_kind(operation: &str, caller_file: &str) -> EntryKind {
+    let mut paths = operation
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+        .filter(|p| p.starts_with("rayon_core::"));
+    let mut outer = paths.next().unwrap_or("");
+    if outer.ends_with("ThreadPool::install")
+        && let Some(inner) = paths.next()
+        && inner.starts_with("rayon_core::thread_pool::ThreadPool::")
+    {
+        outer = inner;
+    }
+    let function = outer
+        .trim_end_matches(':')
+        .rsplit("::")
+        .next()
+        .unwrap_or("");
+    match function {
+        _ if in_rayon_sources(caller_file) && !caller_file.contains("rayon-core-") => {
+            EntryKind::Iterator
+        }
+        "join" | "join_context" => EntryKind::Join,
+        "scope" | "scope_fifo" => EntryKind::Scope,
+        _ => EntryKind::Install,
+    }
+}
+
+/// An implicit region's call site: as [`CallSite`], with its kind of entry.
+type ImplicitSite = (String, String, u32, Option<String>, EntryKind);
+
 /// Implicit-region sites by the addresses of the operation's type name (one per monomorphised
 /// call) and of the caller's location, and by call site (function, location, calling
-/// function), so that one call site made of several operation types is one region.
+/// function, kind of entry), so that one call site made of several operation types is one
+/// region.
 #[allow(clippy::type_complexity)]
 static IMPLICIT_REGIONS: Mutex<(
-    BTreeMap<(usize, usize), u32>,
-    BTreeMap<(String, String, u32, Option<String>), u32>,
+    BTreeMap<(usize, usize, EntryKind), u32>,
+    BTreeMap<ImplicitSite, u32>,
 )> = Mutex::new((BTreeMap::new(), BTreeMap::new()));
 
+/// `detached`: the region's runs are spawned jobs ([`Spawn`]).
 #[cold]
-fn implicit_region(operation: &'static str, caller: &'static Location<'static>) -> u32 {
+fn implicit_region(
+    operation: &'static str,
+    caller: &'static Location<'static>,
+    entry: EntryKind,
+    detached: bool,
+) -> u32 {
     let mut regions = IMPLICIT_REGIONS.lock().unwrap_or_else(|e| e.into_inner());
     let (by_address, by_site) = &mut *regions;
     let key = (
         operation.as_ptr() as usize,
         caller as *const Location as usize,
+        entry,
     );
     if let Some(&id) = by_address.get(&key) {
         return id;
     }
-    let site = match call_site::from_stack() {
-        Some(CallSite {
-            name,
-            file,
-            line,
-            caller,
-        }) => (name, file, line, caller),
-        // No debug information: the operation's type names it, and rayon-core's caller
-        // locates it unless that is inside rayon (a parallel iterator's own join).
-        None if in_rayon_sources(caller.file()) => {
-            (call_site_name(operation), String::new(), 0, None)
-        }
-        None => (
-            call_site_name(operation),
-            caller.file().to_owned(),
-            caller.line(),
-            None,
-        ),
-    };
+    let site = implicit_site(operation, caller, entry);
     let id = match by_site.get(&site) {
         Some(&id) => id,
         None => {
             // One slot per implicit region for the program's lifetime: a handful of statics.
             let slot: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
-            let (name, file, line, caller) = &site;
-            let name = display_name(name, file, *line, caller.as_deref());
-            let id = recorder::register_site(slot, SiteKind::ImplicitRegion, name, file, *line);
+            let (function, file, line, calling, entry) = site.clone();
+            let id = recorder::register_site(
+                slot,
+                SiteRecord {
+                    id: 0,
+                    kind: SiteKind::ImplicitRegion,
+                    name: function,
+                    file,
+                    line,
+                    caller: calling.unwrap_or_default(),
+                    entry: Some(entry),
+                },
+            );
+            if detached {
+                mark_detached_region(id);
+            }
             by_site.insert(site, id);
             id
         }
@@ -243,17 +390,31 @@ fn implicit_region(operation: &'static str, caller: &'static Location<'static>) 
     id
 }
 
-/// `function (file:line, from caller)`: the caller only when it is not `main` (a helper
-/// called from several functions is a region per caller), named by its last segment.
-fn display_name(function: &str, file: &str, line: u32, caller: Option<&str>) -> String {
-    let caller = caller
-        .map(|c| c.rsplit("::").next().unwrap_or(c))
-        .filter(|&c| c != "main");
-    match (line, caller) {
-        (0, None) => function.to_owned(),
-        (0, Some(c)) => format!("{function} (from {c})"),
-        (_, None) => format!("{function} ({file}:{line})"),
-        (_, Some(c)) => format!("{function} ({file}:{line}, from {c})"),
+/// The call site on the calling thread's stack; without debug information, the operation's
+/// type names it, and rayon-core's caller locates it unless that is inside rayon (a parallel
+/// iterator's own join).
+fn implicit_site(
+    operation: &'static str,
+    caller: &'static Location<'static>,
+    entry: EntryKind,
+) -> ImplicitSite {
+    match call_site::from_stack() {
+        Some(CallSite {
+            name,
+            file,
+            line,
+            caller,
+        }) => (name, file, line, caller, entry),
+        None if in_rayon_sources(caller.file()) => {
+            (call_site_name(operation), String::new(), 0, None, entry)
+        }
+        None => (
+            call_site_name(operation),
+            caller.file().to_owned(),
+            caller.line(),
+            None,
+            entry,
+        ),
     }
 }
 
@@ -381,6 +542,44 @@ mod tests {
         assert_eq!(origin(worker(2, 0), worker(3, 0)), TaskOrigin::Stolen);
         assert_eq!(origin(NOT_A_WORKER, worker(1, 0)), TaskOrigin::Injected);
         assert_eq!(origin(worker(1, 1), worker(1, 0)), TaskOrigin::Injected);
+    }
+
+    #[test]
+    fn the_kind_of_entry_is_the_rayon_core_function_called() {
+        let user = "src/main.rs";
+        let join = "rayon_core::join::join_context<rayon_core::join::join<app::f::{{closure}}, app::f::{{closure}}, (), ()>::{{closure}}>::{{closure}}";
+        assert_eq!(entry_kind(join, user), EntryKind::Join);
+        let plumbing = "/r/.cargo/registry/src/index/rayon-1.12.0/src/iter/plumbing/mod.rs";
+        assert_eq!(entry_kind(join, plumbing), EntryKind::Iterator);
+        assert_eq!(
+            entry_kind(
+                "rayon_core::scope::scope<app::f::{{closure}}, ()>::{{closure}}",
+                user
+            ),
+            EntryKind::Scope
+        );
+        assert_eq!(
+            entry_kind(
+                "rayon_core::thread_pool::ThreadPool::install<app::f::{{closure}}, u64>::{{closure}}",
+                user
+            ),
+            EntryKind::Install
+        );
+        // A pool's `scope` and `join` go through its `install`.
+        assert_eq!(
+            entry_kind(
+                "rayon_core::thread_pool::ThreadPool::install<rayon_core::thread_pool::ThreadPool::scope<app::f::{{closure}}, ()>::{{closure}}, ()>::{{closure}}",
+                user
+            ),
+            EntryKind::Scope
+        );
+        assert_eq!(
+            entry_kind(
+                "rayon_core::thread_pool::ThreadPool::install<rayon_core::thread_pool::ThreadPool::join<app::f::{{closure}}, app::g::{{closure}}, (), ()>::{{closure}}, ((), ())>::{{closure}}",
+                user
+            ),
+            EntryKind::Join
+        );
     }
 
     #[test]

@@ -351,9 +351,10 @@ pub(crate) fn current_thread_record() -> ThreadRecord {
 
 static SITE_LOCK: Mutex<()> = Mutex::new(());
 
-/// Registers a site once and returns its id (never 0).
+/// Registers a site once and returns its id (never 0): gives `slot` its id and writes `site`
+/// (its `id` set then) to the trace.
 #[cold]
-pub fn register_site(slot: &AtomicU32, kind: SiteKind, name: String, file: &str, line: u32) -> u32 {
+pub fn register_site(slot: &AtomicU32, mut site: SiteRecord) -> u32 {
     if slice_child::active() {
         // A slice is one thread, whose lock may have been held by another at the fork, and
         // has no writer to tell: the id is the child's alone (the parent may give it to
@@ -368,20 +369,12 @@ pub fn register_site(slot: &AtomicU32, kind: SiteKind, name: String, file: &str,
         return existing;
     }
     let id = site_ids::take_site_id();
-    if kind == SiteKind::Probe {
+    if site.kind == SiteKind::Probe {
         site_ids::note_probe_site();
     }
     if let Some(rt) = RUNTIME.get() {
-        queue_metadata(
-            rt,
-            Chunk::Site(SiteRecord {
-                id,
-                kind,
-                name,
-                file: file.to_owned(),
-                line,
-            }),
-        );
+        site.id = id;
+        queue_metadata(rt, Chunk::Site(site));
     }
     slot.store(id, Ordering::Release);
     id

@@ -31,9 +31,10 @@ use std::io::{self, Read, Write};
 /// First eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
 /// Version of the format written by this crate.
-pub const VERSION: u32 = 9;
-/// The oldest version readers accept: versions 7 and 8 differ only by fields at the end of
-/// [`LifecycleTotals`] (two and one), read as 0 when absent.
+pub const VERSION: u32 = 10;
+/// The oldest version readers accept: versions 7 to 9 differ only by fields at the end of
+/// [`LifecycleTotals`] (two and one) and of [`SiteRecord`] (the caller and the entry kind,
+/// since version 10), read as absent.
 pub const OLDEST_READABLE: u32 = 7;
 /// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
 pub const MAX_CHUNK_LEN: u32 = 64 << 20;
@@ -372,8 +373,42 @@ pub enum SiteKind {
     /// A region named by `parallel_region!`.
     Region = 2,
     /// A call site that entered a rayon pool from outside with no region current (rayon-core
-    /// hooks); named after the function that made the call, with no file or line.
+    /// hooks): its name is the function that made the call, with the file and line of the
+    /// call, the calling function and the kind of entry in the record.
     ImplicitRegion = 3,
+}
+
+/// How a call site entered a rayon pool from outside it (an implicit region's kind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum EntryKind {
+    /// `join` / `join_context` (and `ThreadPool::join`).
+    Join = 1,
+    /// rayon's parallel iterators and slice operations (`par_iter`, `par_sort`, …): rayon
+    /// itself enters the pool.
+    Iterator = 2,
+    /// `scope`, `scope_fifo`, `in_place_scope`, `in_place_scope_fifo`.
+    Scope = 3,
+    /// `spawn` / `spawn_fifo`: each spawned job is a run of the region.
+    Spawn = 4,
+    /// `ThreadPool::install`.
+    Install = 5,
+    /// `broadcast` / `spawn_broadcast`.
+    Broadcast = 6,
+}
+
+impl EntryKind {
+    pub fn from_u8(v: u8) -> Option<EntryKind> {
+        Some(match v {
+            1 => EntryKind::Join,
+            2 => EntryKind::Iterator,
+            3 => EntryKind::Scope,
+            4 => EntryKind::Spawn,
+            5 => EntryKind::Install,
+            6 => EntryKind::Broadcast,
+            _ => return None,
+        })
+    }
 }
 
 impl SiteKind {
@@ -387,9 +422,14 @@ impl SiteKind {
 pub struct SiteRecord {
     pub id: u32,
     pub kind: SiteKind,
+    /// A probe's or named region's name; an implicit region's function.
     pub name: String,
     pub file: String,
     pub line: u32,
+    /// An implicit region's calling function, the nearest one of the program's (empty: none).
+    pub caller: String,
+    /// An implicit region's kind of entry (`None` for probes and named regions).
+    pub entry: Option<EntryKind>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -698,6 +738,8 @@ impl ChunkEncoder {
                 o.extend_from_slice(&s.line.to_le_bytes());
                 put_str(o, &s.name);
                 put_str(o, &s.file);
+                put_str(o, &s.caller);
+                o.push(s.entry.map_or(0, |e| e as u8));
             }),
             Chunk::Thread(t) => self.framed(ChunkKind::Thread, |o| {
                 o.extend_from_slice(&t.tid.to_le_bytes());
@@ -1147,12 +1189,22 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
                 _ => return Err("unknown site kind"),
             };
             let line = c.u32()?;
+            let name = c.str()?;
+            let file = c.str()?;
+            // Absent before version 10.
+            let (caller, entry) = if c.b.is_empty() {
+                (String::new(), None)
+            } else {
+                (c.str()?, EntryKind::from_u8(c.u8()?))
+            };
             Chunk::Site(SiteRecord {
                 id,
                 kind,
                 line,
-                name: c.str()?,
-                file: c.str()?,
+                name,
+                file,
+                caller,
+                entry,
             })
         }
         ChunkKind::Thread => Chunk::Thread(ThreadRecord {

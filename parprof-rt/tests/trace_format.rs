@@ -59,6 +59,8 @@ fn arb_chunk() -> impl Strategy<Value = Chunk> {
                     name,
                     file,
                     line,
+                    caller: String::new(),
+                    entry: None,
                 })
             }
         ),
@@ -197,6 +199,8 @@ fn round_trip_of_a_complete_trace() {
             name: "r".into(),
             file: "f.rs".into(),
             line: 3,
+            caller: String::new(),
+            entry: None,
         }),
         Chunk::Events {
             tid: 9,

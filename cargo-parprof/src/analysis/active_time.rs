@@ -774,8 +774,19 @@ impl Totals<'_> {
     }
 
     fn begin_context(&mut self, thread: &mut ThreadState<'_>, frame: PathFrame, for_task: bool) {
-        let path = self.call_paths.child(thread.innermost_path(), frame);
-        if let (PathFrame::Region(site), false) = (frame, for_task) {
+        let innermost = thread.innermost_path();
+        // A spawned job's run of its region begins inside its own task of that region: the
+        // same place in the call paths, not an entry into the region from a caller.
+        let own_run = matches!(
+            (frame, thread.contexts.last().map(|c| c.frame)),
+            (PathFrame::Region(r), Some(PathFrame::Task(t))) if r == t && !for_task
+        ) && thread.innermost_context().is_some();
+        let path = if own_run {
+            innermost
+        } else {
+            self.call_paths.child(innermost, frame)
+        };
+        if let (PathFrame::Region(site), false, false) = (frame, for_task, own_run) {
             *self.region_begins.entry((site, path)).or_default() += 1;
         }
         thread.contexts.push(OpenContext {

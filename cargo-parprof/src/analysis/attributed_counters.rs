@@ -1327,6 +1327,8 @@ mod tests {
                         name: name.into(),
                         file: String::new(),
                         line: 0,
+                        caller: String::new(),
+                        entry: None,
                     },
                 )
             })

@@ -85,7 +85,9 @@ fn heaviest_task_wait(stacks: &OffCpuStacks) -> Option<(String, u64, bool)> {
         .map(|(frame, (ns, lock))| (display_name(frame), ns, lock))
 }
 
-fn is_program_frame(frame: &str) -> bool {
+/// Whether a frame (a function's name) is the program's own: not the standard library's,
+/// rayon's, a lock's or the profiler's.
+pub(crate) fn is_program_frame(frame: &str) -> bool {
     !MACHINERY.iter().any(|m| frame.starts_with(m))
 }
 

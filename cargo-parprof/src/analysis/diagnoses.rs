@@ -708,6 +708,8 @@ mod tests {
             site: 1,
             name: "r".into(),
             implicit: false,
+            call_site: None,
+            kind: None,
             instances: 10,
             elapsed_ns: 1_000_000_000,
             workers: 4,

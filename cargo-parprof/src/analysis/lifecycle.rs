@@ -48,6 +48,7 @@ mod program_totals;
 mod state;
 mod state_spans;
 
+use super::call_site::{self, CallSite, RegionKind};
 use super::diagnosis::Diagnosis;
 use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
@@ -131,6 +132,11 @@ pub struct RegionReport {
     /// An implicit region: a call site that entered a pool from outside with no named region
     /// current (rayon-core hooks), named after the calling function.
     pub implicit: bool,
+    /// Where an implicit region entered its pool (`None` for a named region, or an implicit
+    /// one of a trace that did not record it).
+    pub call_site: Option<CallSite>,
+    /// How the region's work entered the pool (`None` when the trace does not say).
+    pub kind: Option<RegionKind>,
     /// Runs of the region (begin/end pairs).
     pub instances: u64,
     /// Wall-clock time during which at least one run was in progress.
@@ -209,7 +215,8 @@ pub struct LifecycleBuilder {
     /// The longest UC intervals and gaps of every thread, for the timeline.
     stretches: Longest<KeptStretch>,
     records: HashMap<u32, ThreadRecord>,
-    names: HashMap<u32, String>,
+    /// Region sites by id.
+    sites: HashMap<u32, SiteRecord>,
     regions: IdMap<u32, RegionAcc>,
     /// Region → the region whose code entered it (first seen).
     parents: IdMap<u32, u32>,
@@ -217,7 +224,6 @@ pub struct LifecycleBuilder {
     last_ts: u64,
     /// The trace has search and sleep events of rayon-core hooks.
     hooked: bool,
-    implicit: HashSet<u32>,
     /// The runtime's trace-writer threads: the profiler's own CPU use.
     profiler_threads: Vec<u32>,
     /// The program's own counts, by (thread, region): the last snapshot of each.
@@ -241,8 +247,12 @@ pub struct Lifecycle {
     /// Longest first.
     pub regions: Vec<RegionReport>,
     /// Each region's runs in ticks, sorted and disjoint, by site.
-    pub runs: HashMap<u32, Vec<(u64, u64)>>,
+    pub region_runs: HashMap<u32, Vec<(u64, u64)>>,
     pub timeline: LifecycleTimeline,
+    /// The rayon workers' threads.
+    pub workers: Vec<u32>,
+    /// The union of every region's runs, on the trace's tick time line: sorted, disjoint.
+    pub runs: Vec<(u64, u64)>,
 }
 
 impl LifecycleBuilder {
@@ -253,13 +263,12 @@ impl LifecycleBuilder {
             threads: IdMap::default(),
             stretches: Longest::new(max_timeline_spans),
             records: HashMap::new(),
-            names: HashMap::new(),
+            sites: HashMap::new(),
             regions: IdMap::default(),
             parents: IdMap::default(),
             first_ts: u64::MAX,
             last_ts: 0,
             hooked: false,
-            implicit: HashSet::new(),
             profiler_threads: Vec::new(),
             program_totals: HashMap::new(),
             gap_spans: IdMap::default(),
@@ -275,10 +284,9 @@ impl LifecycleBuilder {
 
     /// A site record: region sites give their region its name.
     pub fn on_site(&mut self, site: &SiteRecord) {
-        if site.kind == SiteKind::ImplicitRegion {
-            self.implicit.insert(site.id);
+        if site.kind.is_region() {
+            self.sites.insert(site.id, site.clone());
         }
-        self.names.insert(site.id, site.name.clone());
     }
 
     /// A thread record: which threads are rayon workers, of which pool.
@@ -537,8 +545,10 @@ impl LifecycleBuilder {
         if self.first_ts > self.last_ts {
             return Lifecycle {
                 regions: Vec::new(),
-                runs: HashMap::new(),
+                region_runs: HashMap::new(),
                 timeline: LifecycleTimeline::default(),
+                workers: Vec::new(),
+                runs: Vec::new(),
             };
         }
         self.close_open_runs();
@@ -565,11 +575,14 @@ impl LifecycleBuilder {
             capacity: self.stretches.capacity(),
             hooked: self.hooked,
         };
+        let runs = merge(cx.windows.values().flatten().copied().collect());
         let timeline = split.timeline(self.stretches);
         Lifecycle {
             regions: reports,
-            runs: cx.windows,
             timeline,
+            workers: cx.workers,
+            runs,
+            region_runs: cx.windows,
         }
     }
 
@@ -742,14 +755,13 @@ impl LifecycleBuilder {
         }
         let d = &racc.durations;
         let runs = &cx.windows[&region];
+        let site = self.sites.get(&region);
         RegionReport {
             site: region,
-            name: self
-                .names
-                .get(&region)
-                .cloned()
-                .unwrap_or_else(|| format!("region #{region}")),
-            implicit: self.implicit.contains(&region),
+            name: site.map_or_else(|| format!("region #{region}"), call_site::display_name),
+            implicit: site.is_some_and(|s| s.kind == SiteKind::ImplicitRegion),
+            call_site: site.and_then(call_site::call_site),
+            kind: site.and_then(call_site::region_kind),
             instances: racc.windows.len() as u64,
             elapsed_ns: ns(runs.iter().map(|(a, b)| b - a).sum()),
             workers: per_worker.len(),
@@ -1289,6 +1301,8 @@ mod tests {
             name: "r".into(),
             file: "f.rs".into(),
             line: 1,
+            caller: String::new(),
+            entry: None,
         });
         for i in 0..n {
             b.on_thread(&ThreadRecord {
@@ -1387,6 +1401,34 @@ mod tests {
         // Worker 1 never runs a task and sleeps most of the run.
         let off = offcpu(&[(0, 320, 380, false), (1, 50, 950, false)]);
         (b, off)
+    }
+
+    /// Spawned jobs of one region, each a run on the worker that runs it (its task, then the
+    /// run inside it): worker 0 runs 0–400 and 500–600, worker 1 runs 200–700, overlapping.
+    #[test]
+    fn spawned_jobs_in_flight_at_once_are_runs_of_one_region() {
+        let mut b = builder(2);
+        let spawned = |from: u64, to: u64| {
+            [
+                ev(from, EventKind::TaskBegin, NO_WORKER, TaskOrigin::Injected),
+                region(from, EventKind::RegionBegin),
+                region(to, EventKind::RegionEnd),
+                end(to),
+            ]
+        };
+        let mut w0 = spawned(0, 400).to_vec();
+        w0.extend(spawned(500, 600));
+        feed(&mut b, 0, &w0);
+        feed(&mut b, 1, &spawned(200, 700));
+        let r = finish(b, &offcpu(&[(0, 400, 500, false)]));
+        assert_eq!(r.instances, 3);
+        // The union of the runs, 0–700, not their sum (800).
+        assert_eq!(r.elapsed_ns, 700);
+        assert_eq!(r.tasks.injected, 3);
+        assert_eq!(r.state_ns.uc, 400 + 100 + 500);
+        // Worker 0's gap between its runs is the region's idle time; worker 1's time before
+        // its run too.
+        assert_eq!(total(&r.state_ns), 2 * 700);
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod attributed_counters;
 pub mod attribution;
 pub mod bench_phases;
 mod blocked_where;
+pub mod call_site;
 mod clock;
 mod cpu_stacks;
 pub mod diagnoses;
@@ -23,6 +24,7 @@ mod in_run_speed;
 pub mod lifecycle;
 pub mod model;
 pub mod offcpu;
+mod outside_regions;
 pub mod sched_share;
 pub mod slices;
 mod spans;
@@ -264,6 +266,7 @@ pub fn analyse_with_counters(
         lost_events,
     ));
     notes.extend(lifecycle_notes(&regions, &opts.thresholds));
+    notes.extend(cx.outside_regions_note(&streamed.lifecycle.workers, &streamed.lifecycle.runs));
     let counters_analysis =
         cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites, &mut notes);
     let utilization = cx.utilization(&mut notes);
@@ -654,7 +657,7 @@ fn stream_trace(
     }
     sched_share::measure(
         &mut lifecycle.regions,
-        &lifecycle.runs,
+        &lifecycle.region_runs,
         &kernel.samples,
         &kernel.sample_stacks,
         |ns| source.ticks(ns),
@@ -801,6 +804,38 @@ impl Context<'_> {
             },
             notes,
         )
+    }
+}
+
+impl Context<'_> {
+    /// The note on the program's code that rayon workers ran while no region was open, if any.
+    fn outside_regions_note(&self, workers: &[u32], runs: &[(u64, u64)]) -> Option<String> {
+        let samples =
+            self.kernel
+                .samples
+                .iter()
+                .enumerate()
+                .map(|(i, s)| outside_regions::WorkerSample {
+                    tid: s.tid,
+                    tick: self.source.ticks(s.time_ns),
+                    stack: self.kernel.sample_stacks.get(i),
+                });
+        let found = outside_regions::program_time_outside_regions(
+            samples,
+            &workers.iter().copied().collect(),
+            runs,
+            self.kernel.sample_period_ns,
+        )?;
+        Some(format!(
+            "Rayon workers ran the program's code for about {} ({} cpu-clock samples on {} \
+             worker{}) while no parallel region was open: that work is in no region's figures \
+             or diagnoses (a rayon-core that could not be hooked, or jobs of a region that \
+             outlived it).",
+            crate::units::human_duration(found.busy_ns),
+            found.samples,
+            found.workers,
+            if found.workers == 1 { "" } else { "s" },
+        ))
     }
 }
 
@@ -1067,7 +1102,7 @@ pub const TASK_FRAME_NAME: &str = "[rayon task]";
 fn site_name(sites: &HashMap<u32, SiteRecord>, site: u32) -> String {
     sites
         .get(&site)
-        .map_or_else(|| format!("site #{site}"), |s| s.name.clone())
+        .map_or_else(|| format!("site #{site}"), call_site::display_name)
 }
 
 fn probe_summaries(

@@ -121,6 +121,119 @@ const HOOK_POINTS: &[HookPoint] = &[
         "src/thread_pool/mod.rs",
         "    pub fn install<OP, R>(&self, op: OP) -> R\n",
     ),
+    // A pool's `broadcast` and an `in_place_scope` from outside every pool: entries whose kind
+    // the hook point knows, made on the calling thread.
+    HookPoint {
+        file: "src/broadcast/mod.rs",
+        anchor: "    let n_threads = registry.num_threads();\n    let current_thread = WorkerThread::current().as_ref();\n",
+        replacement: "    let n_threads = registry.num_threads();\n    let current_thread = WorkerThread::current().as_ref();\n    let _parprof_entry = if current_thread.is_none() {\n        ::parprof_rt::rayon_hooks::PoolEntry::from_outside_as(::parprof_rt::trace::EntryKind::Broadcast, ::std::any::type_name::<OP>(), ::std::panic::Location::caller())\n    } else {\n        ::parprof_rt::rayon_hooks::PoolEntry::NONE\n    };\n",
+    },
+    HookPoint {
+        file: "src/scope/mod.rs",
+        anchor: "    let (thread, registry) = get_in_place_thread_registry(registry);\n    let scope = Scope::<'scope>::new(thread, registry);\n",
+        replacement: "    let (thread, registry) = get_in_place_thread_registry(registry);\n    let _parprof_entry = if thread.is_none() {\n        ::parprof_rt::rayon_hooks::PoolEntry::from_outside_as(::parprof_rt::trace::EntryKind::Scope, ::std::any::type_name::<OP>(), ::std::panic::Location::caller())\n    } else {\n        ::parprof_rt::rayon_hooks::PoolEntry::NONE\n    };\n    let scope = Scope::<'scope>::new(thread, registry);\n",
+    },
+    HookPoint {
+        file: "src/scope/mod.rs",
+        anchor: "    let (thread, registry) = get_in_place_thread_registry(registry);\n    let scope = ScopeFifo::<'scope>::new(thread, registry);\n",
+        replacement: "    let (thread, registry) = get_in_place_thread_registry(registry);\n    let _parprof_entry = if thread.is_none() {\n        ::parprof_rt::rayon_hooks::PoolEntry::from_outside_as(::parprof_rt::trace::EntryKind::Scope, ::std::any::type_name::<OP>(), ::std::panic::Location::caller())\n    } else {\n        ::parprof_rt::rayon_hooks::PoolEntry::NONE\n    };\n    let scope = ScopeFifo::<'scope>::new(thread, registry);\n",
+    },
+    // A spawned job (`spawn`, `spawn_fifo`) carries the region of its spawn, and its run on a
+    // worker is a run of it: spawned from outside every region, the spawn's call site is an
+    // implicit region, whose runs the spawned jobs are.
+    HookPoint {
+        file: "src/spawn/mod.rs",
+        anchor: "    registry.increment_terminate_count();\n\n    HeapJob::new({\n        let registry = Arc::clone(registry);\n        move || {\n            registry.catch_unwind(func);\n",
+        replacement: "    registry.increment_terminate_count();\n\n    let parprof_spawn = ::parprof_rt::rayon_hooks::Spawn::here(::parprof_rt::trace::EntryKind::Spawn, ::std::any::type_name::<F>(), ::std::panic::Location::caller());\n    let _parprof_tagging = parprof_spawn.tagging();\n    HeapJob::new({\n        let registry = Arc::clone(registry);\n        move || {\n            let parprof_run = parprof_spawn.run();\n            registry.catch_unwind(func);\n            drop(parprof_run);\n",
+    },
+    // …and so is each job of a `spawn_broadcast`.
+    HookPoint {
+        file: "src/broadcast/mod.rs",
+        anchor: "    let job = ArcJob::new({\n        let registry = Arc::clone(registry);\n        move || {\n            registry.catch_unwind(|| BroadcastContext::with(&op));\n",
+        replacement: "    let parprof_spawn = ::parprof_rt::rayon_hooks::Spawn::here(::parprof_rt::trace::EntryKind::Broadcast, ::std::any::type_name::<OP>(), ::std::panic::Location::caller());\n    let _parprof_tagging = parprof_spawn.tagging();\n    let job = ArcJob::new({\n        let registry = Arc::clone(registry);\n        move || {\n            let parprof_run = parprof_spawn.run();\n            registry.catch_unwind(|| BroadcastContext::with(&op));\n            drop(parprof_run);\n",
+    },
+    track_caller("src/spawn/mod.rs", "pub fn spawn<F>(func: F)\n"),
+    track_caller("src/spawn/mod.rs", "pub fn spawn_fifo<F>(func: F)\n"),
+    track_caller(
+        "src/spawn/mod.rs",
+        "pub(super) unsafe fn spawn_in<F>(func: F, registry: &Arc<Registry>)\n",
+    ),
+    track_caller(
+        "src/spawn/mod.rs",
+        "pub(super) unsafe fn spawn_fifo_in<F>(func: F, registry: &Arc<Registry>)\n",
+    ),
+    track_caller(
+        "src/spawn/mod.rs",
+        "unsafe fn spawn_job<F>(func: F, registry: &Arc<Registry>) -> JobRef\n",
+    ),
+    track_caller(
+        "src/broadcast/mod.rs",
+        "pub fn broadcast<OP, R>(op: OP) -> Vec<R>\n",
+    ),
+    track_caller(
+        "src/broadcast/mod.rs",
+        "pub fn spawn_broadcast<OP>(op: OP)\n",
+    ),
+    track_caller(
+        "src/broadcast/mod.rs",
+        "pub(super) unsafe fn broadcast_in<OP, R>(op: OP, registry: &Arc<Registry>) -> Vec<R>\n",
+    ),
+    track_caller(
+        "src/broadcast/mod.rs",
+        "pub(super) unsafe fn spawn_broadcast_in<OP>(op: OP, registry: &Arc<Registry>)\n",
+    ),
+    track_caller(
+        "src/scope/mod.rs",
+        "pub fn in_place_scope<'scope, OP, R>(op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/scope/mod.rs",
+        "pub fn in_place_scope_fifo<'scope, OP, R>(op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/scope/mod.rs",
+        "pub(crate) fn do_in_place_scope<'scope, OP, R>(registry: Option<&Arc<Registry>>, op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/scope/mod.rs",
+        "pub(crate) fn do_in_place_scope_fifo<'scope, OP, R>(registry: Option<&Arc<Registry>>, op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/thread_pool/mod.rs",
+        "    pub fn join<A, B, RA, RB>(&self, oper_a: A, oper_b: B) -> (RA, RB)\n",
+    ),
+    track_caller(
+        "src/thread_pool/mod.rs",
+        "    pub fn scope<'scope, OP, R>(&self, op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/thread_pool/mod.rs",
+        "    pub fn scope_fifo<'scope, OP, R>(&self, op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/thread_pool/mod.rs",
+        "    pub fn spawn<OP>(&self, op: OP)\n",
+    ),
+    track_caller(
+        "src/thread_pool/mod.rs",
+        "    pub fn spawn_fifo<OP>(&self, op: OP)\n",
+    ),
+    track_caller(
+        "src/thread_pool/mod.rs",
+        "    pub fn spawn_broadcast<OP>(&self, op: OP)\n",
+    ),
+    track_caller(
+        "src/thread_pool/mod.rs",
+        "    pub fn broadcast<OP, R>(&self, op: OP) -> Vec<R>\n",
+    ),
+    track_caller(
+        "src/thread_pool/mod.rs",
+        "    pub fn in_place_scope<'scope, OP, R>(&self, op: OP) -> R\n",
+    ),
+    track_caller(
+        "src/thread_pool/mod.rs",
+        "    pub fn in_place_scope_fifo<'scope, OP, R>(&self, op: OP) -> R\n",
+    ),
     // A worker of another pool waited for its operation here.
     HookPoint {
         file: "src/registry.rs",

@@ -4,11 +4,14 @@
 //! from run)`), so that two loops of one function are two regions. A pull request that only
 //! moves lines (a comment or an import above the loop) would then make every such region
 //! "vanish" in BASE and "appear" in HEAD: never compared, its regression never seen. So a BASE
-//! region is matched to the HEAD region of the same name once the line is left out; where one
-//! function holds several of them, they are matched in the order of their lines, and only when
-//! both sides have as many (a loop added or removed leaves them to their exact names).
+//! region is matched to the HEAD region of the same call site once the line is left out — the
+//! same function, file, caller and kind of entry, as `report.json`'s `call_site` and `kind`
+//! give them; where one function holds several of them, they are matched in the order of their
+//! lines, and only when both sides have as many (a loop added or removed leaves them to their
+//! exact names).
 
 use super::side::Run;
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// BASE region name → HEAD region name, for the regions whose line moved.
@@ -31,17 +34,18 @@ pub(super) fn base_to_head(base: &[Run], head: &[Run]) -> HashMap<String, String
     renamed
 }
 
-/// The region names of `runs` that carry a line, by their name without it, in line order.
-fn by_site_without_line(runs: &[Run]) -> BTreeMap<String, BTreeSet<(u32, String)>> {
-    let mut sites: BTreeMap<String, BTreeSet<(u32, String)>> = BTreeMap::new();
+/// A call site without its line: function, file, caller, kind of entry.
+type SiteWithoutLine = (String, String, String, String);
+
+/// The names of the regions of `runs` that carry a call site with a line, by their call site
+/// without it, in line order.
+fn by_site_without_line(runs: &[Run]) -> BTreeMap<SiteWithoutLine, BTreeSet<(u32, String)>> {
+    let mut sites: BTreeMap<SiteWithoutLine, BTreeSet<(u32, String)>> = BTreeMap::new();
     for region in runs
         .iter()
         .flat_map(|r| r.report["regions"].as_array().into_iter().flatten())
     {
-        let Some(name) = region["name"].as_str() else {
-            continue;
-        };
-        if let Some((site, line)) = without_line(name) {
+        if let (Some(name), Some((site, line))) = (region["name"].as_str(), site_of(region)) {
             sites
                 .entry(site)
                 .or_default()
@@ -51,16 +55,19 @@ fn by_site_without_line(runs: &[Run]) -> BTreeMap<String, BTreeSet<(u32, String)
     sites
 }
 
-/// `f (src/lib.rs:27, from g)` → (`f (src/lib.rs, from g)`, 27); `None` for a name without a
-/// `(file:line…)` location at its end (a `parallel_region!` name, a region named by type).
-fn without_line(name: &str) -> Option<(String, u32)> {
-    let open = name.rfind(" (")? + 2;
-    let inside = name[open..].strip_suffix(')')?;
-    let location = inside.split(", from ").next()?;
-    let (file, line) = location.rsplit_once(':')?;
-    let line: u32 = line.parse().ok()?;
-    let rest = &inside[location.len()..];
-    Some((format!("{}{file}{rest})", &name[..open]), line))
+/// A region's call site without its line, and the line; `None` for a region without a call
+/// site (a `parallel_region!`) or without a line (no debug information).
+fn site_of(region: &Value) -> Option<(SiteWithoutLine, u32)> {
+    let call_site = &region["call_site"];
+    let line = u32::try_from(call_site["line"].as_u64()?).ok()?;
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let site = (
+        text(&call_site["function"]),
+        text(&call_site["file"]),
+        text(&call_site["caller"]),
+        text(&region["kind"]),
+    );
+    (line != 0).then_some((site, line))
 }
 
 #[cfg(test)]
@@ -69,8 +76,24 @@ mod tests {
     use serde_json::json;
     use std::path::PathBuf;
 
-    fn run(regions: &[&str]) -> Run {
-        let regions: Vec<_> = regions.iter().map(|n| json!({ "name": n })).collect();
+    /// A region as report.json writes it: `function` at `line` of src/lib.rs, called from
+    /// `caller`, its name built as the views build it.
+    fn region(function: &str, line: u32, caller: Option<&str>) -> Value {
+        let name = match caller {
+            Some(c) => format!(
+                "{function} (src/lib.rs:{line}, from {})",
+                c.rsplit("::").next().unwrap_or(c)
+            ),
+            None => format!("{function} (src/lib.rs:{line})"),
+        };
+        json!({
+            "name": name,
+            "kind": "iterator",
+            "call_site": { "function": function, "file": "src/lib.rs", "line": line, "caller": caller },
+        })
+    }
+
+    fn run(regions: Vec<Value>) -> Run {
         Run {
             dir: PathBuf::new(),
             report: json!({ "regions": regions }),
@@ -78,35 +101,52 @@ mod tests {
     }
 
     #[test]
-    fn a_line_is_left_out_of_the_site() {
+    fn a_named_region_or_one_without_a_line_has_no_site_to_move() {
         assert_eq!(
-            without_line("app::sort (src/lib.rs:27, from run)"),
-            Some(("app::sort (src/lib.rs, from run)".to_owned(), 27))
+            site_of(&json!({ "name": "tuned", "call_site": null })),
+            None
         );
+        let no_line = json!({
+            "name": "rayon::slice::mergesort::par_mergesort",
+            "call_site": { "function": "rayon::slice::mergesort::par_mergesort", "file": "", "line": 0, "caller": null },
+        });
+        assert_eq!(site_of(&no_line), None);
+    }
+
+    #[test]
+    fn two_regions_in_one_function_one_line_moved() {
+        let base = [run(vec![
+            region("app::step", 40, None),
+            region("app::step", 52, None),
+        ])];
+        let head = [run(vec![
+            region("app::step", 40, None),
+            region("app::step", 53, None),
+        ])];
+        let renamed = base_to_head(&base, &head);
+        assert_eq!(renamed.len(), 1, "{renamed:?}");
         assert_eq!(
-            without_line("app::sort (src/lib.rs:27)"),
-            Some(("app::sort (src/lib.rs)".to_owned(), 27))
+            renamed["app::step (src/lib.rs:52)"],
+            "app::step (src/lib.rs:53)"
         );
-        assert_eq!(without_line("tuned"), None);
-        assert_eq!(without_line("app::sort (from run)"), None);
     }
 
     #[test]
     fn regions_whose_lines_moved_are_matched_in_line_order() {
-        let base = [run(&[
-            "app::sort (src/lib.rs:27, from run)",
-            "app::step (src/lib.rs:40)",
-            "app::step (src/lib.rs:52)",
-            "app::hist (src/lib.rs:60)",
-            "tuned",
+        let base = [run(vec![
+            region("app::sort", 27, Some("app::run")),
+            region("app::step", 40, None),
+            region("app::step", 52, None),
+            region("app::hist", 60, None),
+            json!({ "name": "tuned", "kind": "named", "call_site": null }),
         ])];
-        let head = [run(&[
-            "app::sort (src/lib.rs:28, from run)",
-            "app::step (src/lib.rs:41)",
-            "app::step (src/lib.rs:53)",
-            "app::hist (src/lib.rs:61)",
-            "app::hist (src/lib.rs:70)",
-            "tuned",
+        let head = [run(vec![
+            region("app::sort", 28, Some("app::run")),
+            region("app::step", 41, None),
+            region("app::step", 53, None),
+            region("app::hist", 61, None),
+            region("app::hist", 70, None),
+            json!({ "name": "tuned", "kind": "named", "call_site": null }),
         ])];
         let renamed = base_to_head(&base, &head);
         let mut pairs: Vec<_> = renamed.iter().collect();
@@ -129,5 +169,8 @@ mod tests {
             ],
             "a loop added to `hist` leaves its regions to their exact names"
         );
+        // The same function entered from another caller is another call site.
+        let other_caller = [run(vec![region("app::sort", 28, Some("app::main2"))])];
+        assert!(base_to_head(&base, &other_caller).is_empty());
     }
 }

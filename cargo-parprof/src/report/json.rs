@@ -4,6 +4,7 @@
 //! in `timeline.json`, sample stacks in `cpu.folded`): only their counts are given here.
 
 use crate::analysis::attributed_counters::CountersAnalysis;
+use crate::analysis::call_site::{CallSite, RegionKind};
 use crate::analysis::diagnosis::Diagnosis;
 use crate::analysis::lifecycle::{
     RegionReport, SearchRounds, StateNs, TaskNs, Transitions, WaitSource, WorkerLifecycle,
@@ -62,6 +63,8 @@ struct Region<'a> {
     name: &'a str,
     /// Named by `parallel_region!` (false) or a call site entering the pool (true).
     implicit: bool,
+    call_site: Option<&'a CallSite>,
+    kind: Option<RegionKind>,
     site: u32,
     instances: u64,
     elapsed_ns: u64,
@@ -105,6 +108,8 @@ impl<'a> Region<'a> {
         Region {
             name: &r.name,
             implicit: r.implicit,
+            call_site: r.call_site.as_ref(),
+            kind: r.kind,
             site: r.site,
             instances: r.instances,
             elapsed_ns: r.elapsed_ns,

@@ -30,6 +30,7 @@ pub fn regions(analysis: &Analysis) -> Table {
         title: "Parallel regions".into(),
         header: [
             "region",
+            "entry",
             "runs",
             "elapsed",
             "workers",
@@ -54,6 +55,7 @@ pub fn regions(analysis: &Analysis) -> Table {
                 let [uc, sched, blocked, lq, gs, w] = state_percents(r);
                 vec![
                     r.name.clone(),
+                    r.kind.map_or("—", |k| k.label()).to_owned(),
                     r.instances.to_string(),
                     human_duration(r.elapsed_ns),
                     r.workers.to_string(),
@@ -72,7 +74,9 @@ pub fn regions(analysis: &Analysis) -> Table {
             })
             .collect(),
         note: Some(
-            "UC, LQ, GS, W: share of the workers' time running tasks, looking in their own deque, \
+            "entry: how the region's work entered the pool (named: `parallel_region!`; join, \
+             iterator, scope, spawn, install, broadcast: that rayon call from outside the pool, where \
+             the region is named). UC, LQ, GS, W: share of the workers' time running tasks, looking in their own deque, \
              searching other deques, asleep; sched: the part of the tasks' time spent in rayon's own \
              code on their behalf (creating and splitting jobs, latches, waking workers, reduce \
              plumbing), from the CPU samples taken in the tasks (± one standard deviation; ?: too few \
