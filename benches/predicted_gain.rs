@@ -6,6 +6,7 @@
 //! times): its predicted gain is the `speedup_if_fixed` of the region's first diagnosis of the
 //! schedule (oversubscription, the machine's, aside), 1.0 when there is none.
 //!
+//! The fixed `map_reduce` takes the `with_min_len(n)` the recordings advised (the median n).
 //! Printed per pair: the predicted gain (median, range), the real gain (median of the plain
 //! bad ÷ plain fix work times of each round, range), and predicted ÷ real against the goal of
 //! 0.85–1.18. `PREDICTED_GAIN_WORKERS` sets the pool size (default 2);
@@ -44,29 +45,45 @@ fn main() -> anyhow::Result<()> {
         .iter()
         .filter(|p| chosen.is_empty() || chosen.split(',').any(|c| c == **p))
     {
-        let mut real = Vec::new();
-        for _ in 0..ROUNDS {
-            let bad = work_s(&plain, pair, "bad", &workers)?;
-            let fix = work_s(&plain, pair, "fix", &workers)?;
-            real.push(bad / fix);
-        }
         let mut predicted = Vec::new();
         let mut codes = Vec::new();
+        let mut min_lens = Vec::new();
         for round in 0..PROFILED {
             let dir = scratch.path().join(format!("{pair}-{round}"));
-            let (gain, code) = predicted_gain(&profiler, &hooked, pair, &workers, &dir)?;
-            predicted.push(gain);
-            codes.push(code);
+            let p = predicted_gain(&profiler, &hooked, pair, &workers, &dir)?;
+            predicted.push(p.gain);
+            codes.push(p.code);
+            min_lens.extend(p.min_len);
+        }
+        let min_len = if min_lens.is_empty() {
+            "256".to_owned()
+        } else {
+            median(min_lens).to_string()
+        };
+        let mut real = Vec::new();
+        for _ in 0..ROUNDS {
+            let bad = work_s(&plain, pair, "bad", &workers, &min_len)?;
+            let fix = work_s(&plain, pair, "fix", &workers, &min_len)?;
+            real.push(bad / fix);
         }
         print_pair(pair, &predicted, &real, &codes);
+        if *pair == "map_reduce" {
+            println!("             (fixed with `.with_min_len({min_len})`, as advised)");
+        }
     }
     Ok(())
 }
 
 /// The work time one plain run of a side prints, in seconds.
-fn work_s(exe: &Path, pair: &str, shape: &str, workers: &str) -> anyhow::Result<f64> {
+fn work_s(
+    exe: &Path,
+    pair: &str,
+    shape: &str,
+    workers: &str,
+    min_len: &str,
+) -> anyhow::Result<f64> {
     let out = Command::new(exe)
-        .args([pair, shape, default_size(pair), workers])
+        .args([pair, shape, default_size(pair), workers, min_len])
         .output()?;
     anyhow::ensure!(
         out.status.success(),
@@ -94,15 +111,24 @@ fn printed(stdout: &str, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("the program printed no {key}= in:\n{stdout}"))
 }
 
+/// What a recording of the bad side predicts.
+struct Prediction {
+    gain: f64,
+    /// The diagnosis' code ("none": predicted 1.0).
+    code: String,
+    /// The `with_min_len(n)` its advice gives, if any.
+    min_len: Option<f64>,
+}
+
 /// Records the bad side and reads the predicted gain of its longest region's first diagnosis
-/// of the schedule, with the diagnosis' code ("none": predicted 1.0).
+/// of the schedule.
 fn predicted_gain(
     profiler: &Path,
     exe: &Path,
     pair: &str,
     workers: &str,
     dir: &Path,
-) -> anyhow::Result<(f64, String)> {
+) -> anyhow::Result<Prediction> {
     let out = Command::new(profiler)
         .arg("record")
         .arg("-o")
@@ -130,11 +156,19 @@ fn predicted_gain(
             .cloned()
     });
     Ok(match diagnosis {
-        Some(d) => (
-            d["impact"]["speedup_if_fixed"].as_f64().unwrap_or(1.0),
-            d["code"].as_str().unwrap_or("?").to_owned(),
-        ),
-        None => (1.0, "none".to_owned()),
+        Some(d) => Prediction {
+            gain: d["impact"]["speedup_if_fixed"].as_f64().unwrap_or(1.0),
+            code: d["code"].as_str().unwrap_or("?").to_owned(),
+            min_len: d["advice"].as_str().and_then(|a| {
+                let n = a.split("with_min_len(").nth(1)?.split(')').next()?;
+                n.parse().ok()
+            }),
+        },
+        None => Prediction {
+            gain: 1.0,
+            code: "none".to_owned(),
+            min_len: None,
+        },
     })
 }
 

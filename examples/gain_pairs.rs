@@ -3,14 +3,15 @@
 //! `benches/predicted_gain.rs` runs both sides plain and checks parprof's "× faster if fixed"
 //! against the real gain.
 //!
-//! `gain_pairs PAIR SHAPE [SIZE] [WORKERS]`, SHAPE `bad` or `fix`, the global pool of WORKERS
-//! (default 2); prints `work_ns=<n>`, the wall time of the parallel part, and `check=<n>`, a
+//! `gain_pairs PAIR SHAPE [SIZE] [WORKERS] [MIN_LEN]`, SHAPE `bad` or `fix`, the global pool of
+//! WORKERS (default 2), MIN_LEN the fixed `map_reduce`'s `with_min_len` (default 256; the
+//! benchmark passes the one parprof advised); prints `work_ns=<n>`, the wall time of the parallel part, and `check=<n>`, a
 //! result that is the same for both shapes. The pairs:
 //!
 //! - `quicksort`: a partition quicksort of SIZE keys (default 2 M) joined down to single
 //!   elements, against the same recursion with plain calls below 5,000 elements;
 //! - `map_reduce`: SIZE items (default 1 M) of about 80 ns each, one item per task
-//!   (`with_max_len(1)`), against `with_min_len(256)`;
+//!   (`with_max_len(1)`), against `with_min_len(MIN_LEN)`;
 //! - `nested`: SIZE rows (default 200,000) of 16 items, each row summed by a nested `par_iter`
 //!   inside the outer `par_iter` over the rows, against the inner loop sequential;
 //! - `imbalance`: 16 tasks, one 40× the others (SIZE rounds, default 3), against the big one
@@ -54,13 +55,14 @@ fn main() {
     let workers = args
         .get(3)
         .map_or(2, |a| a.parse().expect("a WORKERS count"));
+    let min_len = args.get(4).map_or(256, |a| a.parse().expect("a MIN_LEN"));
     rayon::ThreadPoolBuilder::new()
         .num_threads(workers)
         .build_global()
         .expect("the global pool is built once");
     let (check, work) = match pair {
         "quicksort" => quicksort(size(2_000_000), fix),
-        "map_reduce" => map_reduce(size(1_000_000), fix),
+        "map_reduce" => map_reduce(size(1_000_000), fix.then_some(min_len)),
         "nested" => nested(size(200_000), fix),
         "imbalance" => imbalance(size(3), fix),
         "spawn_loop" => spawn_loop(size(8_000), fix),
@@ -96,13 +98,14 @@ fn sort(v: &mut [u32], cutoff: usize) {
     }
 }
 
-fn map_reduce(items: usize, fix: bool) -> (u64, Duration) {
+/// One item per task, or `with_min_len(n)` with the `fix`'s n.
+fn map_reduce(items: usize, fix: Option<usize>) -> (u64, Duration) {
     let per_item = |i: usize| work(i as u64, 60);
     timed(|| {
-        if fix {
+        if let Some(min_len) = fix {
             (0..items)
                 .into_par_iter()
-                .with_min_len(256)
+                .with_min_len(min_len)
                 .map(per_item)
                 .reduce(|| 0, u64::wrapping_add)
         } else {

@@ -39,14 +39,17 @@ work_s() {
 }
 
 # The predicted gain of a run folder: its longest region's first diagnosis of the schedule
-# (oversubscription aside), 1.0 without one; and the diagnosis' code.
+# (oversubscription aside), 1.0 without one; the diagnosis' code; the `with_min_len(n)` its
+# advice gives (256 without one).
 predicted() {
     python3 - "$1/report.json" <<'EOF'
-import json, sys
+import json, re, sys
 regions = json.load(open(sys.argv[1])).get("regions", [])
 longest = max(regions, key=lambda r: r["elapsed_ns"], default=None)
 ds = [d for d in (longest or {}).get("diagnoses", []) if d["code"] != "oversubscription"]
-print(f'{ds[0]["impact"]["speedup_if_fixed"]:.3f} {ds[0]["code"]}' if ds else "1.000 none")
+n = re.search(r"with_min_len\((\d+)\)", ds[0]["advice"]) if ds else None
+print(f'{ds[0]["impact"]["speedup_if_fixed"]:.3f} {ds[0]["code"]}' if ds else "1.000 none",
+      n.group(1) if n else 256)
 EOF
 }
 
@@ -60,18 +63,19 @@ run() {
         [imbalance]=3 [spawn_loop]=64000)
     echo "pair         predicted  real (rounds)                  predicted ÷ real  diagnosis"
     for pair in quicksort map_reduce nested imbalance spawn_loop; do
-        local gains=() preds=() code=""
-        for ((i = 0; i < rounds; i++)); do
-            local bad fix
-            bad="$(work_s "$pair" bad "${size[$pair]}" "$workers")"
-            fix="$(work_s "$pair" fix "${size[$pair]}" "$workers")"
-            gains+=("$(awk -v b="$bad" -v f="$fix" 'BEGIN { printf "%.3f", b / f }')")
-        done
+        local gains=() preds=() code="" min_len=256
         for i in 1 2 3; do
             "$dir/cargo-parprof" record -o "$out/$pair-$i" -- \
                 "$dir/gain_pairs-hooked" "$pair" bad "${size[$pair]}" "$workers" >/dev/null 2>&1
-            read -r p code < <(predicted "$out/$pair-$i")
+            read -r p code min_len < <(predicted "$out/$pair-$i")
             preds+=("$p")
+        done
+        # The fixed map_reduce takes the last recording's advised `with_min_len`.
+        for ((i = 0; i < rounds; i++)); do
+            local bad fix
+            bad="$(work_s "$pair" bad "${size[$pair]}" "$workers" "$min_len")"
+            fix="$(work_s "$pair" fix "${size[$pair]}" "$workers" "$min_len")"
+            gains+=("$(awk -v b="$bad" -v f="$fix" 'BEGIN { printf "%.3f", b / f }')")
         done
         local real pred
         real="$(printf '%s\n' "${gains[@]}" | median)"

@@ -37,6 +37,7 @@
 //! blocking are time lost beside the schedule: that time ÷ workers, off the elapsed time.
 //! `benches/predicted_gain.rs` checks the prediction on pairs of programs, bad and fixed.
 
+use super::call_site::RegionKind;
 use super::diagnosis::{Code, Diagnosis, Evidence, Impact};
 use super::lifecycle::{RegionReport, WaitSource};
 use crate::recording::Thresholds;
@@ -678,14 +679,44 @@ fn too_fine(
         evidence: opened("tasks_per_worker_per_s", rate, summary),
         threshold: t.tasks_per_worker_per_s,
         impact: f.impact(f.active_ns),
-        advice: format!(
-            "Tasks are too small to pay for their scheduling. Make each about {factor:.0}× larger (at least \
-             {:.1} µs of work): on the parallel iterator add `.with_min_len(n)` with n ≈ {factor:.0} × items ÷ \
-             {:.0} (the tasks one run makes now), or iterate `par_chunks(n)` and loop sequentially \
-             inside each chunk; with recursive `join`, stop splitting below a piece that takes {:.1} µs.",
-            target_ns / 1e3,
-            f.tasks_per_run,
-            target_ns / 1e3
+        advice: too_fine_advice(r, f, factor, target_ns),
+    }
+}
+
+/// The too-fine advice for the region's kind, with the number filled in: how many of today's
+/// pieces of work (the median task that ran no nested task) make one of `target_ns`.
+fn too_fine_advice(r: &RegionReport, f: &Figures, factor: f64, target_ns: f64) -> String {
+    let pieces = (target_ns / r.task_ns.median.max(1) as f64).ceil().max(2.0);
+    let today = human_duration(r.task_ns.median);
+    let target = format!("{:.1} µs", target_ns / 1e3);
+    let why = "Tasks are too small to pay for their scheduling.";
+    match r.kind {
+        Some(RegionKind::Iterator) => format!(
+            "{why} The median task runs {today}: give each at least {target} of work, about \
+             {pieces:.0} of today's. Add `.with_min_len({pieces:.0})` to the parallel iterator \
+             when each task holds one item now ({pieces:.0}× the items it holds otherwise), or \
+             iterate `par_chunks({pieces:.0})` and loop sequentially inside each chunk. A \
+             parallel iterator over a few items inside another one's tasks (a row's cells): make \
+             the inner loop sequential (`iter()`)."
+        ),
+        Some(RegionKind::Join) => format!(
+            "{why} The recursion splits down to pieces of {today}: stop splitting at a cut-off, \
+             with plain recursive calls below a piece of about {pieces:.0}× today's smallest \
+             (at least {target} of work; below about {pieces:.0} elements when it splits down \
+             to single elements now)."
+        ),
+        Some(RegionKind::Scope | RegionKind::Spawn) => format!(
+            "{why} Each spawned job runs {today}: spawn fewer, larger jobs of at least {target} \
+             (about {pieces:.0} of today's each), or split the work recursively (`join`, or \
+             `par_iter` with `.with_min_len(n)`) instead of spawning a job per item."
+        ),
+        _ => format!(
+            "{why} Make each about {factor:.0}× larger (at least {target} of work): on the \
+             parallel iterator add `.with_min_len(n)` with n ≈ {factor:.0} × items ÷ {:.0} \
+             (the tasks one run makes now), or iterate `par_chunks(n)` and loop sequentially \
+             inside each chunk; with recursive `join`, stop splitting below a piece that takes \
+             {target}.",
+            f.tasks_per_run
         ),
     }
 }
@@ -1261,6 +1292,38 @@ mod tests {
         assert_eq!(d.impact.time_lost_ns, 250_000_000);
         assert!((d.impact.speedup_if_fixed - 4.0 / 3.0).abs() < 1e-9);
         assert_eq!(d.impact.share_of_worker_time, 0.125);
+    }
+
+    /// The advice for the region's kind, with the number: 5 µs (two tasks' worth at the
+    /// 400,000 a second threshold) over a median piece of 77 ns is 65 pieces.
+    #[test]
+    fn too_fine_advice_fits_the_regions_kind_with_the_number_filled_in() {
+        let advice = |kind: Option<RegionKind>| {
+            let mut r = region(MANY, ACTIVE, 0, QUIET);
+            r.kind = kind;
+            r.task_ns.median = 77;
+            diagnose(&r, &Thresholds::default(), None).remove(0).advice
+        };
+        let iterator = advice(Some(RegionKind::Iterator));
+        assert!(iterator.contains("`.with_min_len(65)`"), "{iterator}");
+        assert!(
+            iterator.contains("make the inner loop sequential"),
+            "{iterator}"
+        );
+        let join = advice(Some(RegionKind::Join));
+        assert!(
+            join.contains("cut-off") && join.contains("below about 65 elements"),
+            "{join}"
+        );
+        assert!(!join.contains("with_min_len"), "{join}");
+        let spawn = advice(Some(RegionKind::Spawn));
+        assert!(spawn.contains("about 65 of today's each"), "{spawn}");
+        // Not known: the general advice, iterator and join both.
+        let unknown = advice(None);
+        assert!(
+            unknown.contains("with_min_len") && unknown.contains("join"),
+            "{unknown}"
+        );
     }
 
     #[test]
