@@ -93,12 +93,13 @@ fn work_s(
     Ok(printed(&String::from_utf8_lossy(&out.stdout), "work_ns") / 1e9)
 }
 
-/// Each pair's default size, as `gain_pairs` takes it.
+/// Each pair's size: runs of a few tenths of a second, so that a recording has hundreds of CPU
+/// samples in the region (the scheduler's share and the hooks' time rest on them).
 fn default_size(pair: &str) -> &'static str {
     match pair {
-        "quicksort" => "2000000",
-        "map_reduce" => "1000000",
-        "nested" => "200000",
+        "quicksort" => "4000000",
+        "map_reduce" => "2000000",
+        "nested" => "800000",
         "imbalance" => "3",
         _ => "8000",
     }

@@ -11,8 +11,17 @@
 //! (local, stolen, injected, inline) and returns (the gaps ended in user code beyond the
 //! tasks' begins). What is taken out is kept per region ([`RegionReport::hook_ns`]): the
 //! plain program's region is that much shorter (spread over its workers).
+//!
+//! In place the hooks cost more than in the start-up loop (cold caches, the job's tag made at
+//! every job's creation, the region's context): the CPU samples measure their time where it
+//! ran, as the profiler's share of the samples of the region's workers during its runs. With
+//! enough samples ([`MIN_SAMPLES_TO_FIT`]) the time taken out is scaled to that measure, each
+//! state keeping its part of it ([`fit_to_samples`]).
 
 use super::lifecycle::{RegionReport, StateNs, WorkerLifecycle};
+
+/// Samples of a region's workers from which their profiler's share says the hooks' time.
+pub const MIN_SAMPLES_TO_FIT: u64 = 100;
 use parprof_rt::trace::HookCosts;
 
 /// Takes the hooks' time out of each region's and each worker's states.
@@ -26,15 +35,72 @@ pub fn remove(regions: &mut [RegionReport], costs: &HookCosts, ns_per_tick: f64)
             take_out(&mut w.state_ns, &w.preempted_ns, &w.blocked_ns, &hooks);
             removed.uc += before.uc - w.state_ns.uc;
             removed.lq += before.lq - w.state_ns.lq;
-            states.uc += w.state_ns.uc;
-            states.lq += w.state_ns.lq;
-            states.gs += w.state_ns.gs;
-            states.w += w.state_ns.w;
+            states.add(&w.state_ns);
         }
         region.state_ns = states;
         region.active_overhead_ns = region.state_ns.lq + region.state_ns.gs;
         region.hook_ns = removed;
     }
+}
+
+/// Scales the hooks' time taken out of a region's states to what its CPU samples measured:
+/// `profiler` of its `samples` hit the profiler's code, while the workers ran for the states'
+/// time on the CPU (with the hooks' time). Fewer samples, or none in the profiler's code, or no
+/// hook time taken out: left as calibrated.
+pub fn fit_to_samples(region: &mut RegionReport, profiler: u64, samples: u64) {
+    let taken = region.hook_ns.uc + region.hook_ns.lq;
+    if samples < MIN_SAMPLES_TO_FIT || profiler == 0 || taken == 0 {
+        return;
+    }
+    let on_cpu = on_cpu_ns(&region.state_ns, &region.preempted_ns, &region.blocked_ns) + taken;
+    let factor = on_cpu as f64 * profiler as f64 / samples as f64 / taken as f64;
+    let scaled = |ns: u64| (ns as f64 * factor).round() as u64;
+    let target = StateNs {
+        uc: scaled(region.hook_ns.uc),
+        lq: scaled(region.hook_ns.lq),
+        gs: 0,
+        w: 0,
+    };
+    // Each worker by its part of the state's time.
+    let (uc_total, lq_total) = (region.state_ns.uc.max(1), region.state_ns.lq.max(1));
+    let mut states = StateNs::default();
+    let mut removed = StateNs::default();
+    for w in &mut region.per_worker {
+        let before = w.state_ns;
+        // Put back what was taken, then take the fitted part.
+        let part = |target: u64, taken: u64, mine: u64, total: u64| {
+            let share = mine as f64 / total as f64;
+            (
+                (taken as f64 * share).round() as u64,
+                (target as f64 * share).round() as u64,
+            )
+        };
+        let (uc_back, uc_take) = part(target.uc, region.hook_ns.uc, before.uc, uc_total);
+        let (lq_back, lq_take) = part(target.lq, region.hook_ns.lq, before.lq, lq_total);
+        w.state_ns.uc += uc_back;
+        w.state_ns.lq += lq_back;
+        let fitted = StateNs {
+            uc: uc_take,
+            lq: lq_take,
+            gs: 0,
+            w: 0,
+        };
+        take_out(&mut w.state_ns, &w.preempted_ns, &w.blocked_ns, &fitted);
+        removed.uc += before.uc + uc_back - w.state_ns.uc;
+        removed.lq += before.lq + lq_back - w.state_ns.lq;
+        states.add(&w.state_ns);
+    }
+    region.state_ns = states;
+    region.hook_ns = removed;
+    region.active_overhead_ns = region.state_ns.lq + region.state_ns.gs;
+}
+
+/// The time the workers ran on the CPU in these states: switched out and asleep left out.
+fn on_cpu_ns(states: &StateNs, preempted: &StateNs, blocked: &StateNs) -> u64 {
+    states.uc.saturating_sub(preempted.uc + blocked.uc)
+        + states.lq.saturating_sub(preempted.lq)
+        + states.gs.saturating_sub(preempted.gs)
+        + states.w.saturating_sub(preempted.w + blocked.w)
 }
 
 /// What one worker's hooks cost it in a region, by state, in ns.

@@ -396,6 +396,8 @@ pub struct SchedShare {
     /// Samples in the profiler's own code (its hooks): the profiler's, never the program's,
     /// left out of the share.
     pub profiler_samples: u64,
+    /// Every sample of the region's workers during its runs (the search's included).
+    pub samples: u64,
     /// sched ÷ (sched + own); `None`: too few samples to tell.
     pub share_of_uc: Option<f64>,
     /// One standard deviation of `share_of_uc`, from the sample count.

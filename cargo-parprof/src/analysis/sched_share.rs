@@ -19,9 +19,12 @@
 //! - any other frame is the task's own code.
 //!
 //! The scheduler's share of UC is sched ÷ (sched + own) samples, known to ± its binomial
-//! standard deviation; under [`MIN_SAMPLES`] it is "too few samples to tell".
+//! standard deviation; under [`MIN_SAMPLES`] it is "too few samples to tell". The profiler's
+//! samples measure the hooks' time where it ran, which the states' hook time is fitted to
+//! first (see [`hook_time::fit_to_samples`]).
 
 use super::cpu_stacks::{is_profiler_frame, is_runtime_library_frame, type_path};
+use super::hook_time;
 use super::lifecycle::RegionReport;
 use super::model::SchedShare;
 use crate::recording::kernel_records::{CpuSample, Frame, Stack};
@@ -124,10 +127,13 @@ struct Counts {
     own: u64,
     sched: u64,
     profiler: u64,
+    /// Every sample, the search's and the unknown ones included.
+    all: u64,
 }
 
 impl Counts {
     fn add(&mut self, hit: Hit) {
+        self.all += 1;
         match hit {
             Hit::Own => self.own += 1,
             Hit::Sched => self.sched += 1,
@@ -188,11 +194,13 @@ pub fn measure(
         counts[at].add(hit);
     }
     for (region, c) in regions.iter_mut().zip(counts) {
+        hook_time::fit_to_samples(region, c.profiler, c.all);
         let running_uc = region
             .state_ns
             .uc
             .saturating_sub(region.preempted_ns.uc + region.blocked_ns.uc);
         region.sched = share(c.own, c.sched, c.profiler, running_uc);
+        region.sched.samples = c.all;
         region.active_overhead_ns = region.state_ns.lq + region.state_ns.gs + region.sched.sched_ns;
     }
 }
