@@ -47,12 +47,15 @@ fn hook_ns(region: &Value) -> f64 {
         .sum()
 }
 
-/// Not yet met: with hooks 40 ns dearer, the calibrated cost takes out about what the spin adds
-/// (131 against 14 ns a task measured, 80 spun), yet LQ's running share still grows (10.8% →
-/// 25% on the busy 2-core machine, bound ±11.5 points): in the real run more of the hooks' time
-/// lands in the gaps than the start-up measurement finds. Run it with `--ignored`.
+/// Not yet met on the shared 2-core VM (load average 5–6 while it ran): with hooks 40 ns dearer
+/// the hooks' time taken out grows by about the spin (14 → 131 ns a task by the start-up costs,
+/// 11 → 140 fitted to the samples), yet the running shares move by more than their uncertainty
+/// from one run to the next: LQ 10.8% → 25% (bound ±11.5 points), and in a second pair sched 28%
+/// → "too few samples" (42 and 102 samples in a 400k-key sort), the plain run even showing
+/// `load_imbalance`. An idle machine with a toolchain should decide it: `cargo test --test
+/// hook_cost_e2e -- --ignored`.
 #[test]
-#[ignore = "the hooks' time in the gaps is under-measured: LQ 10.8% → 25% with 40 ns dearer hooks"]
+#[ignore = "decided on an idle machine: the shared 2-core VM moves shares more than the hooks do"]
 fn a_dearer_hook_moves_no_state_share_nor_diagnosis() {
     let plain = common::parprof(&ARGS, &[]);
     assert!(plain.output.status.success(), "{}", plain.stderr());
