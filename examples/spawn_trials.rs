@@ -28,7 +28,7 @@ fn arg(index: usize, default: u64) -> u64 {
 }
 
 fn main() {
-    let trials = arg(1, 4);
+    let trials = arg(1, 3);
     let variants = arg(2, 3);
     let variant = Duration::from_micros(arg(3, 1_000));
     let (results, best) = mpsc::channel();

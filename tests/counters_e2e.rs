@@ -222,3 +222,57 @@ fn check_in_browser(page: &std::path::Path, report: &Value) {
     assert_eq!(shown, format!("{}", sum.round()), "{seen}");
     assert_eq!(totals["left"], left_out.to_string(), "{seen}");
 }
+
+/// A recursive `join` down to single elements makes millions of tasks, and rayon's per-job
+/// detail is sampled: the counters of the region's tasks cover all of them (the region's
+/// figure × the workers' user-code share), not only the detail windows' few percent.
+#[test]
+fn the_tasks_of_a_sampled_region_cover_every_task() {
+    let run = common::profile_example(
+        "demo_quicksort",
+        &["--counters", "task-clock", "--", "2000000", "1"],
+        &[("RAYON_NUM_THREADS", "2")],
+    );
+    let report = run.report();
+    let region = common::only_region(&run);
+    let name = region["name"].as_str().expect("a name");
+    let counted = region["tasks_counted_in_program"].as_u64().unwrap();
+    let tasks = region["tasks"].as_u64().unwrap();
+    assert!(
+        counted * 2 > tasks,
+        "most tasks outside the detail windows: {region:#}"
+    );
+    let states = &region["state_ns"];
+    let worker_ns: f64 = ["UC", "LQ", "GS", "W"]
+        .iter()
+        .map(|s| states[s].as_f64().unwrap())
+        .sum();
+    let uc_share =
+        (states["UC"].as_f64().unwrap() + region["blocked_ns"]["UC"].as_f64().unwrap()) / worker_ns;
+    let (whole, _, _) = attributed(&report, "region", name, "task-clock");
+    let (of_tasks, error, _) =
+        attributed(&report, "tasks", &format!("tasks of {name}"), "task-clock");
+    let expected = whole * uc_share;
+    eprintln!(
+        "region task-clock {whole:.0} × UC {uc_share:.3} = {expected:.0}; tasks {of_tasks:.0} ± {error:.0}"
+    );
+    assert!(
+        (of_tasks - expected).abs() <= 0.1 * expected,
+        "tasks {of_tasks} vs region × UC share {expected}"
+    );
+    assert!(
+        (of_tasks - expected).abs() <= error,
+        "the bound covers the difference"
+    );
+    assert!(
+        of_tasks > 0.5 * whole,
+        "the tasks used most of the region's CPU"
+    );
+    assert!(
+        run.path("report.md").exists()
+            && std::fs::read_to_string(run.path("report.md"))
+                .unwrap()
+                .contains("per-job detail sampled"),
+        "the table says how the figure was taken"
+    );
+}

@@ -4,66 +4,8 @@ use proc_macro::TokenStream;
 
 mod probe;
 
-/// Records a timestamped entry and exit event each time the annotated function runs.
-///
-/// ```
-/// #[parprof_rt::probe]
-/// fn hot_kernel(x: &[f32]) -> f32 {
-///     x.iter().sum()
-/// }
-/// # assert_eq!(hot_kernel(&[1.0, 2.0]), 3.0);
-/// ```
-///
-/// The exit is recorded by a guard dropped when the function is left by any path: a return,
-/// `?`, the end of the body, or a panic unwinding through it. The function's signature,
-/// attributes and body are kept as written; the probe adds two statements in front of the
-/// body, so type inference and `return` behave as before. The probe registers its site once
-/// (one `static` per function); afterwards a call records only an id and a timestamp, and with
-/// recording off it costs one predictable branch. The `off` feature of `parprof-rt` removes
-/// probes entirely.
-///
-/// # Where it applies
-///
-/// - **A function** (free, generic, `unsafe`, `extern "C"`, a trait method with a body, …).
-///   The probe is named `module::path::function`.
-/// - **A method with a `self` receiver**, annotated alone: named `module::Type::method`. The
-///   macro cannot see the surrounding `impl`, so the runtime takes the type's name from
-///   `std::any::type_name::<Self>()` (generic arguments dropped) when the probe first runs.
-/// - **An associated function without receiver** (such as `fn new() -> Self`), annotated
-///   alone: named `module::function`, without the type, because nothing in the function
-///   names it. Annotate the `impl` block instead to get the type in the name.
-/// - **An `impl` block** (inherent or trait impl): every function in it is probed and named
-///   `module::Type::function`, with the impl block's module and its self type without generic
-///   arguments. When the self type is not a bare name such as `Grid` or `Grid<T>` (a path such
-///   as `other::Type`, a reference, a slice, a generic parameter), the type's name comes from
-///   `type_name::<Self>()` at run time as above. Exclude a function with `#[probe(skip)]`;
-///   rename one with `#[probe(name = "...")]`.
-///
-/// ```
-/// struct Grid<T>(Vec<T>);
-///
-/// #[parprof_rt::probe]
-/// impl<T: Copy> Grid<T> {
-///     fn step(&mut self) {}                  // probe `module::Grid::step`
-///
-///     #[probe(skip)]
-///     fn len(&self) -> usize { self.0.len() } // not probed
-/// }
-/// # Grid(vec![1]).step();
-/// ```
-///
-/// # Arguments
-///
-/// - `name = "..."` names the probe instead of the default path.
-/// - `skip` excludes a function of a probed `impl` block.
-///
-/// # Not supported
-///
-/// - `async fn`: the guard would live across `.await` points and so count time in which the
-///   future is not being polled. Probe the synchronous functions it calls.
-/// - `const fn`: a probe reads a clock at run time, which a function evaluated at compile
-///   time cannot do.
-/// - Function declarations without a body, and items other than functions and `impl` blocks.
+/// `#[probe]`: its documentation, with examples tested there, is `parprof_rt::probe`'s (this
+/// crate is used through `parprof_rt`'s re-export, and its examples need the runtime).
 #[proc_macro_attribute]
 pub fn probe(attr: TokenStream, item: TokenStream) -> TokenStream {
     probe::expand(attr.into(), item.into()).into()
@@ -71,28 +13,8 @@ pub fn probe(attr: TokenStream, item: TokenStream) -> TokenStream {
 
 mod region;
 
-/// Marks a parallel region: `parallel_region!("name", { body })`, or `parallel_region!({ body })`
-/// to name it after its `file:line`. It evaluates to the body's value, nests, and works in any
-/// function.
-///
-/// ```ignore
-/// use rayon::prelude::*;
-///
-/// let total = parprof_rt::parallel_region!("sum_rows", {
-///     rows.par_iter().map(|r| hot_kernel(r)).sum::<f32>()
-/// });
-/// ```
-///
-/// ```
-/// let answer = parprof_rt::parallel_region!("answer", { 6 * 7 });
-/// assert_eq!(answer, 42);
-/// ```
-///
-/// The region's begin and end are recorded on the thread that runs the body, and the region is
-/// current there meanwhile. Under `cargo parprof`, which builds the program with hooks in its
-/// copy of rayon-core, every rayon task created while a region is current belongs to it —
-/// in the body, in the functions it calls, in dependencies and in rayon itself, on whichever
-/// worker runs it — and so do the tasks those tasks create. The body is not rewritten.
+/// `parallel_region!`: its documentation, with examples tested there, is
+/// `parprof_rt::parallel_region`'s.
 #[proc_macro]
 pub fn parallel_region(input: TokenStream) -> TokenStream {
     region::expand(input.into()).into()

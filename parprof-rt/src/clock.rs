@@ -16,6 +16,12 @@ pub fn now() -> u64 {
     monotonic_ns()
 }
 
+/// Reads `CLOCK_MONOTONIC`, in nanoseconds: the time line of the kernel's perf records.
+///
+/// ```
+/// let (a, b) = (parprof_rt::clock::monotonic_ns(), parprof_rt::clock::monotonic_ns());
+/// assert!(b >= a);
+/// ```
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -26,6 +32,7 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The event clock [`select`] chose ([`ClockKind::Monotonic`] before it ran).
 pub fn kind() -> ClockKind {
     if KIND.load(Ordering::Relaxed) == ClockKind::Tsc as u8 {
         ClockKind::Tsc
@@ -51,8 +58,8 @@ pub fn select() -> ClockKind {
 fn tsc_is_invariant() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        let max_ext = core::arch::x86_64::__cpuid(0x8000_0000).eax;
-        if max_ext >= 0x8000_0007 && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0 {
+        let max_ext = cpuid(0x8000_0000).eax;
+        if max_ext >= 0x8000_0007 && cpuid(0x8000_0007).edx & (1 << 8) != 0 {
             return true;
         }
         if let Ok(info) = std::fs::read_to_string("/proc/cpuinfo")
@@ -65,6 +72,15 @@ fn tsc_is_invariant() -> bool {
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+/// CPUID `leaf`. The intrinsic is safe to call on newer compilers and unsafe on the
+/// workspace's rust-version (1.88), hence the block either may find unneeded.
+#[cfg(target_arch = "x86_64")]
+#[allow(unused_unsafe)]
+fn cpuid(leaf: u32) -> core::arch::x86_64::CpuidResult {
+    // SAFETY: every x86_64 processor has the CPUID instruction.
+    unsafe { core::arch::x86_64::__cpuid(leaf) }
 }
 
 /// A sync point taken as the tightest of several (ticks, monotonic, ticks) brackets.

@@ -2,7 +2,7 @@
 //! threads, not the number of rayon jobs.
 //!
 //! Every rayon-core hook (a task's begin and end, a fork's return, a failed search round, a
-//! sleep) and every region begin and end passes through a thread's [`Tracker`]. A thread writes
+//! sleep) and every region begin and end passes through a thread's `Tracker`. A thread writes
 //! per-job events ("detail") in windows: at most [`WINDOW_EVENTS`] every [`WINDOW_NS`]. Past
 //! that, or when its buffer is half full (the writer fell behind: the program never waits for
 //! it), it writes a pause ([`EventKind::Detail`]) and from then on counts what the analysis

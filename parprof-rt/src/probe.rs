@@ -17,6 +17,8 @@ pub struct Site {
 }
 
 impl Site {
+    /// The site of the probe `name` (`module::function`) at `file:line`; `#[probe]` makes one
+    /// static per function.
     pub const fn new(name: &'static str, file: &'static str, line: u32) -> Self {
         Site {
             name,
@@ -27,6 +29,8 @@ impl Site {
         }
     }
 
+    /// The site of the region `name` at `file:line`; `parallel_region!` makes one static per
+    /// use.
     pub const fn region(name: &'static str, file: &'static str, line: u32) -> Self {
         Site {
             name,

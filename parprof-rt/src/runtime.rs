@@ -94,6 +94,10 @@ pub fn ensure_init() {
 }
 
 /// Name of the trace file a process writes into the output folder.
+///
+/// ```
+/// assert_eq!(parprof_rt::trace_file_name(4242), "trace-4242.ppt");
+/// ```
 pub fn trace_file_name(pid: u32) -> String {
     format!("trace-{pid}.ppt")
 }
@@ -230,7 +234,12 @@ pub fn shutdown() {
 }
 
 /// Asks the writer to drain every buffer now and waits until what was recorded before the
-/// call is in the file (at most a few seconds).
+/// call is in the file (at most a few seconds). Without recording it returns at once.
+///
+/// ```
+/// // Before another process reads the trace while this one goes on (a long-running server):
+/// parprof_rt::flush();
+/// ```
 pub fn flush() {
     let Some(rt) = RUNTIME.get() else { return };
     if slice_child::active() {

@@ -9,12 +9,12 @@
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read, Write};
 
-/// `slices-<pid>.txt`.
 /// Turns slices on: `period_ns=…,length_ns=…,load=…[,max=…]` (set by `cargo parprof --slices`).
 pub const SLICES_ENV: &str = "PARPROF_SLICES";
 /// `full`: every probe event reads the counters in the program itself (`--detail full`).
 pub const DETAIL_ENV: &str = "PARPROF_DETAIL";
 
+/// The start of a results file's name, `slices-<pid>.txt`.
 pub const FILE_PREFIX: &str = "slices-";
 /// The first line of every version-1 file.
 const MAGIC: &str = "parprof-slices 1";
@@ -36,20 +36,30 @@ pub enum DetailMode {
 /// The thresholds the run used.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SliceConfig {
+    /// A slice is forked only while running program threads ÷ CPUs stay below it.
     pub load_threshold: f64,
+    /// The most slices alive at once.
     pub slice_threshold: u32,
+    /// The CPU time a slice runs for, in ns.
     pub length_ns: u64,
+    /// The thread CPU time between two armed checkpoints, in ns.
     pub period_ns: u64,
+    /// The CPUs the program may use.
     pub usable_cpus: u32,
 }
 
 /// What the checkpoints decided.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Checkpoints {
+    /// Checkpoints armed by the per-thread timer.
     pub armed: u64,
+    /// Of them, those that forked a slice.
     pub forked: u64,
+    /// Those skipped because the load was at the threshold.
     pub skipped_load: u64,
+    /// Those skipped because the most slices were alive.
     pub skipped_slices: u64,
+    /// Those whose fork failed.
     pub fork_failed: u64,
     /// Wall time the program's threads spent in checkpoints (scanning its threads, forking,
     /// reaping); the trace has each one (`SliceCheckpoint`) so that it is removed from probe
@@ -60,13 +70,16 @@ pub struct Checkpoints {
 /// One measured counter: `task-clock` (ns), `page-faults`, `instructions`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CounterColumn {
+    /// The counter's name, as `cargo parprof --counters` takes it.
     pub name: String,
 }
 
 /// A counter that was asked for and could not be opened.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnavailableCounter {
+    /// The counter's name.
     pub name: String,
+    /// Why it could not be opened, in words.
     pub reason: String,
 }
 
@@ -80,7 +93,10 @@ pub enum SliceEnd {
     /// It ran out of wall time while using less than half of its CPU time: it waited.
     Blocked,
     /// It made a system call with an effect outside itself.
-    ForbiddenSyscall { syscall: i64 },
+    ForbiddenSyscall {
+        /// The system call's number.
+        syscall: i64,
+    },
     /// It wrote memory the program shares (a `MAP_SHARED` mapping, which a slice holds
     /// read-only): the write never happened.
     SharedWrite,
@@ -95,8 +111,11 @@ pub enum SliceEnd {
 pub struct SiteStats {
     /// The trace's site id.
     pub site: u32,
+    /// Calls measured whole within the slice.
     pub calls: u64,
+    /// Per counter column, the sum of the calls' deltas.
     pub sums: Vec<f64>,
+    /// Per counter column, the sum of their squares.
     pub sums_of_squares: Vec<f64>,
 }
 
@@ -114,29 +133,45 @@ pub struct Slice {
     pub start_ts: u64,
     /// The slice's task-clock.
     pub cpu_ns: u64,
+    /// The slice's wall time.
     pub wall_ns: u64,
+    /// Why it ended.
     pub end: SliceEnd,
+    /// What it measured, per probe site.
     pub sites: Vec<SiteStats>,
 }
 
 /// The whole file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SliceResults {
+    /// Slices or the whole run.
     pub mode: DetailMode,
+    /// The thresholds the run used.
     pub config: SliceConfig,
+    /// The counters measured, the columns of every [`SiteStats`].
     pub counters: Vec<CounterColumn>,
+    /// The counters asked for that could not be opened.
     pub unavailable: Vec<UnavailableCounter>,
+    /// What the checkpoints decided.
     pub checkpoints: Checkpoints,
+    /// Every slice.
     pub slices: Vec<Slice>,
 }
 
 /// A file that is not a valid results file.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SliceResultsError {
+    /// Reading the input failed.
     #[error("cannot read the slice results: {0}")]
     Io(String),
+    /// A line is not what the format has there.
     #[error("slice results, line {line}: {message}")]
-    Line { line: usize, message: String },
+    Line {
+        /// The line's number, from 1.
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
 }
 
 fn end_text(end: SliceEnd) -> String {

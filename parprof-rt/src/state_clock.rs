@@ -7,12 +7,12 @@
 //! taken at times that do not depend on what the thread does, so the credit of a state is, on
 //! average, the time spent in it — the lifecycle is sampled in time, once per mark and thread,
 //! the way a sampling profiler samples stacks. What it costs per job is a load; its
-//! uncertainty follows the number of marks (see [`LifecycleTotals::clock_marks`]).
+//! uncertainty follows the number of marks (see [`LifecycleTotals::mark_spacing_ticks`]).
 //!
 //! What needs a length per stretch (task durations, gap lengths) comes from stretches timed
 //! with the event clock, one in about [`TIMED_EVERY`] (see `lifecycle_totals`).
 //!
-//! [`LifecycleTotals::clock_marks`]: crate::trace::LifecycleTotals::clock_marks
+//! [`LifecycleTotals::mark_spacing_ticks`]: crate::trace::LifecycleTotals::mark_spacing_ticks
 
 use crate::clock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -140,8 +140,11 @@ pub fn state_time(marked: u64, count: u64, timed: TimedSample, spacing: u64) -> 
 /// squares of their lengths in ticks.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct TimedSample {
+    /// Stretches timed.
     pub count: u64,
+    /// The sum of their lengths, in ticks.
     pub sum: f64,
+    /// The sum of the squares of their lengths.
     pub squares: f64,
 }
 

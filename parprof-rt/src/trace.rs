@@ -24,6 +24,33 @@
 //!            | aux ≠ 0 (bit 5) | flags ≠ 0 (bit 6); bit 7 is 0
 //! varint  := LEB128, unsigned, at most 10 bytes
 //! ```
+//!
+//! Written with [`ChunkEncoder`], read with [`TraceReader`]:
+//!
+//! ```
+//! use parprof_rt::trace::{
+//!     Chunk, ChunkEncoder, Completeness, End, Event, EventKind, Header, TraceReader,
+//! };
+//!
+//! let mut encoder = ChunkEncoder::new();
+//! encoder.preamble();
+//! encoder.chunk(&Chunk::Header(Header::monotonic_without_calibration()));
+//! let events = [Event::new(100, EventKind::Enter, 1), Event::new(250, EventKind::Exit, 1)];
+//! encoder.events(7, &events, &[]);
+//! encoder.chunk(&Chunk::End(End::default()));
+//!
+//! let bytes = encoder.into_bytes();
+//! let mut reader = TraceReader::new(bytes.as_slice())?;
+//! let mut read = Vec::new();
+//! while let Some(chunk) = reader.next_chunk()? {
+//!     if let Chunk::Events { tid: 7, events } = chunk {
+//!         read.extend(events);
+//!     }
+//! }
+//! assert_eq!(read, events);
+//! assert_eq!(reader.completeness(), Some(&Completeness::Complete));
+//! # Ok::<(), parprof_rt::trace::TraceError>(())
+//! ```
 
 use crate::codec::{put_varint, read_full, read_varint};
 use std::io::{self, Read, Write};
@@ -68,14 +95,23 @@ pub const NO_WORKER: u16 = u16::MAX;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum ChunkKind {
+    /// [`Chunk::Header`].
     Header = 1,
+    /// [`Chunk::Site`].
     Site = 2,
+    /// [`Chunk::Thread`].
     Thread = 3,
+    /// [`Chunk::Events`].
     Events = 4,
+    /// [`Chunk::Lost`].
     Lost = 5,
+    /// [`Chunk::End`].
     End = 6,
+    /// [`Chunk::LifecycleTotals`].
     LifecycleTotals = 7,
+    /// [`Chunk::BenchPhase`].
     BenchPhase = 8,
+    /// [`Chunk::HookCosts`].
     HookCosts = 9,
 }
 
@@ -204,6 +240,7 @@ pub enum TaskOrigin {
 }
 
 impl TaskOrigin {
+    /// The origin of a `flags` value, `None` for a value no origin has.
     pub fn from_u8(v: u8) -> Option<Self> {
         Some(match v {
             0 => Self::Inline,
@@ -280,6 +317,8 @@ impl Event {
         }
     }
 
+    /// The event's kind ([`EventKind::Enter`] for a kind byte that names none, which the
+    /// reader never hands out).
     #[inline]
     pub fn kind(&self) -> EventKind {
         // Events handed out by the reader are validated, so this cannot fail for them.
@@ -304,8 +343,11 @@ pub enum ClockKind {
 /// monotonic reading lies between `ticks` and `ticks + uncertainty_ticks`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct ClockSync {
+    /// The event clock before the monotonic reading.
     pub ticks: u64,
+    /// `CLOCK_MONOTONIC`, in nanoseconds.
     pub monotonic_ns: u64,
+    /// Event-clock ticks between the reading before and the one after the monotonic reading.
     pub uncertainty_ticks: u32,
 }
 
@@ -319,6 +361,7 @@ pub fn median_standard_error(spread: f64, rounds: usize) -> f64 {
 /// One row of the overhead calibration table.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Calibration {
+    /// The event kind whose cost this row gives.
     pub kind: EventKind,
     /// Median cost of one event, in ticks, that falls inside an enclosing probed interval.
     /// Fractional: an untimed call costs a dozen ticks, and rounding it would bias every one
@@ -338,14 +381,19 @@ pub struct Calibration {
 /// The first chunk of every trace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Header {
+    /// The recording process.
     pub pid: u32,
+    /// The clock of every timestamp in the trace.
     pub clock: ClockKind,
     /// Ticks per nanosecond measured at start-up (against `CLOCK_MONOTONIC`).
     pub ticks_per_ns: f64,
+    /// Both clocks read together at start-up.
     pub start: ClockSync,
     /// Cost of two back-to-back bare clock reads, in ticks (for context in reports).
     pub bare_read_ticks: u32,
+    /// The cost of each event kind, measured at start-up (method 1 removes it).
     pub calibration: Vec<Calibration>,
+    /// The program's executable, as the process sees it.
     pub program: String,
 }
 
@@ -369,6 +417,7 @@ impl Header {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum SiteKind {
+    /// A function annotated with `#[probe]`.
     Probe = 1,
     /// A region named by `parallel_region!`.
     Region = 2,
@@ -398,6 +447,7 @@ pub enum EntryKind {
 }
 
 impl EntryKind {
+    /// The kind of a value, `None` for a value no kind has.
     pub fn from_u8(v: u8) -> Option<EntryKind> {
         Some(match v {
             1 => EntryKind::Join,
@@ -418,13 +468,18 @@ impl SiteKind {
     }
 }
 
+/// A site: what an event's `id` stands for. Written once per site, before its first event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SiteRecord {
+    /// The id events carry.
     pub id: u32,
+    /// A probe or a region.
     pub kind: SiteKind,
     /// A probe's or named region's name; an implicit region's function.
     pub name: String,
+    /// The source file (of an implicit region: of the call, empty when not known).
     pub file: String,
+    /// The line in `file` (0 when not known).
     pub line: u32,
     /// An implicit region's calling function, the nearest one of the program's (empty: none).
     pub caller: String,
@@ -432,6 +487,7 @@ pub struct SiteRecord {
     pub entry: Option<EntryKind>,
 }
 
+/// A thread that recorded events, or a rayon worker that may: its identity for the analysis.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadRecord {
     /// OS thread id (as the kernel's records name it).
@@ -440,14 +496,18 @@ pub struct ThreadRecord {
     pub rayon_index: u16,
     /// Rayon pool identity (0 for the global pool or none), to tell pools apart.
     pub pool: u32,
+    /// The thread's name (empty for an unnamed thread).
     pub name: String,
 }
 
 /// The last chunk of a complete trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct End {
+    /// Both clocks read together at the end: with the header's, the rate over the whole run.
     pub end: ClockSync,
+    /// Events in the trace.
     pub events_written: u64,
+    /// Events that could not be stored (the sum of the [`Chunk::Lost`] counts).
     pub events_lost: u64,
 }
 
@@ -482,7 +542,9 @@ pub fn duration_bucket_midpoint(bucket: usize) -> u64 {
 /// How many gaps, and their total length in ticks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GapSum {
+    /// Gaps counted.
     pub count: u64,
+    /// Their total length, in ticks.
     pub ticks: u64,
 }
 
@@ -493,7 +555,9 @@ pub struct GapSum {
 /// both add up.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LifecycleTotals {
+    /// The thread.
     pub tid: u32,
+    /// The region's site id.
     pub region: u32,
     /// Time in the region's user code (tasks and region bodies) with this region innermost.
     pub user_code_ticks: u64,
@@ -506,24 +570,32 @@ pub struct LifecycleTotals {
     /// Gaps that ended with a local or inline task, with a steal, and with a fork's return (by
     /// bit length of the gap, as `(bit length, sum)`, ascending).
     pub local_gaps: GapSum,
+    /// Gaps that ended with a stolen task.
     pub steal_gaps: GapSum,
+    /// Gaps that ended with a fork's return, `(bit length, sum)` ascending.
     pub resume_gaps: Vec<(u8, GapSum)>,
     /// Of these gaps: the time idle after a first failed search round of a search that slept,
     /// the failed rounds, and the searches with a failed round.
     pub idle_ticks: u64,
+    /// Failed search rounds (GS→GS).
     pub search_rounds: u64,
+    /// Searches that had a failed round (GS→W).
     pub idle_episodes: u64,
     /// Task durations and local-gap lengths, `(bucket, count)` ascending (see
     /// [`duration_bucket`]), with the exact shortest and longest task.
     pub task_durations: Vec<(u16, u64)>,
+    /// Local-gap lengths, `(bucket, count)` ascending.
     pub local_gap_lengths: Vec<(u16, u64)>,
+    /// The shortest task, in ticks.
     pub min_task_ticks: u64,
+    /// The longest task, in ticks.
     pub max_task_ticks: u64,
     /// The longest task's end (event clock) and its time from begin to end, nested tasks and
     /// switched-out time included (since version 8): the analysis takes out the time its
     /// thread was switched out between the two, so that a task preempted for milliseconds is
     /// not "the longest task".
     pub max_task_end: u64,
+    /// The longest task's time from begin to end, in ticks.
     pub max_task_span_ticks: u64,
     /// The spacing of the marks whose clock timed the states (since version 9; 0 before, and
     /// where every stretch was timed): user code and gaps are then sampled in time, once per
@@ -548,9 +620,13 @@ pub enum BenchPhaseKind {
 /// benchmarked routine, and when it began and ended on the event clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BenchPhase {
+    /// Warm-up or measured.
     pub kind: BenchPhaseKind,
+    /// Iterations of the benchmarked routine in the phase.
     pub iterations: u64,
+    /// When the phase began, on the event clock.
     pub begin: u64,
+    /// When it ended, on the event clock.
     pub end: u64,
 }
 
@@ -559,8 +635,9 @@ pub struct BenchPhase {
 /// `hook_cost`): the analysis takes it out of the states.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct HookCosts {
-    /// A task's begin and end: what falls in its user code, and in the gap after it.
+    /// A task's begin and end: what falls in its user code.
     pub task_in_uc_ticks: f64,
+    /// A task's begin and end: what falls in the gap after it.
     pub task_in_gap_ticks: f64,
     /// A fork's return: what falls in the user code it resumes.
     pub resume_in_uc_ticks: f64,
@@ -573,42 +650,76 @@ pub struct HookCosts {
 /// A decoded chunk.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Chunk {
+    /// The first chunk: the process, its clock and its calibration.
     Header(Header),
+    /// A probe or region site.
     Site(SiteRecord),
+    /// A thread's identity.
     Thread(ThreadRecord),
+    /// Events of one thread, in time order.
     Events {
+        /// The thread that recorded them.
         tid: u32,
+        /// The events.
         events: Vec<Event>,
     },
     /// Events a thread could not store (its buffer was full); counted, never silently dropped.
     Lost {
+        /// The thread.
         tid: u32,
+        /// Events lost since its previous count.
         count: u64,
     },
+    /// The last chunk of a complete trace.
     End(End),
+    /// A thread's lifecycle in a region, counted in the program while its per-job events
+    /// were paused.
     LifecycleTotals(LifecycleTotals),
+    /// A benchmark phase, as the harness counted it.
     BenchPhase(BenchPhase),
+    /// What the rayon-core hooks cost, measured at start-up.
     HookCosts(HookCosts),
 }
 
 /// Why a trace could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
+    /// Reading the input failed.
     #[error("cannot read the trace: {0}")]
     Io(#[from] io::Error),
+    /// The input does not start with [`MAGIC`].
     #[error("not a parprof trace (bad magic number)")]
     NotATrace,
     #[error(
         "trace format version {found} is newer than this parprof understands ({supported}); \
          update cargo-parprof"
     )]
-    FutureVersion { found: u32, supported: u32 },
+    /// Written by a newer runtime than this reader knows.
+    FutureVersion {
+        /// The trace's version.
+        found: u32,
+        /// The newest this reader knows, [`VERSION`].
+        supported: u32,
+    },
+    /// Older than [`OLDEST_READABLE`].
     #[error("trace format version {found} is not supported (this parprof reads {supported})")]
-    OldVersion { found: u32, supported: u32 },
+    OldVersion {
+        /// The trace's version.
+        found: u32,
+        /// The newest this reader knows, [`VERSION`].
+        supported: u32,
+    },
+    /// The input ends before the header chunk.
     #[error("the trace ends before its header: it was cut before anything was recorded")]
     Empty,
+    /// A chunk's checksum or content is wrong.
     #[error("corrupt trace at byte {offset}: {reason}")]
-    Corrupt { offset: u64, reason: String },
+    Corrupt {
+        /// Where the bad chunk starts in the file.
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -705,6 +816,7 @@ fn put_sync(out: &mut Vec<u8>, s: &ClockSync) {
 }
 
 impl ChunkEncoder {
+    /// An empty buffer.
     pub fn new() -> Self {
         Self::default()
     }
@@ -715,6 +827,7 @@ impl ChunkEncoder {
         self.buf.extend_from_slice(&VERSION.to_le_bytes());
     }
 
+    /// Appends `chunk`, checksummed (events packed).
     pub fn chunk(&mut self, chunk: &Chunk) {
         match chunk {
             Chunk::Header(h) => self.framed(ChunkKind::Header, |o| {
@@ -805,6 +918,7 @@ impl ChunkEncoder {
         self.buf.extend_from_slice(&crc.to_le_bytes());
     }
 
+    /// Whether nothing is encoded since the last flush.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
@@ -816,6 +930,7 @@ impl ChunkEncoder {
         Ok(())
     }
 
+    /// What was encoded.
     pub fn into_bytes(self) -> Vec<u8> {
         self.buf
     }
@@ -832,7 +947,12 @@ pub enum Completeness {
     /// The file stops without an End chunk: the writer was killed or crashed. `tail_bytes`
     /// is the size of an incomplete chunk at the end that was ignored (0 if the cut fell
     /// between chunks).
-    Cut { after_byte: u64, tail_bytes: u64 },
+    Cut {
+        /// The end of the last complete chunk.
+        after_byte: u64,
+        /// The size of the incomplete chunk after it.
+        tail_bytes: u64,
+    },
 }
 
 /// A streaming, validating reader. It never panics on bad bytes and never allocates more than
@@ -896,6 +1016,7 @@ impl<R: Read> TraceReader<R> {
         }
     }
 
+    /// The trace's header.
     pub fn header(&self) -> &Header {
         &self.header
     }
@@ -1345,6 +1466,7 @@ pub struct TickConverter {
 }
 
 impl TickConverter {
+    /// The converter of a trace: its header, and its end's sync point when it has one.
     pub fn new(header: &Header, end: Option<&ClockSync>) -> Self {
         let start = header.start;
         let startup = 1.0 / header.ticks_per_ns;
@@ -1363,6 +1485,7 @@ impl TickConverter {
         }
     }
 
+    /// A timestamp on the event clock as `CLOCK_MONOTONIC` nanoseconds.
     pub fn to_ns(&self, ticks: u64) -> u64 {
         let delta = ticks as i128 - self.base_ticks as i128;
         let ns = self.base_ns as f64 + delta as f64 * self.ns_per_tick;
@@ -1381,6 +1504,7 @@ impl TickConverter {
         ticks as f64 * self.ns_per_tick
     }
 
+    /// Nanoseconds per tick: 1 for [`ClockKind::Monotonic`].
     pub fn ns_per_tick(&self) -> f64 {
         self.ns_per_tick
     }

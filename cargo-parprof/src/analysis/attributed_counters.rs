@@ -132,6 +132,11 @@ pub struct AttributedItem {
     pub spans: u64,
     /// In the order of [`CountersAnalysis::collected`].
     pub counters: Vec<ItemCounter>,
+    /// For the tasks of a region whose per-job detail was sampled: the workers' user-code
+    /// share of the region's worker time, by which its task group's figures were taken from
+    /// the region's (see `sampled_tasks`). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_region_uc_share: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -1194,7 +1199,7 @@ impl SpanCollector {
         let site_name = |site: u32| {
             sites
                 .get(&site)
-                .map_or_else(|| format!("site #{site}"), |s| s.name.clone())
+                .map_or_else(|| format!("site #{site}"), super::call_site::display_name)
         };
         let mut items: Vec<AttributedItem> = self
             .keys
@@ -1209,6 +1214,7 @@ impl SpanCollector {
                     _ => site_name(key.site),
                 },
                 spans: f.spans,
+                from_region_uc_share: None,
                 counters: records
                     .counters
                     .iter()

@@ -25,6 +25,7 @@ pub mod lifecycle;
 pub mod model;
 pub mod offcpu;
 mod outside_regions;
+mod sampled_tasks;
 pub mod sched_share;
 pub mod slices;
 mod spans;
@@ -267,8 +268,11 @@ pub fn analyse_with_counters(
     ));
     notes.extend(lifecycle_notes(&regions, &opts.thresholds));
     notes.extend(cx.outside_regions_note(&streamed.lifecycle.workers, &streamed.lifecycle.runs));
-    let counters_analysis =
+    let mut counters_analysis =
         cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites, &mut notes);
+    if let Some(counters) = counters_analysis.as_mut() {
+        sampled_tasks::from_regions(&mut counters.items, &regions);
+    }
     let utilization = cx.utilization(&mut notes);
     let mut probes = views.probes;
     let clock = source.clock_with_speed(views.in_run_speed, &mut probes);
@@ -862,7 +866,9 @@ fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds)
              itself, exactly; their state times by a clock marked every {} µs on average{} and \
              by one stretch in about {} timed exactly, which also gives their durations. The \
              timeline, the profile's \
-             markers and the active flamegraph's task frames show the detail windows only.",
+             markers and the active flamegraph's task frames show the detail windows only; the \
+             counters of the region's tasks are the region's × the workers' user-code share (a \
+             task's own counters are known only in the windows).",
             parprof_rt::lifecycle_totals::WINDOW_EVENTS,
             parprof_rt::lifecycle_totals::WINDOW_NS / 1_000_000,
             parprof_rt::state_clock::MARK_EVERY.as_micros(),

@@ -275,7 +275,7 @@ pub fn build_for_profiling(
     opts: &BuildOptions,
     build_dir: &std::path::Path,
 ) -> Result<(PathBuf, RayonHooks)> {
-    let (hooked, rayon) = prepare_hooks(&target.manifest_path, build_dir);
+    let (hooked, rayon) = prepare_hooks(&target.manifest_path, build_dir)?;
     say_why_first_build_is_long(build_dir, hooked.as_ref());
     let Some(hooked) = hooked else {
         let status = rayon.err().unwrap_or(RayonHooks::NoRayon);
@@ -308,20 +308,22 @@ pub fn build_for_profiling(
     }
 }
 
+/// The hooked build, if any, and rayon-core's status for the recording.
+type PreparedHooks = (Option<HookedBuild>, Result<PreparedCopy, RayonHooks>);
+
 /// Prepares the hooked copies of the program's rayon-core and criterion, and says why one that
-/// the program uses cannot be hooked. Also gives rayon-core's status for the recording.
-fn prepare_hooks(
-    manifest_path: &Path,
-    build_dir: &Path,
-) -> (Option<HookedBuild>, Result<PreparedCopy, RayonHooks>) {
+/// the program uses cannot be hooked. Fails only for a program whose parprof-rt is another
+/// version than the one this subcommand carries.
+fn prepare_hooks(manifest_path: &Path, build_dir: &Path) -> Result<PreparedHooks> {
     let program = match Program::read(manifest_path, Some(build_dir)) {
         Ok(program) => program,
         Err(e) => {
             let reason = format!("{e:#}");
             crate::console::note!("parprof: building without rayon-core hooks: {reason}");
-            return (None, Err(RayonHooks::Unavailable { reason }));
+            return Ok((None, Err(RayonHooks::Unavailable { reason })));
         }
     };
+    program.check_runtime()?;
     let rayon = rayon_hooks::prepare(&program, build_dir);
     if let Err(RayonHooks::Unavailable { reason }) = &rayon {
         crate::console::note!("parprof: building without rayon-core hooks: {reason}");
@@ -347,7 +349,7 @@ fn prepare_hooks(
             .collect::<Vec<_>>()
             .join(", "),
     });
-    (hooked, rayon)
+    Ok((hooked, rayon))
 }
 
 /// The first profiling build of a workspace compiles every dependency again: say so, and why,

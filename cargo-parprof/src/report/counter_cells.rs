@@ -8,7 +8,21 @@
 //! a region's tasks; other regions for a region). So a large bound always has the same cause:
 //! the item ran beside other work, and a program-wide counter cannot tell whose delta it was.
 
+use crate::analysis::attributed_counters::AttributedItem;
 use crate::units::{counter_figure, relative_error};
+
+/// An item's name as the tables show it: the task group of a region whose per-job detail was
+/// sampled says that its figures are the region's × the workers' user-code share.
+pub fn item_name(item: &AttributedItem) -> String {
+    match item.from_region_uc_share {
+        Some(share) => format!(
+            "{} (region × UC {:.0}%: per-job detail sampled)",
+            item.name,
+            share * 100.0
+        ),
+        None => item.name.clone(),
+    }
+}
 
 /// Errors above this share of the value make a figure unusable: shown as its cause, left out
 /// of sums. Also the page's default when it sums a selection.

@@ -221,7 +221,7 @@ fn html_items(analysis: &Analysis) -> Vec<HtmlItem> {
         .flat_map(|c| &c.items)
         .map(|item| HtmlItem {
             kind: item.kind.label().to_string(),
-            name: item.name.clone(),
+            name: counter_cells::item_name(item),
             counters: item
                 .counters
                 .iter()

@@ -157,7 +157,7 @@ fn write_counters(analysis: &Analysis, md: &mut String) {
     for item in items.iter().take(TOP_COUNTER_ITEMS) {
         let _ = match item.kind {
             // Named `tasks of <region>` already.
-            ItemKind::Tasks => write!(md, "| `{}` |", cell(&item.name)),
+            ItemKind::Tasks => write!(md, "| `{}` |", cell(&counter_cells::item_name(item))),
             kind => write!(md, "| {} `{}` |", kind.label(), cell(&item.name)),
         };
         for x in &item.counters {

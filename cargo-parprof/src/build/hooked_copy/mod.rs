@@ -11,7 +11,8 @@
 //!    the build folder by [`metadata_cache`]);
 //! 2. copy its sources (from cargo's registry cache, on this machine) into the build folder,
 //!    and insert a call into `parprof_rt` at each of its [`HookPoint`]s;
-//! 3. add `parprof-rt` to the copy's dependencies and build the target with
+//! 3. add `parprof-rt` to the copy's dependencies — the program's own, or the one this
+//!    subcommand carries ([`carried_runtime`]) — and build the target with
 //!    `--config patch.crates-io.<package>.path=<copy>`.
 //!
 //! Nothing of those crates is in this repository, and the user's code and `Cargo.toml` are
@@ -23,6 +24,7 @@
 //! and the report say which version, where, and what the user can do.
 
 mod anchor;
+mod carried_runtime;
 mod lock_file;
 mod metadata_cache;
 
@@ -121,6 +123,24 @@ impl Program {
             .into_std_path_buf()
     }
 
+    /// Refuses a program whose own parprof-rt is not the version this subcommand carries: one
+    /// runtime runs in the process, the program's, and its hooks and trace are that version's.
+    pub fn check_runtime(&self) -> Result<()> {
+        match package(&self.metadata, "parprof-rt") {
+            Some(rt) if rt.version.to_string() != carried_runtime::RUNTIME_VERSION => bail!(
+                "the program depends on parprof-rt {program}, and this cargo-parprof {own} \
+                 carries parprof-rt {carried}: the program's runtime writes the trace, so both must \
+                 be one version. Depend on parprof-rt {carried} (`parprof-rt = \"={carried}\"` in \
+                 the program's Cargo.toml), or install the cargo-parprof of parprof-rt {program} \
+                 (`cargo install cargo-parprof --version {program}`)",
+                program = rt.version,
+                own = env!("CARGO_PKG_VERSION"),
+                carried = carried_runtime::RUNTIME_VERSION,
+            ),
+            _ => Ok(()),
+        }
+    }
+
     /// Prepares the hooked copy of `krate` in `build_dir`: `Ok(None)` when the program does not
     /// use it, `Err` with the reason, in words for the user, when it cannot be hooked.
     pub fn prepare(
@@ -133,7 +153,7 @@ impl Program {
         };
         let version = package.version.to_string();
         let copy = copy_dir(build_dir, krate.package, &version);
-        runtime_dependency(&self.metadata)
+        runtime_dependency(&self.metadata, build_dir)
             .and_then(|runtime| hooked_copy(krate, package, &runtime, &copy))
             .map_err(|e| format!("{e:#}"))?;
         Ok(Some(PreparedCopy {
@@ -195,8 +215,9 @@ fn package<'a>(metadata: &'a Metadata, name: &str) -> Option<&'a Package> {
 }
 
 /// The `parprof-rt` dependency line for the copy: the program's own `parprof-rt` when it has
-/// one (one runtime in the process), else the one this `cargo parprof` was built from.
-fn runtime_dependency(metadata: &Metadata) -> Result<String> {
+/// one (one runtime in the process), else the one this `cargo parprof` carries, written into
+/// the build folder.
+fn runtime_dependency(metadata: &Metadata, build_dir: &Path) -> Result<String> {
     if let Some(rt) = package(metadata, "parprof-rt") {
         return Ok(match &rt.source {
             None => format!(
@@ -210,18 +231,11 @@ fn runtime_dependency(metadata: &Metadata) -> Result<String> {
             Some(_) => format!("version = \"={}\"", rt.version),
         });
     }
-    let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("../parprof-rt");
-    if bundled.join("Cargo.toml").is_file() {
-        return Ok(format!(
-            "path = {}",
-            toml_string(&bundled.canonicalize()?.to_string_lossy())
-        ));
-    }
-    bail!(
-        "the program does not depend on parprof-rt and its sources ({}) are gone; add \
-         `parprof-rt` to the program's dependencies or reinstall cargo-parprof from its sources",
-        bundled.display()
-    )
+    let carried = carried_runtime::write(&build_dir.join(COPIES_DIR))?;
+    Ok(format!(
+        "path = {}",
+        toml_string(&carried.to_string_lossy())
+    ))
 }
 
 /// Copies the package's sources to `copy` with the hooks inserted. Files are written only when
@@ -465,6 +479,35 @@ mod tests {
             "a path dependency".to_owned(),
             "occurs 0 times in src/job.rs".to_owned(),
             "profile with a released rayon-core 1.12.x, 1.13.x".to_owned(),
+        ] {
+            assert!(err.contains(&expected), "`{expected}` not in: {err}");
+        }
+    }
+
+    /// A program whose parprof-rt is another version than the carried one is refused, with
+    /// both versions named.
+    #[test]
+    fn a_program_with_another_runtime_version_is_refused_naming_both() {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+        let mut metadata = host_metadata(&manifest).unwrap();
+        let program = Program {
+            metadata: metadata.clone(),
+        };
+        program.check_runtime().unwrap();
+        let rt = metadata
+            .packages
+            .iter_mut()
+            .find(|p| p.name.as_str() == "parprof-rt")
+            .unwrap();
+        rt.version = "9.8.7".parse().unwrap();
+        let err = Program { metadata }
+            .check_runtime()
+            .unwrap_err()
+            .to_string();
+        for expected in [
+            "the program depends on parprof-rt 9.8.7".to_owned(),
+            format!("carries parprof-rt {}", carried_runtime::RUNTIME_VERSION),
+            "--version 9.8.7".to_owned(),
         ] {
             assert!(err.contains(&expected), "`{expected}` not in: {err}");
         }
