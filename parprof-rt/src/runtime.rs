@@ -9,6 +9,7 @@ use crate::calibrate;
 use crate::clock;
 use crate::crash_flush;
 use crate::full_detail;
+use crate::hook_cost;
 use crate::lifecycle_totals;
 use crate::recorder::{
     self, MODE, OFF, ON, RUNTIME, Runtime, UNINIT, attach_current_thread, current_thread_record,
@@ -143,6 +144,10 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     sampling::configure(ticks_per_ns, every_call);
     speed_reference::configure(ticks_per_ns, follow);
     lifecycle_totals::configure(ticks_per_ns);
+    // With the clocks configured (a timed stretch's length leaves out the clock read).
+    MODE.store(ON, Ordering::Release);
+    let hook_costs = hook_cost::measure(ticks_per_ns);
+    MODE.store(UNINIT, Ordering::Release);
     // After calibration too, whose events are not the program's. This thread attached for
     // calibration, before either could give it anything.
     if full_detail {
@@ -167,6 +172,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
         calibration: table.rows,
         program: std::env::args().next().unwrap_or_default(),
     }));
+    enc.chunk(&Chunk::HookCosts(hook_costs));
     enc.flush_to(&mut file)?;
     *lock(&rt.file) = Some(file);
 

@@ -372,3 +372,23 @@ fn every_event_kind_is_read_back_from_its_number_and_no_other_number_is() {
         assert_eq!(EventKind::from_u8(v), expected, "kind number {v}");
     }
 }
+
+#[test]
+fn hook_costs_round_trip_and_absurd_costs_are_refused() {
+    let costs = HookCosts {
+        task_in_uc_ticks: 12.5,
+        task_in_gap_ticks: 11.25,
+        resume_in_uc_ticks: 6.0,
+        tasks_timed: 24_576,
+        spin_ns: 40,
+    };
+    let (read, _, err) = read_all(&encode(&[Chunk::HookCosts(costs)], true)).unwrap();
+    assert!(err.is_none());
+    assert_eq!(read[0], Chunk::HookCosts(costs));
+    let nan = HookCosts {
+        task_in_gap_ticks: f64::NAN,
+        ..costs
+    };
+    let (read, _, err) = read_all(&encode(&[Chunk::HookCosts(nan)], true)).unwrap();
+    assert!(read.is_empty() && err.is_some(), "{read:?}");
+}
