@@ -25,7 +25,7 @@ use crate::thread_context;
 use crate::trace::{self, Chunk, ChunkEncoder, End, EventKind, Header};
 use std::fs::File;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once, OnceLock};
 use std::time::Duration;
@@ -148,18 +148,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     MODE.store(ON, Ordering::Release);
     let hook_costs = hook_cost::measure(ticks_per_ns);
     MODE.store(UNINIT, Ordering::Release);
-    // After calibration too, whose events are not the program's. This thread attached for
-    // calibration, before either could give it anything.
-    if full_detail {
-        if std::env::var_os(crate::slice_results::SLICES_ENV).is_some() {
-            eprintln!("parprof: PARPROF_SLICES ignored: PARPROF_DETAIL=full measures every call");
-        }
-        full_detail::init(&dir);
-        full_detail::attach_thread();
-    } else {
-        slices::init(&dir);
-        slices::attach_thread();
-    }
+    start_detail(&dir, full_detail);
 
     let mut enc = ChunkEncoder::new();
     enc.preamble();
@@ -182,6 +171,22 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     let _ = rt.writer.set(writer.thread().clone());
     install_exit_handlers();
     Ok(())
+}
+
+/// Starts the per-call detail asked for: full detail, or slices. After calibration, whose
+/// events are not the program's; the calling thread attached for calibration, before either
+/// could give it anything.
+fn start_detail(dir: &Path, full_detail: bool) {
+    if full_detail {
+        if std::env::var_os(crate::slice_results::SLICES_ENV).is_some() {
+            eprintln!("parprof: PARPROF_SLICES ignored: PARPROF_DETAIL=full measures every call");
+        }
+        full_detail::init(dir);
+        full_detail::attach_thread();
+    } else {
+        slices::init(dir);
+        slices::attach_thread();
+    }
 }
 
 /// Flushes the trace at `exit`, after a fatal signal and (with `panic = "abort"`) at a panic;
