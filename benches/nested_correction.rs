@@ -2,12 +2,13 @@
 //! `cargo bench --bench nested_correction`. The `nested_probes` example calls a probed child
 //! 3 M times from a probed parent, beside the same parent work with an unprobed child (the
 //! reference, in the same process, interleaved); the child does 16 rounds of arithmetic (about
-//! 5 ns, the project issue's case) or 8 (about 2.5 ns). For each child, ten runs with hot-site
-//! sampling (the default) and ten with every call timed (`PARPROF_SAMPLING=off`), alternating;
-//! prints each run's corrected error against the reference, the spread, and the uncorrected
-//! median, and which runs' reports said the parent's correction was uncertain (the machine's
-//! speed varied while the probes' cost was calibrated: marked `?`). The goal of the project's
-//! issue is within 10 % in at least 9 of 10 runs.
+//! 5 ns, the project issue's case) or 8 (about 2.5 ns). For each child, twenty runs with
+//! hot-site sampling (the default) and twenty with every call timed (`PARPROF_SAMPLING=off`),
+//! alternating; prints each run's corrected error against the reference, the spread, the
+//! uncorrected median, and which runs' reports said the parent's correction was uncertain (the
+//! probes' in-place cost varied while it was calibrated, or while the run followed it: marked
+//! `?`). The goal of the project's issues: within 10 % in at least 19 of 20 runs, with every
+//! call timed as sampled.
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
 use cargo_parprof::build::target::BuildOptions;
@@ -18,7 +19,7 @@ mod common;
 
 use common::{build_example, median, run_profiled_with_env};
 
-const RUNS: usize = 10;
+const RUNS: usize = 20;
 const CALLS: &str = "3000000";
 /// The child's rounds of arithmetic: about 5 ns, then about 2.5 ns.
 const CHILDREN: [&str; 2] = ["16", "8"];
@@ -117,11 +118,13 @@ fn print_spread(regime: &str, runs: &[Run]) {
         .iter()
         .fold((f64::MAX, f64::MIN), |(lo, hi), &e| (lo.min(e), hi.max(e)));
     println!("  {regime}: corrected {}", list.join(" "));
+    let uncorrected: Vec<f64> = runs.iter().map(|r| 100.0 * r.uncorrected).collect();
+    let distorted = uncorrected.iter().filter(|e| **e >= 50.0).count();
     println!(
         "    median {:+.0}%, spread {min:+.0}% … {max:+.0}%, within 10 %: {within} of {}; \
-         said uncertain: {said_uncertain}; uncorrected median {:+.0}%",
+         said uncertain: {said_uncertain}; uncorrected median {:+.0}% (at least +50 % in {distorted})",
         median(corrected.clone()),
         runs.len(),
-        median(runs.iter().map(|r| 100.0 * r.uncorrected).collect())
+        median(uncorrected)
     );
 }

@@ -107,33 +107,43 @@ fn nested_run(env: &[(&str, &str)]) -> NestedRun {
 
 #[test]
 fn nested_probes_timed_at_every_call_are_corrected() {
-    // Every call recorded: the correction of recorded probes is what is measured here. A
-    // timed pair costs the parent about 2 ns more in place than calibrated: +34 to +38 % left
-    // over 10 runs on this project's VM, against +190 % uncorrected
-    // (`cargo bench --bench nested_correction`). The test asks that correction remove at least
-    // two thirds of the distortion. A run disturbed by the VM's host is repeated once.
+    // Every call recorded: the correction of recorded probes is what is measured here, and the
+    // runtime's in-run references of a timed pair's in-place cost, which the correction follows.
+    // A figure over runs, not one run: on the project's 2-core VM, busy with other builds, the
+    // corrected parent was +2 to +29 % over the reference in steady runs and up to +116 % in
+    // runs where the probes' in-place cost flipped between 14 and 50 ns, against +160 to +360 %
+    // uncorrected: the share of the distortion left was 0.01 to 0.32, median 0.1
+    // (`cargo bench --bench nested_correction`). The bound, the median of 5 runs left under a
+    // quarter, fails a correction that removes two thirds or less of the distortion (which a
+    // start-up calibration alone did: a third left).
+    const RUNS: usize = 5;
     let _machine = common::exclusive();
-    let every_call = [("PARPROF_SAMPLING", "off")];
-    let good = |r: &NestedRun| {
-        r.uncorrected_error > 0.5 && r.corrected_error.abs() < r.uncorrected_error / 3.0
-    };
-    let first = nested_run(&every_call);
-    let run = if good(&first) {
-        first
-    } else {
-        nested_run(&every_call)
-    };
+    let runs: Vec<NestedRun> = (0..RUNS)
+        .map(|_| nested_run(&[("PARPROF_SAMPLING", "off")]))
+        .collect();
+    let mut uncorrected: Vec<f64> = runs.iter().map(|r| r.uncorrected_error).collect();
+    uncorrected.sort_by(f64::total_cmp);
     assert!(
-        run.uncorrected_error > 0.5,
-        "the child probes should cost much: {:+.1}%",
-        100.0 * run.uncorrected_error
+        uncorrected[RUNS / 2] > 0.5,
+        "the child probes should cost much: {uncorrected:?}"
     );
+    let mut left: Vec<f64> = runs
+        .iter()
+        .map(|r| r.corrected_error.abs() / r.uncorrected_error)
+        .collect();
+    left.sort_by(f64::total_cmp);
     assert!(
-        run.corrected_error.abs() < run.uncorrected_error / 3.0,
-        "correction removed too little: {:+.1}% left of {:+.1}%",
-        100.0 * run.corrected_error,
-        100.0 * run.uncorrected_error
+        left[RUNS / 2] < 0.25,
+        "correction removed too little: shares of the distortion left {left:?}"
     );
+    for r in &runs {
+        // Three back to back at the child's first return, then one a millisecond.
+        assert!(
+            r.speed_references >= 10,
+            "{} references",
+            r.speed_references
+        );
+    }
 }
 
 #[test]

@@ -12,6 +12,11 @@
 //! A call that sampling does not record is measured only the second way, as on a hot site
 //! (see [`untimed_call_cost`]). Method 1 of the spec subtracts these costs from every
 //! enclosing probed interval.
+//!
+//! The in-run reference ([`speed_reference`]) is tied to the figure it stands for during the
+//! run: the untimed call under sampling, the timed pair when every call is recorded (where a
+//! nested parent kept up to a third of its distortion with the start-up figure alone: in place
+//! a timed pair cost more, by an amount that varied from run to run).
 
 use crate::clock;
 use crate::probe::{self, Guard, probed_small_body};
@@ -170,11 +175,38 @@ fn median_batch(mut one_batch: impl FnMut()) -> f64 {
 /// program that returns at once ran under the runtime, 12 % of a 250 ms quicksort.
 const ROUND_CALLS: u64 = 2048;
 
-/// What a probe pair adds around `small_body`: probed and plain batches alternate, so that both
-/// see the same machine state, and the median of their differences is taken.
-fn marginal_pair_cost(calls: u64) -> Measured {
-    let [cost] = measure_until_known(DECISIVE, || [Some(marginal_pair_round(calls))]);
+/// What a timed probe pair adds around `small_body`: probed and plain batches alternate, so
+/// that both see the same machine state, and the median of their differences is taken.
+fn marginal_pair_cost() -> Measured {
+    let [cost] = measure_until_known(DECISIVE, || [Some(marginal_pair_round(ROUND_CALLS))]);
     cost
+}
+
+/// [`marginal_pair_cost`] with every call recorded, and the in-run reference (see
+/// [`speed_reference`]), which then measures timed pairs too, as it reads in the same phases
+/// of the machine: the pair's cost, and the reference tied to it (see [`tied_reference`]).
+fn timed_pair_and_reference() -> (Measured, Measured) {
+    let [pair, ratio] = measure_until_known(DECISIVE, || {
+        let pair = marginal_pair_round(ROUND_CALLS);
+        let reference = speed_reference::round(clock::now(), probed_small_body).per_call;
+        [Some(pair), (reference > 0.0).then(|| pair / reference)]
+    });
+    (pair, tied_reference(pair, ratio))
+}
+
+/// The start-up figure of the in-run reference that stands for `cost`, from the ratio of the
+/// cost to the reference measured round by round: medians taken apart can come from different
+/// phases where the machine's speed flips between two (seen: 9.8 against 4.7 ns). Its spread
+/// and rounds are the ratio's: how well the reference stands for the cost.
+fn tied_reference(cost: Measured, ratio: Measured) -> Measured {
+    if ratio.rounds == 0 {
+        // Every reference round read nothing: noise; the cost itself stands in.
+        return cost;
+    }
+    Measured {
+        median: cost.median / ratio.median.max(f64::MIN_POSITIVE),
+        ..ratio
+    }
 }
 
 /// One round of [`marginal_pair_cost`].
@@ -223,8 +255,7 @@ fn count_writes_measured() -> u64 {
 /// in case noise made the mix look cheaper.
 ///
 /// Each round measures the three figures one after the other, and the reference is kept as
-/// its ratio to the cost within a round: medians taken apart can come from different phases
-/// where the machine's speed flips between two (seen: 9.8 against 4.7 ns).
+/// its ratio to the cost within a round ([`tied_reference`]).
 fn untimed_call_cost(timed_pair: f64, rounds: Rounds) -> (Measured, Measured) {
     let every_call = sampling::set_every_call(false);
     let period = f64::from(sampling::HOT_PERIOD);
@@ -244,16 +275,7 @@ fn untimed_call_cost(timed_pair: f64, rounds: Rounds) -> (Measured, Measured) {
     sampling::calibrate_recording(1);
     sampling::discard_pending();
     sampling::set_every_call(every_call);
-    let reference = if ratio.rounds == 0 {
-        // Every reference round read nothing: noise; the cost itself stands in.
-        untimed
-    } else {
-        Measured {
-            median: untimed.median / ratio.median.max(f64::MIN_POSITIVE),
-            ..ratio
-        }
-    };
-    (untimed, reference)
+    (untimed, tied_reference(untimed, ratio))
 }
 
 /// What each kind of event costs back to back, in batches through the real recording path.
@@ -318,12 +340,20 @@ pub fn measure(every_call: bool) -> Table {
             .map_or(0.0, |(_, c)| *c)
     };
     let back_to_back_pair = cost_of(EventKind::Enter) + cost_of(EventKind::Exit);
-    let marginal_pair = marginal_pair_cost(ROUND_CALLS);
+    // The in-run references measure what the run removes most of: timed pairs when every call
+    // is recorded, else untimed calls.
+    let (marginal_pair, timed_reference) = if every_call {
+        let (pair, reference) = timed_pair_and_reference();
+        (pair, Some(reference))
+    } else {
+        (marginal_pair_cost(), None)
+    };
     // Guard against a noisy measurement: the two lie within a factor of two of each other on
     // every machine seen so far.
     let scale = (marginal_pair.median / back_to_back_pair).clamp(0.5, 2.0);
     let untimed_rounds = if every_call { SECONDARY } else { DECISIVE };
-    let (untimed, reference) = untimed_call_cost(back_to_back_pair * scale, untimed_rounds);
+    let (untimed, untimed_reference) = untimed_call_cost(back_to_back_pair * scale, untimed_rounds);
+    let reference = timed_reference.unwrap_or(untimed_reference);
     let rows = back_to_back
         .iter()
         .map(|&(kind, cost)| {

@@ -133,6 +133,8 @@ pub mod codec;
 mod crash_flush;
 mod detail;
 mod full_detail;
+mod hook_cost;
+mod hook_spin;
 pub mod lifecycle_totals;
 mod perf_group;
 // With `off`, probes expand to the stubs below and only calibration uses the real guard.

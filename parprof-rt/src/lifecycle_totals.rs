@@ -484,7 +484,21 @@ pub(crate) fn hook(kind: EventKind, region: u32, aux: u16, flags: u8) -> bool {
     // SAFETY: the tracker is this thread's alone and no reference to it outlives a call; hooks
     // do not run inside one another.
     let t = unsafe { &mut *tracker };
-    t.on_hook(kind, region, aux, flags)
+    let recorded = t.on_hook(kind, region, aux, flags);
+    crate::hook_spin::spin_if_asked();
+    recorded
+}
+
+/// Forgets what the calling thread counted for `region` and its tracker, so that nothing of a
+/// measurement is written: its next hook starts afresh, as a thread's first.
+pub(crate) fn forget(region: u32) {
+    let tid = crate::thread_context::current_tid();
+    COUNTERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(c, _)| !(c.tid == tid && c.region == region));
+    // The old tracker is leaked, as every thread's is.
+    TRACKER.with(|t| t.set(std::ptr::null_mut()));
 }
 
 #[cold]

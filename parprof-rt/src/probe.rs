@@ -174,7 +174,7 @@ fn enter_timed(id: u32) -> Guard {
 fn exit_timed(id: u32) {
     if let Some(ts) = recorder::stamp(EventKind::Exit, id, 0, 0) {
         if sampling::recorded_exit(id, ts) {
-            speed_reference::on_hot_exit(ts, probed_small_body);
+            speed_reference::on_followed_exit(ts, probed_small_body);
         }
     } else {
         sampling::exit(id);

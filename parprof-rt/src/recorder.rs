@@ -55,6 +55,11 @@ pub(crate) fn ring_has_room() -> bool {
     with_current_ring(|ring| ring.pending() < ring::CAPACITY / 2).unwrap_or(false)
 }
 
+/// Whether the calling thread's ring can take `events` more without waiting for the writer.
+pub(crate) fn ring_has_room_for(events: usize) -> bool {
+    with_current_ring(|ring| ring.pending() + events <= ring::CAPACITY).unwrap_or(false)
+}
+
 pub(crate) struct Runtime {
     pub(crate) rings: Mutex<Vec<Arc<Ring>>>,
     /// Site and thread records waiting for the writer; written before any later events.

@@ -9,6 +9,7 @@ use crate::calibrate;
 use crate::clock;
 use crate::crash_flush;
 use crate::full_detail;
+use crate::hook_cost;
 use crate::lifecycle_totals;
 use crate::recorder::{
     self, MODE, OFF, ON, RUNTIME, Runtime, UNINIT, attach_current_thread, current_thread_record,
@@ -21,10 +22,10 @@ use crate::slices;
 use crate::speed_reference;
 use crate::state_clock;
 use crate::thread_context;
-use crate::trace::{self, Chunk, ChunkEncoder, End, Header};
+use crate::trace::{self, Chunk, ChunkEncoder, End, EventKind, Header};
 use std::fs::File;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Once, OnceLock};
 use std::time::Duration;
@@ -129,6 +130,10 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     attach_current_thread();
     let every_call = sampling::every_call_requested(full_detail);
     sampling::set_every_call(every_call);
+    // In-run references of the probes' in-place cost, but not with full detail, whose every
+    // event reads counters: a reference there would cost as much as the calls it follows.
+    let follow = !full_detail;
+    sampling::follow_every_call(follow);
     let table = calibrate::measure(every_call);
     MODE.store(UNINIT, Ordering::Release);
     // Measured across calibration, which lasts longer than the 1 ms that pins the rate to
@@ -137,20 +142,13 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     let ticks_per_ns = clock::ticks_per_ns_since(start, 1_000_000);
     // After calibration, which must record every call of its pseudo-site.
     sampling::configure(ticks_per_ns, every_call);
-    speed_reference::configure(ticks_per_ns, every_call);
+    speed_reference::configure(ticks_per_ns, follow);
     lifecycle_totals::configure(ticks_per_ns);
-    // After calibration too, whose events are not the program's. This thread attached for
-    // calibration, before either could give it anything.
-    if full_detail {
-        if std::env::var_os(crate::slice_results::SLICES_ENV).is_some() {
-            eprintln!("parprof: PARPROF_SLICES ignored: PARPROF_DETAIL=full measures every call");
-        }
-        full_detail::init(&dir);
-        full_detail::attach_thread();
-    } else {
-        slices::init(&dir);
-        slices::attach_thread();
-    }
+    // With the clocks configured (a timed stretch's length leaves out the clock read).
+    MODE.store(ON, Ordering::Release);
+    let hook_costs = hook_cost::measure(ticks_per_ns);
+    MODE.store(UNINIT, Ordering::Release);
+    start_detail(&dir, full_detail);
 
     let mut enc = ChunkEncoder::new();
     enc.preamble();
@@ -163,6 +161,7 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
         calibration: table.rows,
         program: std::env::args().next().unwrap_or_default(),
     }));
+    enc.chunk(&Chunk::HookCosts(hook_costs));
     enc.flush_to(&mut file)?;
     *lock(&rt.file) = Some(file);
 
@@ -172,6 +171,22 @@ fn start(dir: PathBuf) -> std::io::Result<()> {
     let _ = rt.writer.set(writer.thread().clone());
     install_exit_handlers();
     Ok(())
+}
+
+/// Starts the per-call detail asked for: full detail, or slices. After calibration, whose
+/// events are not the program's; the calling thread attached for calibration, before either
+/// could give it anything.
+fn start_detail(dir: &Path, full_detail: bool) {
+    if full_detail {
+        if std::env::var_os(crate::slice_results::SLICES_ENV).is_some() {
+            eprintln!("parprof: PARPROF_SLICES ignored: PARPROF_DETAIL=full measures every call");
+        }
+        full_detail::init(dir);
+        full_detail::attach_thread();
+    } else {
+        slices::init(dir);
+        slices::attach_thread();
+    }
 }
 
 /// Flushes the trace at `exit`, after a fatal signal and (with `panic = "abort"`) at a panic;
@@ -295,8 +310,16 @@ fn drain_once(rt: &Runtime, enc: &mut ChunkEncoder) {
     let rings: Vec<Arc<Ring>> = lock(&rt.rings).clone();
     for ring in &rings {
         let closed = ring.is_closed();
-        let n = ring.drain(|a, b| enc.events(ring.tid, a, b));
-        rt.events_written.fetch_add(n as u64, Ordering::Relaxed);
+        // An in-run reference's recorded calls (every call recorded) are calibration's, not
+        // the program's: their time is in the reference's own event.
+        let mut kept = 0;
+        ring.drain(|a, b| {
+            kept = enc.events_kept(ring.tid, a, b, |e| {
+                e.id != sampling::CALIBRATION_SITE
+                    || !matches!(e.kind(), EventKind::Enter | EventKind::Exit)
+            });
+        });
+        rt.events_written.fetch_add(kept as u64, Ordering::Relaxed);
         let lost = ring.take_lost();
         if lost > 0 {
             rt.events_lost.fetch_add(lost, Ordering::Relaxed);

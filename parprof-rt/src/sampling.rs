@@ -48,6 +48,9 @@ static HOT_SPACING_TICKS: AtomicU64 = AtomicU64::new(0);
 /// Sampling is off for good: every call is recorded, and no per-site state is kept (a third of
 /// a recorded pair's cost otherwise).
 static EVERY_CALL: AtomicBool = AtomicBool::new(false);
+/// With every call recorded, whether recorded exits take the in-run references of the probes'
+/// in-place cost (see the `speed_reference` module): yes, but in a slice and with full detail.
+static EVERY_CALL_FOLLOWED: AtomicBool = AtomicBool::new(false);
 
 /// Whether every call is to be recorded: `record_all` (full detail: every call is measured), or
 /// `PARPROF_SAMPLING=off`.
@@ -59,6 +62,12 @@ pub(crate) fn every_call_requested(record_all: bool) -> bool {
 /// calibration, which measures recorded calls as the program will make them.
 pub(crate) fn set_every_call(every_call: bool) -> bool {
     EVERY_CALL.swap(every_call, Ordering::Relaxed)
+}
+
+/// Whether, with every call recorded, recorded exits take in-run references (see
+/// [`recorded_exit`]). Set before calibration, which measures the exit path the program takes.
+pub(crate) fn follow_every_call(follow: bool) {
+    EVERY_CALL_FOLLOWED.store(follow, Ordering::Relaxed);
 }
 
 /// Called once at start-up, after calibration, with the event clock's rate.
@@ -304,11 +313,13 @@ fn mark_pending(site: u32) {
 }
 
 /// A recorded call of `site` returns at `ts`: every [`RATE_WINDOW`] calls its rate decides
-/// whether it is hot. Returns whether it is (sampled on this thread).
+/// whether it is hot. Returns whether the thread follows the probes' in-place cost at this exit
+/// (in-run references, see the `speed_reference` module): on a hot site (sampled on this
+/// thread), and on every exit when every call is recorded ([`follow_every_call`]).
 #[inline(always)]
 pub(crate) fn recorded_exit(site: u32, ts: u64) -> bool {
     if EVERY_CALL.load(Ordering::Relaxed) {
-        return false;
+        return EVERY_CALL_FOLLOWED.load(Ordering::Relaxed);
     }
     with_site(site, |s| {
         s.depth = s.depth.saturating_sub(1);
@@ -348,10 +359,11 @@ pub(crate) fn exit(site: u32) {
 
 /// In a slice: sampling off from now on, and the calling thread (the only one) records its
 /// next call of every site, calls nested in an unrecorded activation included; the counts of
-/// unrecorded calls are dropped (a slice writes no trace).
+/// unrecorded calls are dropped (a slice writes no trace), and no in-run reference is taken.
 pub(crate) fn record_every_call() {
     HOT_SPACING_TICKS.store(0, Ordering::Relaxed);
     set_every_call(true);
+    follow_every_call(false);
     with_pending_sites(|p| p.clear());
     attention::clear(attention::PENDING);
 }

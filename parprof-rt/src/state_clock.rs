@@ -81,6 +81,11 @@ pub(crate) fn use_marks() -> bool {
     !IN_USE.load(Ordering::Relaxed) && !IN_USE.swap(true, Ordering::Relaxed)
 }
 
+/// No thread counts its lifecycle (after a measurement that did): the writer keeps its own pace.
+pub(crate) fn forget_marks() {
+    IN_USE.store(false, Ordering::Relaxed);
+}
+
 /// Takes a mark (the writer, at each pass) and returns how long the writer may sleep: half to
 /// one and a half [`MARK_EVERY`], drawn anew each time, so that the marks do not fall in step
 /// with a program's own period (a loop of 12 µs steps, marked every 250 µs exactly, is seen at

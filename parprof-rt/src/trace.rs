@@ -111,6 +111,8 @@ pub enum ChunkKind {
     LifecycleTotals = 7,
     /// [`Chunk::BenchPhase`].
     BenchPhase = 8,
+    /// [`Chunk::HookCosts`].
+    HookCosts = 9,
 }
 
 impl ChunkKind {
@@ -124,6 +126,7 @@ impl ChunkKind {
             6 => Self::End,
             7 => Self::LifecycleTotals,
             8 => Self::BenchPhase,
+            9 => Self::HookCosts,
             _ => return None,
         })
     }
@@ -627,6 +630,23 @@ pub struct BenchPhase {
     pub end: u64,
 }
 
+/// What the rayon-core hooks cost the worker that runs them, by the state their time falls in,
+/// measured at start-up through the counting path the workers' hooks take (see
+/// `hook_cost`): the analysis takes it out of the states.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HookCosts {
+    /// A task's begin and end: what falls in its user code.
+    pub task_in_uc_ticks: f64,
+    /// A task's begin and end: what falls in the gap after it.
+    pub task_in_gap_ticks: f64,
+    /// A fork's return: what falls in the user code it resumes.
+    pub resume_in_uc_ticks: f64,
+    /// The tasks of the measurement.
+    pub tasks_timed: u32,
+    /// The extra spin each hook was asked to make (`PARPROF_HOOK_SPIN_NS`), in ns; 0 normally.
+    pub spin_ns: u32,
+}
+
 /// A decoded chunk.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Chunk {
@@ -657,6 +677,8 @@ pub enum Chunk {
     LifecycleTotals(LifecycleTotals),
     /// A benchmark phase, as the harness counted it.
     BenchPhase(BenchPhase),
+    /// What the rayon-core hooks cost, measured at start-up.
+    HookCosts(HookCosts),
 }
 
 /// Why a trace could not be read.
@@ -857,21 +879,53 @@ impl ChunkEncoder {
                 o.extend_from_slice(&b.begin.to_le_bytes());
                 o.extend_from_slice(&b.end.to_le_bytes());
             }),
+            Chunk::HookCosts(h) => self.framed(ChunkKind::HookCosts, |o| {
+                for ticks in [
+                    h.task_in_uc_ticks,
+                    h.task_in_gap_ticks,
+                    h.resume_in_uc_ticks,
+                ] {
+                    o.extend_from_slice(&ticks.to_bits().to_le_bytes());
+                }
+                o.extend_from_slice(&h.tasks_timed.to_le_bytes());
+                o.extend_from_slice(&h.spin_ns.to_le_bytes());
+            }),
         }
     }
 
     /// An events chunk from two slices (a ring buffer's contents may wrap around), packed.
     pub fn events(&mut self, tid: u32, first: &[Event], second: &[Event]) {
+        self.events_kept(tid, first, second, |_| true);
+    }
+
+    /// [`ChunkEncoder::events`] of the events that `keep` keeps; returns how many it kept (an
+    /// empty chunk is not written).
+    pub fn events_kept(
+        &mut self,
+        tid: u32,
+        first: &[Event],
+        second: &[Event],
+        keep: impl Fn(&Event) -> bool,
+    ) -> usize {
+        let mut kept = 0u32;
+        let start = self.buf.len();
         self.framed(ChunkKind::Events, |o| {
             o.extend_from_slice(&tid.to_le_bytes());
-            o.extend_from_slice(&((first.len() + second.len()) as u32).to_le_bytes());
+            let count_at = o.len();
+            o.extend_from_slice(&0u32.to_le_bytes());
             o.reserve((first.len() + second.len()) * 4);
             let mut previous = Event::default();
-            for e in first.iter().chain(second) {
+            for e in first.iter().chain(second).filter(|e| keep(e)) {
                 pack_event(o, e, &previous);
                 previous = *e;
+                kept += 1;
             }
+            o[count_at..count_at + 4].copy_from_slice(&kept.to_le_bytes());
         });
+        if kept == 0 && first.len() + second.len() > 0 {
+            self.buf.truncate(start);
+        }
+        kept as usize
     }
 
     fn framed(&mut self, kind: ChunkKind, payload: impl FnOnce(&mut Vec<u8>)) {
@@ -1322,6 +1376,23 @@ fn decode_chunk(kind: ChunkKind, body: &[u8]) -> Result<Chunk, &'static str> {
             begin: c.u64()?,
             end: c.u64()?,
         }),
+        ChunkKind::HookCosts => {
+            let mut ticks = || -> Result<f64, &'static str> {
+                let t = f64::from_bits(c.u64()?);
+                (t.is_finite() && t >= 0.0)
+                    .then_some(t)
+                    .ok_or("hook cost is not a finite number of ticks")
+            };
+            let (task_in_uc_ticks, task_in_gap_ticks, resume_in_uc_ticks) =
+                (ticks()?, ticks()?, ticks()?);
+            Chunk::HookCosts(HookCosts {
+                task_in_uc_ticks,
+                task_in_gap_ticks,
+                resume_in_uc_ticks,
+                tasks_timed: c.u32()?,
+                spin_ns: c.u32()?,
+            })
+        }
     };
     c.finish()?;
     Ok(chunk)

@@ -341,9 +341,54 @@ fn probe_events_pack_into_a_few_bytes() {
 }
 
 #[test]
+fn events_left_out_by_the_writer_leave_a_chunk_of_the_others() {
+    // Two slices of a ring; the events of site 9 are left out, the chunk counts the rest.
+    let event = |ts, kind, id| Event::new(ts, kind, id);
+    let first = [
+        event(10, EventKind::Enter, 1),
+        event(20, EventKind::Enter, 9),
+        event(30, EventKind::Exit, 9),
+    ];
+    let second = [event(40, EventKind::Exit, 1)];
+    let mut encoder = ChunkEncoder::new();
+    assert_eq!(encoder.events_kept(3, &first, &second, |e| e.id != 9), 2);
+    // Nothing kept: no chunk at all.
+    assert_eq!(encoder.events_kept(3, &first[1..], &[], |e| e.id != 9), 0);
+    let (read, _, err) = read_all(&[encode(&[], false), encoder.into_bytes()].concat()).unwrap();
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(
+        read,
+        vec![Chunk::Events {
+            tid: 3,
+            events: vec![first[0], second[0]],
+        }]
+    );
+}
+
+#[test]
 fn every_event_kind_is_read_back_from_its_number_and_no_other_number_is() {
     for v in 0..=u8::MAX {
         let expected = EventKind::ALL.iter().copied().find(|k| *k as u8 == v);
         assert_eq!(EventKind::from_u8(v), expected, "kind number {v}");
     }
+}
+
+#[test]
+fn hook_costs_round_trip_and_absurd_costs_are_refused() {
+    let costs = HookCosts {
+        task_in_uc_ticks: 12.5,
+        task_in_gap_ticks: 11.25,
+        resume_in_uc_ticks: 6.0,
+        tasks_timed: 24_576,
+        spin_ns: 40,
+    };
+    let (read, _, err) = read_all(&encode(&[Chunk::HookCosts(costs)], true)).unwrap();
+    assert!(err.is_none());
+    assert_eq!(read[0], Chunk::HookCosts(costs));
+    let nan = HookCosts {
+        task_in_gap_ticks: f64::NAN,
+        ..costs
+    };
+    let (read, _, err) = read_all(&encode(&[Chunk::HookCosts(nan)], true)).unwrap();
+    assert!(read.is_empty() && err.is_some(), "{read:?}");
 }

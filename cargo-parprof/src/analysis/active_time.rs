@@ -619,17 +619,25 @@ impl Totals<'_> {
             | EventKind::SearchRound
             | EventKind::SleepBegin
             | EventKind::SleepEnd => {}
-            EventKind::SpeedReference => {
-                let per_call = f64::from(event.aux) / 16.0;
-                thread.speed.on_reference(per_call, self.start_up_reference);
-                if self.start_up_reference.is_some() {
-                    self.speed.on_reference(thread.speed.factor());
-                }
-            }
+            EventKind::SpeedReference => self.on_reference(thread, event, ts),
         }
 
         let cost = self.overhead_of(thread, event, kind);
         thread.overhead_until = thread.overhead_until.max(ts.saturating_add(cost));
+    }
+
+    /// The thread measured a probe's in-place cost from `ts` (see [`super::in_run_speed`]):
+    /// followed, unless the thread was switched out meanwhile (the round measured the switch).
+    fn on_reference(&mut self, thread: &mut ThreadState<'_>, event: &Event, ts: u64) {
+        let took = u64::from(event.id);
+        if thread.switched_out_within(ts, ts.saturating_add(took)) > 0 {
+            self.speed.switched += 1;
+            return;
+        }
+        let per_call = f64::from(event.aux) / 16.0;
+        if let Some(reading) = thread.speed.on_reference(per_call, self.start_up_reference) {
+            self.speed.on_reference(reading, thread.speed.factor());
+        }
     }
 
     /// The ticks of overhead that `event` starts on its thread's time line.
@@ -1347,6 +1355,39 @@ mod tests {
         assert_eq!(speed.references, 2);
         assert!((speed.overhead_scale - 150.0 / 200.0).abs() < 1e-12);
         assert_eq!((speed.lowest_factor, speed.highest_factor), (0.5, 0.5));
+    }
+
+    /// A reference during which its thread was switched out measured the switch: it is left
+    /// out, and its time (on the CPU) is removed all the same.
+    #[test]
+    fn a_reference_taken_while_switched_out_is_not_followed() {
+        use EventKind::{Enter, Exit, SpeedReference};
+        let mut cal = calibration(10.0, 10.0);
+        cal.push(Calibration {
+            kind: SpeedReference,
+            cost_ticks: 8.0,
+            spread: 0.0,
+            rounds: 21,
+        });
+        // Switched out 410..450, inside the second reference (400..430 on the CPU: 70 ticks).
+        let off_cpu = off_cpu(&[(410, SwitchKind::OutPreempted), (450, SwitchKind::In)]);
+        let events = [
+            Event::new(0, Enter, F),
+            // Read 16 ticks a call: the factor is 2 from here on.
+            Event::speed_reference(100, 30, 16 * 16),
+            // Read 1000 ticks a call, for the switch: left out.
+            Event::speed_reference(400, 70, 1000 * 16),
+            Event::new(600, Enter, G),
+            Event::new(700, Exit, G),
+            Event::new(1000, Exit, F),
+        ];
+        let r = run(&off_cpu, &cal, &events);
+        // F: its entry 10, the references 30 + 30 on the CPU, G's pair 2 × 20.
+        let f = &r.probes[&F].totals;
+        assert_eq!((f.overhead, f.switched_out.total()), (110, 40));
+        let speed = r.speed.summary().expect("references");
+        assert_eq!((speed.references, speed.switched), (1, 1));
+        assert_eq!((speed.lowest_factor, speed.highest_factor), (2.0, 2.0));
     }
 
     #[test]

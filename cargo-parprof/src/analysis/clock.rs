@@ -1,6 +1,6 @@
 //! How well trace ticks line up with the kernel's `CLOCK_MONOTONIC` records.
 
-use super::model::{CalibrationRow, ClockInfo, ProbeSummary};
+use super::model::{CalibrationRow, ClockInfo, InRunSpeed, ProbeSummary};
 use parprof_rt::trace::{self, ClockKind, End, Header, TickConverter};
 
 /// The end sync point if it can be used for the whole-run rate (the condition under which
@@ -71,18 +71,27 @@ pub(crate) fn clock_info(
 /// kept, and probes with many nested calls, where the figure matters, have mostly one kind.
 ///
 /// A run whose costs followed the machine's speed (in-run references) is uncertain by how
-/// well calibration knew the ratio of the cost to the reference, not by how much the speed
-/// itself varied: the standard error of that ratio's median over its rounds.
+/// well calibration knew the ratio of the cost to the reference (the standard error of that
+/// ratio's median over its rounds), and by how well its references knew the cost during the
+/// run (the standard error of their median: they vary as the machine's speed does, and each
+/// thread follows its last three), not by how much the speed itself varied.
 fn overhead_spread(
     calibration: &[CalibrationRow],
     probes: &[ProbeSummary],
-    followed: bool,
+    followed: Option<&InRunSpeed>,
 ) -> Option<f64> {
     let tracking = calibration
         .iter()
         .find(|c| c.kind == "SpeedReference")
-        .filter(|_| followed)
-        .map(|c| trace::median_standard_error(c.cost_spread, usize::from(c.rounds)));
+        .zip(followed)
+        .map(|(c, run)| {
+            let tie = trace::median_standard_error(c.cost_spread, usize::from(c.rounds));
+            let references = trace::median_standard_error(
+                run.spread,
+                usize::try_from(run.references).unwrap_or(usize::MAX),
+            );
+            tie.hypot(references)
+        });
     let row = |kind: &str| {
         calibration
             .iter()
@@ -110,7 +119,7 @@ fn overhead_spread(
 /// The clock's `overhead_spread` for these probes, and each probe's overhead uncertainty.
 pub(crate) fn weigh_overhead_uncertainty(clock: &mut ClockInfo, probes: &mut [ProbeSummary]) {
     clock.overhead_spread =
-        overhead_spread(&clock.calibration, probes, clock.in_run_speed.is_some());
+        overhead_spread(&clock.calibration, probes, clock.in_run_speed.as_ref());
     let spread = clock.overhead_spread.unwrap_or(0.0);
     for p in probes {
         p.overhead_uncertainty_ns = (p.overhead_ns as f64 * spread).round() as u64;
@@ -219,12 +228,15 @@ mod tests {
         // Costs that followed the machine's speed: for all kinds, the standard error of the
         // ratio that ties the cost to the reference (a spread of 0.5 over 101 rounds: 4.6 %).
         clock.calibration.push(row("SpeedReference", 4.0, 0.5, 101));
-        clock.in_run_speed = Some(InRunSpeed {
+        let steady_run = InRunSpeed {
             references: 3,
             overhead_scale: 1.0,
             lowest_factor: 1.0,
             highest_factor: 1.0,
-        });
+            spread: 0.0,
+            switched: 0,
+        };
+        clock.in_run_speed = Some(steady_run.clone());
         weigh_overhead_uncertainty(&mut clock, &mut probes);
         let tracking = 1.25 / 1.35 * 0.5 / 101f64.sqrt();
         assert!((clock.overhead_spread.unwrap() - tracking).abs() < 1e-12);
@@ -233,6 +245,19 @@ mod tests {
         clock.calibration.last_mut().unwrap().rounds = 25;
         weigh_overhead_uncertainty(&mut clock, &mut probes);
         assert_eq!(probes[0].overhead_uncertainty_ns, 93);
+        // References that varied by 0.6 (interquartile range over median) over 36 of them: the
+        // median of the run's cost is known within 9.3 %, and the two add as independent
+        // errors: √(9.26² + 9.26²) = 13.1 %.
+        clock.in_run_speed = Some(InRunSpeed {
+            references: 36,
+            spread: 0.6,
+            ..steady_run
+        });
+        weigh_overhead_uncertainty(&mut clock, &mut probes);
+        let references = 1.25 / 1.35 * 0.6 / 6.0;
+        let expected = (1.25 / 1.35 * 0.5 / 5.0f64).hypot(references);
+        assert!((clock.overhead_spread.unwrap() - expected).abs() < 1e-12);
+        assert_eq!(probes[0].overhead_uncertainty_ns, 131);
         weigh_overhead_uncertainty(&mut clock, &mut []);
         assert_eq!(clock.overhead_spread, None);
     }

@@ -34,7 +34,7 @@ fn frame_name(frame: &Frame) -> String {
 
 /// Whether a frame is the profiler's own code, linked into the program: the probes' entry and
 /// exit, the recorder and the clock reads (`_rdtsc` is inlined from `core::arch`).
-fn is_profiler_frame(function: &str) -> bool {
+pub(super) fn is_profiler_frame(function: &str) -> bool {
     let path = function.trim_start_matches('<');
     path.starts_with("parprof_rt::")
         || function.contains("drop_in_place<parprof_rt::")
@@ -47,7 +47,7 @@ const PRIMITIVES: &[&str] = &[
 ];
 
 /// A frame name without the `<`, `&`, `&mut `, `*mut `, `*const ` its type path starts with.
-fn type_path(name: &str) -> &str {
+pub(super) fn type_path(name: &str) -> &str {
     let mut path = name;
     loop {
         let trimmed = path.trim_start_matches(['<', '&', '*']);
@@ -65,7 +65,7 @@ fn type_path(name: &str) -> &str {
 /// Frames the profiler's code calls into without running user code: the standard library
 /// and the crates inside it that symbolize a backtrace (an implicit region's call site), the
 /// vDSO and libc (clock reads, allocation, the writer's I/O), unsymbolised addresses.
-fn is_runtime_library_frame(function: &str) -> bool {
+pub(super) fn is_runtime_library_frame(function: &str) -> bool {
     let path = type_path(function);
     // A trait's method for a generic or primitive type (`<T as alloc::string::ToString>::
     // to_string`, `<u8 as <[_]>::to_vec_in::ConvertVec>::to_vec`) is the trait's crate's.

@@ -1,6 +1,8 @@
 //! The four parallel-overhead diagnoses of a region (method 2 of the spec).
 //!
-//! Active overhead (LQ + GS) and inactive overhead (W) are compared with their thresholds as
+//! Active overhead (LQ + GS + sched: the search for tasks, and rayon's own code run inside the
+//! tasks on their behalf, measured from the CPU samples; see `sched_share`) and inactive
+//! overhead (W) are compared with their thresholds as
 //! shares of the time the region's workers could run: worker time (workers × elapsed) less
 //! the time they were switched out while runnable. That time is the CPUs' shortage (cause 5),
 //! not the schedule's: a worker preempted while idle is not idle by the program's doing, and
@@ -26,9 +28,16 @@
 //! (affinity, cgroup quota), or CPUs taken by other programs. The latter is the machine's,
 //! so it is said once per run (see [`machine_oversubscription_once`]).
 //!
-//! The impact of a diagnosis is the overhead it explains, spread over the workers: the region
-//! would end that much sooner without it, hence the speedup if fixed.
+//! The impact of a diagnosis is a prediction of the plain program's gain: the overhead it
+//! explains is a share of the time the workers could run (less the hooks' own time, taken out
+//! of every state, see `hook_time`: the plain program does not spend it), and the region without
+//! it would take that share less: speedup 1 ÷ (1 − share). On a quiet machine that is
+//! elapsed ÷ (elapsed − overhead ÷ workers); beside other programs, which take a part of the
+//! CPUs that grows with the region's work, it stays the share of the work. Waiting for a CPU and
+//! blocking are time lost beside the schedule: that time ÷ workers, off the elapsed time.
+//! `benches/predicted_gain.rs` checks the prediction on pairs of programs, bad and fixed.
 
+use super::call_site::RegionKind;
 use super::diagnosis::{Code, Diagnosis, Evidence, Impact};
 use super::lifecycle::{RegionReport, WaitSource};
 use crate::recording::Thresholds;
@@ -37,6 +46,8 @@ use crate::units::{human_count, human_duration};
 /// Figures of a region that the diagnoses share.
 struct Figures {
     workers: f64,
+    /// The region's length less the hooks' own time spread over the workers: the plain
+    /// program's.
     elapsed_s: f64,
     worker_ns: f64,
     runs: f64,
@@ -47,22 +58,40 @@ struct Figures {
     /// held the work without a CPU. That time is the CPUs' shortage (`oversubscription`'s), so
     /// the other causes are judged, and every rate taken, over the rest.
     runnable_ns: f64,
-    /// LQ + GS while not switched out runnable, and W less its time without a CPU (switched out
+    /// LQ + GS while not switched out runnable, plus sched (running, by its samples), and W less its time without a CPU (switched out
     /// runnable, or while another worker held the work without one): what the schedule itself
     /// lost.
     active_ns: f64,
+    /// Of `active_ns`, rayon's code inside the tasks.
+    sched_ns: f64,
     inactive_ns: f64,
 }
 
 impl Figures {
+    /// The impact of a cause of the schedule (the four of method 2): its overhead's share of
+    /// the time the workers could run. The region's time follows that time (what other
+    /// programs take of the CPUs grows with it), so the plain region without the overhead
+    /// takes 1 − share of its time: speedup 1 ÷ (1 − share), time lost elapsed × share.
     fn impact(&self, overhead_ns: f64) -> Impact {
-        let lost_ns = overhead_ns / self.workers;
         let elapsed_ns = self.elapsed_s * 1e9;
         // Never more than all of it, so the speedup stays finite.
+        let share = (overhead_ns / self.runnable_ns).min(1.0 - 1e-3);
+        Impact {
+            time_lost_ns: (elapsed_ns * share).round() as u64,
+            share_of_worker_time: overhead_ns / self.worker_ns,
+            speedup_if_fixed: 1.0 / (1.0 - share),
+        }
+    }
+
+    /// The impact of what the workers lost beside the schedule (waiting for a CPU, blocked in
+    /// tasks): that time ÷ workers, off the region's elapsed time.
+    fn impact_of_lost_time(&self, lost_worker_ns: f64) -> Impact {
+        let lost_ns = lost_worker_ns / self.workers;
+        let elapsed_ns = self.elapsed_s * 1e9;
         let remaining = (elapsed_ns - lost_ns).max(elapsed_ns * 1e-3);
         Impact {
             time_lost_ns: lost_ns.round() as u64,
-            share_of_worker_time: overhead_ns / self.worker_ns,
+            share_of_worker_time: lost_worker_ns / self.worker_ns,
             speedup_if_fixed: elapsed_ns / remaining,
         }
     }
@@ -201,7 +230,10 @@ fn fold_symptoms(out: &mut Vec<Diagnosis>, f: &Figures, workers: usize) {
 }
 
 fn figures(r: &RegionReport, usable_cpus: Option<f64>) -> Figures {
-    let worker_ns = r.worker_ns();
+    // The plain program does not run the hooks: its workers' time, and its region's length,
+    // are that much shorter.
+    let hook_ns = (r.hook_ns.uc + r.hook_ns.lq + r.hook_ns.gs + r.hook_ns.w) as f64;
+    let worker_ns = (r.worker_ns() - hook_ns).max(r.worker_ns() * 1e-3);
     let p = &r.preempted_ns;
     // Idle without a CPU: switched out while runnable (a worker yielding in rayon's idle loop
     // beside busy CPUs could not have run), or while another worker held work without a CPU —
@@ -216,13 +248,14 @@ fn figures(r: &RegionReport, usable_cpus: Option<f64>) -> Figures {
     let without_cpu = (p.uc + p.lq + p.gs + waited_for_others) as f64;
     Figures {
         workers: r.workers as f64,
-        elapsed_s: r.elapsed_ns as f64 / 1e9,
+        elapsed_s: worker_ns / r.workers as f64 / 1e9,
         worker_ns,
         runs: r.instances.max(1) as f64,
         tasks_per_run: r.tasks.total() as f64 / r.instances.max(1) as f64,
         // Never nothing, so that shares and rates stay finite.
         runnable_ns: (worker_ns - without_cpu).max(worker_ns * 1e-3),
         active_ns: r.active_overhead_ns.saturating_sub(p.lq + p.gs) as f64,
+        sched_ns: r.sched.sched_ns as f64,
         inactive_ns: (r.inactive_overhead_ns - waited_for_others) as f64,
     }
 }
@@ -255,7 +288,7 @@ fn blocking(r: &RegionReport, t: &Thresholds, f: &Figures) -> Option<Diagnosis> 
             summary,
         },
         threshold: t.blocked,
-        impact: f.impact(blocked_ns),
+        impact: f.impact_of_lost_time(blocked_ns),
         advice:
             "Keep waits out of the tasks. A lock shared by the tasks serializes them: give each \
                  task its own accumulator and combine at the end (`fold` then `reduce`, or \
@@ -520,7 +553,7 @@ fn oversubscription(
             summary,
         },
         threshold: t.preempted,
-        impact: f.impact(preempted_ns),
+        impact: f.impact_of_lost_time(preempted_ns),
         advice,
     })
 }
@@ -603,6 +636,23 @@ fn opened_by(
     }
 }
 
+/// "12% ±2 in rayon's code inside the tasks (412 samples)", or why it is not known.
+fn sched_in_words(r: &RegionReport, f: &Figures) -> String {
+    let s = &r.sched;
+    if s.share_of_uc.is_none() {
+        return format!(
+            "rayon's code inside the tasks not told ({} CPU samples in them, too few)",
+            s.own_samples + s.sched_samples
+        );
+    }
+    format!(
+        "{:.0}% ±{:.0} in rayon's code inside the tasks ({} CPU samples in them)",
+        f.sched_ns / f.runnable_ns * 100.0,
+        s.sched_uncertainty_ns as f64 / f.runnable_ns * 100.0,
+        s.own_samples + s.sched_samples
+    )
+}
+
 fn too_fine(
     r: &RegionReport,
     t: &Thresholds,
@@ -615,11 +665,13 @@ fn too_fine(
     let target_ns = 2.0 * 1e9 / t.tasks_per_worker_per_s;
     let summary = format!(
         "{} tasks per second per worker (threshold {}); the median task lasts {} and {:.0}% of \
-         the time workers could run is spent finding tasks.",
+         the time workers could run is spent scheduling them: {:.0}% finding tasks, {}.",
         human_count(rate),
         human_count(t.tasks_per_worker_per_s),
         human_duration(r.task_ns.median),
-        f.active_ns / f.runnable_ns * 100.0
+        f.active_ns / f.runnable_ns * 100.0,
+        (f.active_ns - f.sched_ns) / f.runnable_ns * 100.0,
+        sched_in_words(r, f)
     );
     Diagnosis {
         code: Code::TooFineGranularity,
@@ -627,14 +679,44 @@ fn too_fine(
         evidence: opened("tasks_per_worker_per_s", rate, summary),
         threshold: t.tasks_per_worker_per_s,
         impact: f.impact(f.active_ns),
-        advice: format!(
-            "Tasks are too small to pay for their scheduling. Make each about {factor:.0}× larger (at least \
-             {:.1} µs of work): on the parallel iterator add `.with_min_len(n)` with n ≈ {factor:.0} × items ÷ \
-             {:.0} (the tasks one run makes now), or iterate `par_chunks(n)` and loop sequentially \
-             inside each chunk; with recursive `join`, stop splitting below a piece that takes {:.1} µs.",
-            target_ns / 1e3,
-            f.tasks_per_run,
-            target_ns / 1e3
+        advice: too_fine_advice(r, f, factor, target_ns),
+    }
+}
+
+/// The too-fine advice for the region's kind, with the number filled in: how many of today's
+/// pieces of work (the median task that ran no nested task) make one of `target_ns`.
+fn too_fine_advice(r: &RegionReport, f: &Figures, factor: f64, target_ns: f64) -> String {
+    let pieces = (target_ns / r.task_ns.median.max(1) as f64).ceil().max(2.0);
+    let today = human_duration(r.task_ns.median);
+    let target = format!("{:.1} µs", target_ns / 1e3);
+    let why = "Tasks are too small to pay for their scheduling.";
+    match r.kind {
+        Some(RegionKind::Iterator) => format!(
+            "{why} The median task runs {today}: give each at least {target} of work, about \
+             {pieces:.0} of today's. Add `.with_min_len({pieces:.0})` to the parallel iterator \
+             when each task holds one item now ({pieces:.0}× the items it holds otherwise), or \
+             iterate `par_chunks({pieces:.0})` and loop sequentially inside each chunk. A \
+             parallel iterator over a few items inside another one's tasks (a row's cells): make \
+             the inner loop sequential (`iter()`)."
+        ),
+        Some(RegionKind::Join) => format!(
+            "{why} The recursion splits down to pieces of {today}: stop splitting at a cut-off, \
+             with plain recursive calls below a piece of about {pieces:.0}× today's smallest \
+             (at least {target} of work; below about {pieces:.0} elements when it splits down \
+             to single elements now)."
+        ),
+        Some(RegionKind::Scope | RegionKind::Spawn) => format!(
+            "{why} Each spawned job runs {today}: spawn fewer, larger jobs of at least {target} \
+             (about {pieces:.0} of today's each), or split the work recursively (`join`, or \
+             `par_iter` with `.with_min_len(n)`) instead of spawning a job per item."
+        ),
+        _ => format!(
+            "{why} Make each about {factor:.0}× larger (at least {target} of work): on the \
+             parallel iterator add `.with_min_len(n)` with n ≈ {factor:.0} × items ÷ {:.0} \
+             (the tasks one run makes now), or iterate `par_chunks(n)` and loop sequentially \
+             inside each chunk; with recursive `join`, stop splitting below a piece that takes \
+             {target}.",
+            f.tasks_per_run
         ),
     }
 }
@@ -642,6 +724,7 @@ fn too_fine(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::SchedShare;
     use crate::analysis::lifecycle::{SearchRounds, StateNs, TaskCounts, TaskNs, Transitions};
 
     /// A region of 4 workers for 1 s, with the given tasks, overheads and transitions.
@@ -677,6 +760,8 @@ mod tests {
                 w: w_ns,
             },
             transitions,
+            sched: Default::default(),
+            hook_ns: StateNs::default(),
             active_overhead_ns: lq_gs_ns,
             inactive_overhead_ns: w_ns,
             preempted_ns: StateNs::default(),
@@ -1142,6 +1227,103 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
         }
+    }
+
+    /// Hand-computed: 4 workers for 1 s (4 s of worker time); 200 ms in LQ + GS; the CPU
+    /// samples in UC say 25% of its 3.8 s is rayon's code (950 ms). Active overhead 1.15 s,
+    /// 28.75% of worker time: the region loses 287.5 ms of its 1 s, 1 ÷ 0.7125 = 1.40× faster
+    /// if fixed.
+    #[test]
+    fn the_schedulers_code_in_the_tasks_is_active_overhead() {
+        let mut r = region(MANY, 200_000_000, 0, QUIET);
+        r.sched = crate::analysis::sched_share::share(300, 100, 0, r.state_ns.uc);
+        r.active_overhead_ns = 200_000_000 + r.sched.sched_ns;
+        assert_eq!(r.sched.sched_ns, 950_000_000);
+        let d = diagnose(&r, &Thresholds::default(), None).remove(0);
+        assert_eq!(d.code, Code::TooFineGranularity);
+        assert_eq!(d.evidence.overhead_share, 1_150_000_000.0 / 4e9);
+        assert_eq!(d.impact.time_lost_ns, 287_500_000);
+        assert!((d.impact.speedup_if_fixed - 1.0 / 0.7125).abs() < 1e-9);
+        assert!(
+            d.evidence
+                .summary
+                .contains("5% finding tasks, 24% ±2 in rayon's code"),
+            "{}",
+            d.evidence.summary
+        );
+        // Without the samples' share, LQ + GS alone (5%) stays under the 10% gate.
+        r.sched = SchedShare::default();
+        r.active_overhead_ns = 200_000_000;
+        assert!(codes(&r).is_empty());
+    }
+
+    /// Hand-computed: 4 workers for 1 s, of which the hooks took 400 ms of worker time (taken
+    /// out of UC and LQ already): the plain region lasts 900 ms, its workers 3.6 s. 720 ms of
+    /// active overhead is 20% of that: 180 ms lost, 0.9 ÷ 0.72 = 1.25× faster if fixed.
+    #[test]
+    fn the_hooks_own_time_is_not_the_plain_programs() {
+        let mut r = region(MANY, 720_000_000, 0, QUIET);
+        r.hook_ns = StateNs {
+            uc: 300_000_000,
+            lq: 100_000_000,
+            ..StateNs::default()
+        };
+        r.state_ns.uc -= 400_000_000;
+        let d = diagnose(&r, &Thresholds::default(), None).remove(0);
+        assert!((d.evidence.overhead_share - 0.2).abs() < 1e-12);
+        assert_eq!(d.impact.time_lost_ns, 180_000_000);
+        assert!((d.impact.speedup_if_fixed - 1.25).abs() < 1e-9);
+        // Rates are per second of the plain workers' time: 8 M tasks in 3.6 s.
+        assert!((d.evidence.value - 8_000_000.0 / 3.6).abs() < 1e-3);
+    }
+
+    /// Hand-computed: 4 workers for 1 s beside other programs that took half the CPUs (2 s of
+    /// UC switched out while runnable): 500 ms of LQ + GS is 25% of the 2 s the workers could
+    /// run, so the region takes a quarter less: 1 ÷ 0.75 = 1.33× faster if fixed, 250 ms of
+    /// its 1 s lost (not 500 ms ÷ 4 workers = 125 ms: the other programs' part of the CPUs
+    /// follows the work).
+    #[test]
+    fn beside_other_programs_the_gain_is_the_share_of_the_work() {
+        let mut r = region(MANY, 500_000_000, 0, QUIET);
+        r.preempted_ns.uc = 2_000_000_000;
+        let d = diagnose(&r, &Thresholds::default(), None).remove(0);
+        assert_eq!(d.code, Code::TooFineGranularity);
+        assert_eq!(d.evidence.overhead_share, 0.25);
+        assert_eq!(d.impact.time_lost_ns, 250_000_000);
+        assert!((d.impact.speedup_if_fixed - 4.0 / 3.0).abs() < 1e-9);
+        assert_eq!(d.impact.share_of_worker_time, 0.125);
+    }
+
+    /// The advice for the region's kind, with the number: 5 µs (two tasks' worth at the
+    /// 400,000 a second threshold) over a median piece of 77 ns is 65 pieces.
+    #[test]
+    fn too_fine_advice_fits_the_regions_kind_with_the_number_filled_in() {
+        let advice = |kind: Option<RegionKind>| {
+            let mut r = region(MANY, ACTIVE, 0, QUIET);
+            r.kind = kind;
+            r.task_ns.median = 77;
+            diagnose(&r, &Thresholds::default(), None).remove(0).advice
+        };
+        let iterator = advice(Some(RegionKind::Iterator));
+        assert!(iterator.contains("`.with_min_len(65)`"), "{iterator}");
+        assert!(
+            iterator.contains("make the inner loop sequential"),
+            "{iterator}"
+        );
+        let join = advice(Some(RegionKind::Join));
+        assert!(
+            join.contains("cut-off") && join.contains("below about 65 elements"),
+            "{join}"
+        );
+        assert!(!join.contains("with_min_len"), "{join}");
+        let spawn = advice(Some(RegionKind::Spawn));
+        assert!(spawn.contains("about 65 of today's each"), "{spawn}");
+        // Not known: the general advice, iterator and join both.
+        let unknown = advice(None);
+        assert!(
+            unknown.contains("with_min_len") && unknown.contains("join"),
+            "{unknown}"
+        );
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! Following the machine's speed during the run: the factor by which method 1's calibrated
 //! costs are scaled on each thread.
 //!
-//! The runtime measures what an untimed probe call costs in place again while the program
-//! runs, on each thread with a hot site ([`EventKind::SpeedReference`]), as its calibration
-//! did at start-up (the calibration row of that kind). A thread's factor is the median of its
-//! last three references over the start-up one: one reference disturbed by an interrupt or a
-//! switch is left out, and a change of the machine's speed takes effect at the second
-//! reference after it (the runtime takes its first three back to back). Before a thread's
-//! first reference, and on threads without any, the factor is 1: the start-up calibration.
+//! The runtime measures what a probe call costs in place again while the program runs, on
+//! each thread with a hot site or, with every call recorded, each thread that records
+//! ([`EventKind::SpeedReference`]: an untimed call, or a timed pair when every call is
+//! recorded), as its calibration did at start-up (the calibration row of that kind). A
+//! thread's factor is the median of its last three references over the start-up one: one
+//! reference disturbed by an interrupt is left out, and a change of the machine's speed takes
+//! effect at the second reference after it (the runtime takes its first three back to back).
+//! A reference during which the thread was switched out measured the switch: the active-time
+//! analysis does not take it. Before a thread's first reference, and on threads without any,
+//! the factor is 1: the start-up calibration.
 //!
 //! [`EventKind::SpeedReference`]: parprof_rt::trace::EventKind::SpeedReference
 
@@ -46,11 +49,9 @@ impl SpeedFollower {
     }
 
     /// A reference measured `per_call` ticks where the start-up calibration measured
-    /// `start_up` (no start-up figure: nothing to follow).
-    pub(crate) fn on_reference(&mut self, per_call: f64, start_up: Option<f64>) {
-        let Some(start_up) = start_up.filter(|s| *s > 0.0) else {
-            return;
-        };
+    /// `start_up` (no start-up figure: nothing to follow); returns the reference's own factor.
+    pub(crate) fn on_reference(&mut self, per_call: f64, start_up: Option<f64>) -> Option<f64> {
+        let start_up = start_up.filter(|s| *s > 0.0)?;
         let factor = (per_call / start_up).clamp(FACTOR_BOUNDS.0, FACTOR_BOUNDS.1);
         self.last = [self.last[1], self.last[2], factor];
         self.seen = (self.seen + 1).min(3);
@@ -61,6 +62,61 @@ impl SpeedFollower {
             [a, b] => (a + b) / 2.0,
             sorted => sorted[sorted.len() / 2],
         };
+        Some(factor)
+    }
+}
+
+/// Factors in buckets of a 32nd of an octave over [`FACTOR_BOUNDS`]: the run's quartiles of
+/// its references, whatever their number, to about 2 %.
+const BUCKETS_PER_OCTAVE: f64 = 32.0;
+const OCTAVES_BELOW_ONE: f64 = 4.0;
+const BUCKETS: usize = (2.0 * OCTAVES_BELOW_ONE * BUCKETS_PER_OCTAVE) as usize + 1;
+
+/// How the references' own factors spread over the run.
+#[derive(Clone, Copy, Debug)]
+struct FactorHistogram {
+    counts: [u32; BUCKETS],
+    total: u64,
+}
+
+impl Default for FactorHistogram {
+    fn default() -> Self {
+        FactorHistogram {
+            counts: [0; BUCKETS],
+            total: 0,
+        }
+    }
+}
+
+impl FactorHistogram {
+    fn add(&mut self, factor: f64) {
+        let at = ((factor.log2() + OCTAVES_BELOW_ONE) * BUCKETS_PER_OCTAVE).round();
+        let at = at.clamp(0.0, (BUCKETS - 1) as f64) as usize;
+        self.counts[at] = self.counts[at].saturating_add(1);
+        self.total += 1;
+    }
+
+    /// The factor below which a share `q` of the references lie.
+    fn quantile(&self, q: f64) -> f64 {
+        let wanted = (q * self.total as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        let at = self
+            .counts
+            .iter()
+            .position(|&c| {
+                seen += u64::from(c);
+                seen >= wanted
+            })
+            .unwrap_or(BUCKETS - 1);
+        (at as f64 / BUCKETS_PER_OCTAVE - OCTAVES_BELOW_ONE).exp2()
+    }
+
+    /// Interquartile range over the median.
+    fn spread(&self) -> f64 {
+        if self.total == 0 {
+            return 0.0;
+        }
+        (self.quantile(0.75) - self.quantile(0.25)) / self.quantile(0.5)
     }
 }
 
@@ -74,6 +130,10 @@ pub(crate) struct SpeedTotals {
     /// The lowest and highest factor used.
     pub lowest: f64,
     pub highest: f64,
+    /// The references' own factors.
+    readings: FactorHistogram,
+    /// References left out: the thread was switched out while it took them.
+    pub switched: u64,
 }
 
 impl SpeedTotals {
@@ -89,8 +149,9 @@ impl SpeedTotals {
         scaled
     }
 
-    /// A reference was taken and gave `factor` from now on.
-    pub(crate) fn on_reference(&mut self, factor: f64) {
+    /// A reference read `reading` (its own factor) and gave `factor` from now on.
+    pub(crate) fn on_reference(&mut self, reading: f64, factor: f64) {
+        self.readings.add(reading);
         if self.references == 0 {
             (self.lowest, self.highest) = (factor, factor);
         }
@@ -110,6 +171,8 @@ impl SpeedTotals {
             },
             lowest_factor: self.lowest,
             highest_factor: self.highest,
+            spread: self.readings.spread(),
+            switched: self.switched,
         })
     }
 }
@@ -150,11 +213,38 @@ mod tests {
     }
 
     #[test]
+    fn each_reference_gives_its_own_factor_within_the_bounds() {
+        let mut follower = SpeedFollower::default();
+        assert_eq!(follower.on_reference(5.0, Some(10.0)), Some(0.5));
+        assert_eq!(follower.on_reference(1000.0, Some(10.0)), Some(16.0));
+        assert_eq!(follower.on_reference(0.0, Some(10.0)), Some(0.0625));
+    }
+
+    #[test]
     fn without_a_start_up_reference_nothing_is_followed() {
         let mut follower = SpeedFollower::default();
-        follower.on_reference(5.0, None);
-        follower.on_reference(5.0, Some(0.0));
+        assert_eq!(follower.on_reference(5.0, None), None);
+        assert_eq!(follower.on_reference(5.0, Some(0.0)), None);
         assert_eq!(follower.factor(), 1.0);
+    }
+
+    #[test]
+    fn the_spread_of_the_references_is_their_interquartile_range_over_their_median() {
+        let mut totals = SpeedTotals::default();
+        // 100 references: 30 at 0.5, 40 at 1, 30 at 2 (on buckets): quartiles 0.5 and 2.
+        for (reading, count) in [(0.5, 30), (1.0, 40), (2.0, 30)] {
+            for _ in 0..count {
+                totals.on_reference(reading, 1.0);
+            }
+        }
+        assert_eq!(totals.summary().unwrap().spread, 1.5);
+        // Steady: within a bucket or two, the spread is a few percent at most.
+        let mut steady = SpeedTotals::default();
+        for i in 0..99 {
+            steady.on_reference(1.0 + 0.01 * f64::from(i % 3), 1.0);
+        }
+        let spread = steady.summary().unwrap().spread;
+        assert!(spread < 0.05, "{spread}");
     }
 
     #[test]
@@ -162,9 +252,9 @@ mod tests {
         let mut totals = SpeedTotals::default();
         assert!(totals.summary().is_none());
         assert_eq!(totals.scale(1_000, 1.0), 1_000);
-        totals.on_reference(0.5);
+        totals.on_reference(0.5, 0.5);
         assert_eq!(totals.scale(1_000, 0.5), 500);
-        totals.on_reference(2.0);
+        totals.on_reference(2.0, 2.0);
         assert_eq!(totals.scale(1_000, 2.0), 2_000);
         let summary = totals.summary().unwrap();
         assert_eq!(summary.references, 2);

@@ -52,7 +52,7 @@ use super::call_site::{self, CallSite, RegionKind};
 use super::diagnosis::Diagnosis;
 use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
-use super::model::worker_name;
+use super::model::{SchedShare, worker_name};
 use super::offcpu::{OffCpu, OffCpuIndex};
 use parprof_rt::trace::{
     Event, EventKind, LifecycleTotals, NO_WORKER, SiteKind, SiteRecord, TaskOrigin, ThreadRecord,
@@ -159,7 +159,13 @@ pub struct RegionReport {
     /// Summed over the workers.
     pub state_ns: StateNs,
     pub transitions: Transitions,
-    /// LQ + GS.
+    /// The part of UC in which the workers ran the scheduler's code on the tasks' behalf,
+    /// from the CPU samples (see [`super::sched_share`]; filled after the lifecycle).
+    pub sched: SchedShare,
+    /// The rayon-core hooks' own time taken out of each state (see [`super::hook_time`]),
+    /// summed over the workers: the plain program does not spend it.
+    pub hook_ns: StateNs,
+    /// LQ + GS + sched.
     pub active_overhead_ns: u64,
     /// W while the region runs.
     pub inactive_overhead_ns: u64,
@@ -240,6 +246,8 @@ impl EventConsumer for LifecycleBuilder {
 pub struct Lifecycle {
     /// Longest first.
     pub regions: Vec<RegionReport>,
+    /// Each region's runs in ticks, sorted and disjoint, by site.
+    pub region_runs: HashMap<u32, Vec<(u64, u64)>>,
     pub timeline: LifecycleTimeline,
     /// The rayon workers' threads.
     pub workers: Vec<u32>,
@@ -537,6 +545,7 @@ impl LifecycleBuilder {
         if self.first_ts > self.last_ts {
             return Lifecycle {
                 regions: Vec::new(),
+                region_runs: HashMap::new(),
                 timeline: LifecycleTimeline::default(),
                 workers: Vec::new(),
                 runs: Vec::new(),
@@ -567,11 +576,13 @@ impl LifecycleBuilder {
             hooked: self.hooked,
         };
         let runs = merge(cx.windows.values().flatten().copied().collect());
+        let timeline = split.timeline(self.stretches);
         Lifecycle {
             regions: reports,
-            timeline: split.timeline(self.stretches),
-            workers: cx.workers.clone(),
+            timeline,
+            workers: cx.workers,
             runs,
+            region_runs: cx.windows,
         }
     }
 
@@ -765,6 +776,8 @@ impl LifecycleBuilder {
             },
             state_ns,
             transitions,
+            sched: SchedShare::default(),
+            hook_ns: StateNs::default(),
             active_overhead_ns: state_ns.lq + state_ns.gs,
             inactive_overhead_ns: state_ns.w,
             preempted_ns,

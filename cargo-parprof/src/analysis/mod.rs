@@ -18,6 +18,7 @@ pub mod diagnoses;
 pub mod diagnosis;
 mod distribution;
 pub mod event_consumer;
+mod hook_time;
 mod id_map;
 mod in_run_speed;
 pub mod lifecycle;
@@ -25,6 +26,7 @@ pub mod model;
 pub mod offcpu;
 mod outside_regions;
 mod sampled_tasks;
+pub mod sched_share;
 pub mod slices;
 mod spans;
 mod threads;
@@ -47,7 +49,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lifecycle::{Lifecycle, LifecycleBuilder, LifecycleTimeline};
 use offcpu::OffCpuIndex;
 use parprof_rt::trace::{
-    Chunk, Completeness, End, Event, Header, LifecycleTotals, SiteRecord, ThreadRecord,
+    Chunk, Completeness, End, Event, Header, HookCosts, LifecycleTotals, SiteRecord, ThreadRecord,
     TickConverter, TraceError, TraceReader,
 };
 use serde::Serialize;
@@ -188,6 +190,8 @@ struct TraceContents {
     lost_by_thread: HashMap<u32, u64>,
     /// The last snapshot of each (thread, region)'s lifecycle counted in the program.
     lifecycle_totals: HashMap<(u32, u32), LifecycleTotals>,
+    /// What the rayon-core hooks cost, measured at start-up (absent from older traces).
+    hook_costs: Option<HookCosts>,
     events: u64,
     completeness: TraceCompleteness,
 }
@@ -199,6 +203,7 @@ impl TraceContents {
             threads: HashMap::new(),
             lost_by_thread: HashMap::new(),
             lifecycle_totals: HashMap::new(),
+            hook_costs: None,
             events: 0,
             completeness: TraceCompleteness::Absent,
         }
@@ -647,6 +652,20 @@ fn stream_trace(
         lifecycle.on_totals(totals.clone());
     }
     let mut lifecycle = lifecycle.finish(off_cpu, source.converter.ns_per_tick());
+    if let Some(costs) = &contents.hook_costs {
+        hook_time::remove(
+            &mut lifecycle.regions,
+            costs,
+            source.converter.ns_per_tick(),
+        );
+    }
+    sched_share::measure(
+        &mut lifecycle.regions,
+        &lifecycle.region_runs,
+        &kernel.samples,
+        &kernel.sample_stacks,
+        |ns| source.ticks(ns),
+    );
     diagnoses::diagnose_regions(
         &mut lifecycle.regions,
         &opts.thresholds,
@@ -1055,6 +1074,7 @@ fn read_events(
                     .lifecycle_totals
                     .insert((totals.tid, totals.region), totals);
             }
+            Ok(Some(Chunk::HookCosts(costs))) => contents.hook_costs = Some(costs),
             // Read before the pass (`bench_phases`).
             Ok(Some(Chunk::Header(_) | Chunk::End(_) | Chunk::BenchPhase(_))) => {}
             Ok(None) => break None,

@@ -85,6 +85,10 @@ pub struct InRunSpeed {
     /// The lowest and highest factor a thread's calibrated costs were scaled by.
     pub lowest_factor: f64,
     pub highest_factor: f64,
+    /// How much the references themselves varied: their interquartile range over their median.
+    pub spread: f64,
+    /// References left out because their thread was switched out while it took them.
+    pub switched: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -382,4 +386,27 @@ pub struct BenchMeasurement {
     pub probe_calls_dropped: u64,
     /// The views that still cover the whole run, warm-up included.
     pub whole_run_views: Vec<String>,
+}
+
+/// The scheduler's share of a region's user-code (UC) time: the part of UC in which the
+/// workers ran rayon's own code on the tasks' behalf (creating and pushing jobs, splitting
+/// producers, latches, the notify path, reduce plumbing), measured from the CPU samples taken
+/// in UC by the code each sample hit (see `analysis::sched_share`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct SchedShare {
+    /// Samples of the region's workers in UC that hit the task's own code, and rayon's.
+    pub own_samples: u64,
+    pub sched_samples: u64,
+    /// Samples in the profiler's own code (its hooks): the profiler's, never the program's,
+    /// left out of the share.
+    pub profiler_samples: u64,
+    /// Every sample of the region's workers during its runs (the search's included).
+    pub samples: u64,
+    /// sched ÷ (sched + own); `None`: too few samples to tell.
+    pub share_of_uc: Option<f64>,
+    /// One standard deviation of `share_of_uc`, from the sample count.
+    pub share_uncertainty: f64,
+    /// `share_of_uc` × the workers' running UC time (0 when not known), and its uncertainty.
+    pub sched_ns: u64,
+    pub sched_uncertainty_ns: u64,
 }

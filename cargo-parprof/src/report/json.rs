@@ -12,7 +12,7 @@ use crate::analysis::lifecycle::{
 use crate::analysis::utilization::Utilization;
 use crate::analysis::{
     Analysis, Anomalies, BenchMeasurement, BufferStalls, CallPathSummary, ClockInfo, ProbeSummary,
-    ProbedTime, ThreadSummary, TraceSummary,
+    ProbedTime, SchedShare, ThreadSummary, TraceSummary,
 };
 use crate::recording::kernel_records::{Capabilities, UnwindCounts};
 use crate::recording::{ExitStatus, RayonHooks, TargetInfo};
@@ -85,6 +85,12 @@ struct Region<'a> {
     task_ns: &'a TaskNs,
     state_ns: &'a StateNs,
     transitions: &'a Transitions,
+    /// The scheduler's part of UC, from the CPU samples taken in it (`share_of_uc` null: too
+    /// few samples to tell).
+    sched: &'a SchedShare,
+    /// The rayon-core hooks' own time taken out of each state.
+    hook_ns: &'a StateNs,
+    /// LQ + GS + sched.
     active_overhead_ns: u64,
     inactive_overhead_ns: u64,
     preempted_ns: &'a StateNs,
@@ -119,6 +125,8 @@ impl<'a> Region<'a> {
             task_ns: &r.task_ns,
             state_ns: &r.state_ns,
             transitions: &r.transitions,
+            sched: &r.sched,
+            hook_ns: &r.hook_ns,
             active_overhead_ns: r.active_overhead_ns,
             inactive_overhead_ns: r.inactive_overhead_ns,
             preempted_ns: &r.preempted_ns,

@@ -26,19 +26,34 @@ pub(crate) fn impact_text(region: &RegionReport, d: &Diagnosis) -> String {
     )
 }
 
-/// Shares of the region's worker time in UC (running, or switched out while runnable), UC
-/// blocked (a lock, a channel, I/O, a sleep: not work), LQ, GS and W, as whole percents.
-pub(crate) fn state_percents(region: &RegionReport) -> [String; 5] {
+/// Shares of the region's worker time in UC less the scheduler's part (the tasks' own code,
+/// running or switched out while runnable), sched (rayon's code on the tasks' behalf, ± its
+/// sampling uncertainty; "?" when too few samples tell it), UC blocked (a lock, a channel, I/O,
+/// a sleep: not work), LQ, GS and W, as whole percents.
+pub(crate) fn state_percents(region: &RegionReport) -> [String; 6] {
     let s = &region.state_ns;
     let total = s.uc + s.lq + s.gs + s.w;
+    if total == 0 {
+        return std::array::from_fn(|_| "–".to_owned());
+    }
     let blocked = region.blocked_ns.uc.min(s.uc);
-    [s.uc - blocked, blocked, s.lq, s.gs, s.w].map(|ns| {
-        if total == 0 {
-            "–".to_owned()
-        } else {
-            format!("{:.0}%", ns as f64 / total as f64 * 100.0)
+    let sched_ns = region.sched.sched_ns.min(s.uc - blocked);
+    let percent = |ns: u64| format!("{:.0}%", ns as f64 / total as f64 * 100.0);
+    let sched = match region.sched.share_of_uc {
+        None => "?".to_owned(),
+        Some(_) => {
+            let points = region.sched.sched_uncertainty_ns as f64 / total as f64 * 100.0;
+            format!("{} ±{points:.0}", percent(sched_ns))
         }
-    })
+    };
+    [
+        percent(s.uc - blocked - sched_ns),
+        sched,
+        percent(blocked),
+        percent(s.lq),
+        percent(s.gs),
+        percent(s.w),
+    ]
 }
 
 /// Share of the region's worker time spent switched out while runnable (all states), as a

@@ -38,6 +38,7 @@ pub fn regions(analysis: &Analysis) -> Table {
             "local / stolen / injected / inline",
             "median task",
             "UC",
+            "sched",
             "blocked",
             "LQ",
             "GS",
@@ -51,7 +52,7 @@ pub fn regions(analysis: &Analysis) -> Table {
             .regions
             .iter()
             .map(|r| {
-                let [uc, blocked, lq, gs, w] = state_percents(r);
+                let [uc, sched, blocked, lq, gs, w] = state_percents(r);
                 vec![
                     r.name.clone(),
                     r.kind.map_or("—", |k| k.label()).to_owned(),
@@ -62,6 +63,7 @@ pub fn regions(analysis: &Analysis) -> Table {
                     task_origins(r),
                     human_duration(r.task_ns.median),
                     uc,
+                    sched,
                     blocked,
                     lq,
                     gs,
@@ -75,7 +77,10 @@ pub fn regions(analysis: &Analysis) -> Table {
             "entry: how the region's work entered the pool (named: `parallel_region!`; join, \
              iterator, scope, spawn, install, broadcast: that rayon call from outside the pool, where \
              the region is named). UC, LQ, GS, W: share of the workers' time running tasks, looking in their own deque, \
-             searching other deques, asleep; blocked: in a task but switched out waiting (a lock, a \
+             searching other deques, asleep; sched: the part of the tasks' time spent in rayon's own \
+             code on their behalf (creating and splitting jobs, latches, waking workers, reduce \
+             plumbing), from the CPU samples taken in the tasks (± one standard deviation; ?: too few \
+             samples to tell), not counted in UC; blocked: in a task but switched out waiting (a lock, a \
              channel, I/O, a sleep), not counted in UC. preempted: switched out while runnable, in any of the \
              four states, as a share of the workers' time (a diagnosis names its own share: of the \
              states it looks at, less the profiler's trace writer)."

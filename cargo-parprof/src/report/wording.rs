@@ -519,6 +519,8 @@ mod tests {
             overhead_scale,
             lowest_factor: 0.5,
             highest_factor: 1.25,
+            spread: 0.1,
+            switched: 0,
         };
         let note = speed_followed_sentence(&speed(0.61)).expect("a note");
         assert!(

@@ -61,7 +61,7 @@ pub struct Transitions {
 }
 
 impl StateNs {
-    pub(super) fn add(&mut self, o: &StateNs) {
+    pub fn add(&mut self, o: &StateNs) {
         self.uc += o.uc;
         self.lq += o.lq;
         self.gs += o.gs;

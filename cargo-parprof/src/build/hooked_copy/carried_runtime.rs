@@ -49,7 +49,10 @@ fn carried_crate_dirs() -> BTreeSet<&'static str> {
 /// Removes the files under `dir` that are not `kept`: sources an earlier build of the same
 /// version carried and this one does not (a removed module).
 fn remove_other_files(dir: &Path, kept: &BTreeSet<PathBuf>) -> Result<()> {
-    for path in super::walk(dir)?.into_iter().filter(|p| !kept.contains(p)) {
+    for path in super::files::walk(dir)?
+        .into_iter()
+        .filter(|p| !kept.contains(p))
+    {
         std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
     }
     Ok(())

@@ -25,6 +25,7 @@
 
 mod anchor;
 mod carried_runtime;
+mod files;
 mod lock_file;
 mod metadata_cache;
 
@@ -32,6 +33,7 @@ pub use lock_file::LockFileGuard;
 
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{Metadata, Package};
+use files::walk;
 use std::path::{Path, PathBuf};
 
 /// The folder of the build folder that holds the hooked copies.
@@ -351,28 +353,6 @@ fn differs_from_release(
         krate.purpose,
         krate.supported_versions()
     )
-}
-
-/// Every file under `dir`, except a lock file (the copy resolves with the program's).
-fn walk(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(d) = pending.pop() {
-        for entry in
-            std::fs::read_dir(&d).with_context(|| format!("cannot read {}", d.display()))?
-        {
-            let path = entry?.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path
-                .file_name()
-                .is_some_and(|n| n != "Cargo.lock" && n != ".cargo-ok")
-            {
-                files.push(path);
-            }
-        }
-    }
-    Ok(files)
 }
 
 fn toml_string(s: &str) -> String {

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# parprof's "× faster if fixed" checked against the fix on another machine (one with many cores
+# and no Rust toolchain): what `cargo bench --bench predicted_gain` does here, from executables
+# built here.
+#
+#   scripts/predicted-gain-elsewhere.sh pack [DIR]
+#       here: builds examples/gain_pairs twice — plain (`cargo build --release`) and for
+#       profiling (`cargo parprof build`, rayon-core hooked) — and cargo-parprof, and copies the
+#       three executables to DIR (default target/gain-pack)
+#   scripts/predicted-gain-elsewhere.sh run [DIR] [WORKERS] [ROUNDS]
+#       there: for each pair, ROUNDS (default 5) plain runs of the bad and the fixed side,
+#       alternated, and 3 recordings of the bad side with `cargo-parprof record`; prints the
+#       predicted gain, the real gain and predicted ÷ real (goal 0.85–1.18). Then 5 recordings
+#       of a 16 M-key quicksort joined down to single elements, each of which must be
+#       too_fine_granularity. WORKERS defaults to the machine's CPUs. Needs python3 (to read
+#       report.json) and perf_event_open (kernel.perf_event_paranoid <= 2).
+set -euo pipefail
+
+mode="${1:-}"
+dir="${2:-target/gain-pack}"
+
+pack() {
+    local repo
+    repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    cd "$repo"
+    mkdir -p "$dir"
+    cargo build --quiet --release --example gain_pairs
+    cp target/release/examples/gain_pairs "$dir/gain_pairs-plain"
+    cp "$(cargo parprof build --example gain_pairs | tail -n 1)" "$dir/gain_pairs-hooked"
+    cargo build --quiet --release -p cargo-parprof --bin cargo-parprof
+    # Its own symbols are not needed to record; the programs keep theirs (line tables).
+    strip -o "$dir/cargo-parprof" target/release/cargo-parprof
+    du -sh "$dir"/*
+}
+
+# The work time a plain run printed, in seconds.
+work_s() {
+    "$dir/gain_pairs-plain" "$@" | sed -n 's/^work_ns=//p' | awk '{ printf "%.6f", $1 / 1e9 }'
+}
+
+# The predicted gain of a run folder: its longest region's first diagnosis of the schedule
+# (oversubscription aside), 1.0 without one; the diagnosis' code; the `with_min_len(n)` its
+# advice gives (256 without one).
+predicted() {
+    python3 - "$1/report.json" <<'EOF'
+import json, re, sys
+regions = json.load(open(sys.argv[1])).get("regions", [])
+longest = max(regions, key=lambda r: r["elapsed_ns"], default=None)
+ds = [d for d in (longest or {}).get("diagnoses", []) if d["code"] != "oversubscription"]
+n = re.search(r"with_min_len\((\d+)\)", ds[0]["advice"]) if ds else None
+print(f'{ds[0]["impact"]["speedup_if_fixed"]:.3f} {ds[0]["code"]}' if ds else "1.000 none",
+      n.group(1) if n else 256)
+EOF
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+run() {
+    local workers="${3:-$(nproc)}" rounds="${4:-5}" out
+    out="$(mktemp -d)"
+    # Sizes for many workers: each plain run a few tenths of a second.
+    local -A size=([quicksort]=16000000 [map_reduce]=8000000 [nested]=1600000
+        [imbalance]=3 [spawn_loop]=64000)
+    echo "pair         predicted  real (rounds)                  predicted ÷ real  diagnosis"
+    for pair in quicksort map_reduce nested imbalance spawn_loop; do
+        local gains=() preds=() code="" min_len=256
+        for i in 1 2 3; do
+            "$dir/cargo-parprof" record -o "$out/$pair-$i" -- \
+                "$dir/gain_pairs-hooked" "$pair" bad "${size[$pair]}" "$workers" >/dev/null 2>&1
+            read -r p code min_len < <(predicted "$out/$pair-$i")
+            preds+=("$p")
+        done
+        # The fixed map_reduce takes the last recording's advised `with_min_len`.
+        for ((i = 0; i < rounds; i++)); do
+            local bad fix
+            bad="$(work_s "$pair" bad "${size[$pair]}" "$workers" "$min_len")"
+            fix="$(work_s "$pair" fix "${size[$pair]}" "$workers" "$min_len")"
+            gains+=("$(awk -v b="$bad" -v f="$fix" 'BEGIN { printf "%.3f", b / f }')")
+        done
+        local real pred
+        real="$(printf '%s\n' "${gains[@]}" | median)"
+        pred="$(printf '%s\n' "${preds[@]}" | median)"
+        printf '%-12s %-10s %-30s %-17s %s\n' "$pair" "$pred" "$real (${gains[*]})" \
+            "$(awk -v p="$pred" -v r="$real" 'BEGIN { q = p / r; printf "%.2f %s", q, (q >= 0.85 && q <= 1.18) ? "ok" : "OUT" }')" \
+            "$code (predicted ${preds[*]})"
+    done
+    echo "16 M-key quicksort to single elements on $workers workers, 5 recordings:"
+    for i in 1 2 3 4 5; do
+        "$dir/cargo-parprof" record -o "$out/sort-$i" -- \
+            "$dir/gain_pairs-hooked" quicksort bad 16000000 "$workers" >/dev/null 2>&1
+        python3 - "$out/sort-$i/report.json" <<'EOF'
+import json, sys
+r = max(json.load(open(sys.argv[1]))["regions"], key=lambda r: r["elapsed_ns"])
+s, n = r["state_ns"], lambda k: r["state_ns"][k]
+total = sum(s.values())
+codes = [d["code"] for d in r["diagnoses"]]
+print(f'  {"too_fine_granularity" in codes and "too fine" or "NOT too fine"}: {", ".join(codes) or "none"};'
+      f' LQ {n("LQ") / total:.1%}, GS {n("GS") / total:.1%}, sched {r["sched"]["sched_ns"] / total:.1%}'
+      f' (±{r["sched"]["sched_uncertainty_ns"] / total:.1%}), hooks taken out {sum(r["hook_ns"].values()) / 1e6:.1f} ms')
+EOF
+    done
+    echo "run folders: $out"
+}
+
+case "$mode" in
+    pack) pack ;;
+    run) run "$@" ;;
+    *) sed -n '2,17p' "$0"; exit 2 ;;
+esac
