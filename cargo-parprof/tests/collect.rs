@@ -422,11 +422,11 @@ fn helper_profiler() {
         }
         "sigint" => {
             // Default SIGINT: the forwarded signal ends the child.
-            let run = interrupted_run("exec sleep 5", 1);
+            let run = interrupted_run("", 1);
             assert!(run.interrupted);
             assert_eq!(run.exit.signal, Some(libc::SIGINT), "{}", run.exit);
             // A child that ignores SIGINT is killed by the second one.
-            let run = interrupted_run("trap '' INT; exec sleep 5", 2);
+            let run = interrupted_run("trap '' INT;", 2);
             assert!(run.interrupted);
             assert_eq!(run.exit.signal, Some(libc::SIGKILL), "{}", run.exit);
         }
@@ -435,12 +435,14 @@ fn helper_profiler() {
     println!("helper {mode} ok");
 }
 
-/// Runs `sh -c script` and sends `count` SIGINTs to this (profiler) process once the child
-/// has started. Still being alive afterwards is part of the test.
-fn interrupted_run(script: &str, count: usize) -> RunOutcome {
+/// Runs `sh -c "SETUP …; exec sleep 5"` and sends `count` SIGINTs to this (profiler) process
+/// once the child has run its setup (a `trap` set after the mark could miss the first signal
+/// on a busy machine: the child would end at once, and the next SIGINT reach the profiler with
+/// its handler gone). Still being alive afterwards is part of the test.
+fn interrupted_run(setup: &str, count: usize) -> RunOutcome {
     let dir = tempfile::tempdir().unwrap();
     let mark = dir.path().join("started");
-    let script = format!("echo > \"$0\"; {script}");
+    let script = format!("{setup} echo > \"$0\"; exec sleep 5");
     let args = os(&["-c", &script, mark.to_str().unwrap()]);
     std::thread::scope(|s| {
         let run = s.spawn(|| run_and_collect(Path::new("/bin/sh"), &args, &[], None, &opts()));
