@@ -722,13 +722,13 @@ fn too_fine_advice(r: &RegionReport, f: &Figures, factor: f64, target_ns: f64) -
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::analysis::SchedShare;
     use crate::analysis::lifecycle::{SearchRounds, StateNs, TaskCounts, TaskNs, Transitions};
 
     /// A region of 4 workers for 1 s, with the given tasks, overheads and transitions.
-    fn region(
+    pub(crate) fn region(
         tasks: TaskCounts,
         lq_gs_ns: u64,
         w_ns: u64,

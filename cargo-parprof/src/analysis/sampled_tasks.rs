@@ -71,6 +71,50 @@ mod tests {
         }
     }
 
+    fn item(kind: ItemKind, site: u32, value: f64, error: f64) -> AttributedItem {
+        AttributedItem {
+            kind,
+            site,
+            name: String::new(),
+            spans: 1,
+            counters: vec![counter(value, error)],
+            from_region_uc_share: None,
+        }
+    }
+
+    /// 4 workers for 1 s (4 s of worker time): UC 3.0 s and 0.2 s blocked in tasks, so the
+    /// tasks had 80% of it, known to ±1 point. The region's task-clock is 1000 ± 40; the
+    /// windows had given its tasks 100 ± 500. Another region, not sampled, keeps its tasks'.
+    #[test]
+    fn the_tasks_of_a_sampled_region_take_its_user_code_share() {
+        use crate::analysis::diagnoses::tests::region;
+        use crate::analysis::lifecycle::{TaskCounts, Transitions};
+        let mut sampled = region(
+            TaskCounts::default(),
+            400_000_000,
+            600_000_000,
+            Transitions::default(),
+        );
+        sampled.tasks_counted_in_program = 1000;
+        sampled.state_share_uncertainty = 0.01;
+        sampled.blocked_ns.uc = 200_000_000;
+        let mut whole = region(TaskCounts::default(), 0, 0, Transitions::default());
+        whole.site = 2;
+        let mut items = vec![
+            item(ItemKind::Region, 1, 1000.0, 40.0),
+            item(ItemKind::Tasks, 1, 100.0, 500.0),
+            item(ItemKind::Region, 2, 1000.0, 40.0),
+            item(ItemKind::Tasks, 2, 900.0, 10.0),
+        ];
+        from_regions(&mut items, &[sampled, whole]);
+        let tasks = &items[1];
+        assert_eq!(tasks.from_region_uc_share, Some(0.8));
+        assert!((tasks.counters[0].value - 800.0).abs() < 1e-9);
+        // 40 × 0.8 + 1000 × 0.01.
+        assert!((tasks.counters[0].error - 42.0).abs() < 1e-9, "{tasks:?}");
+        assert_eq!(items[3], item(ItemKind::Tasks, 2, 900.0, 10.0));
+    }
+
     #[test]
     fn a_share_of_the_region_with_its_uncertainty() {
         // Region: 300 ms ± 10 ms; UC 84% of worker time known to ±0.9 points.
