@@ -5,7 +5,7 @@
 //! nothing. The program counted every task's time, though (the lifecycle's UC state), so the
 //! task group takes the region's own figure — its deltas over the region's runs, on every
 //! thread — in proportion to the workers' time in user code: the region's figure × its UC
-//! share of worker time (blocked time in tasks included). The error bound is the region's
+//! share of the workers' time (blocked time in tasks included, as UC holds it). The error bound is the region's
 //! error taken so, plus the share's own uncertainty (the marks' clock) applied to the region's
 //! figure.
 
@@ -40,11 +40,12 @@ pub(crate) fn from_regions(items: &mut [AttributedItem], regions: &[RegionReport
     }
 }
 
-/// The workers' time in user code (blocked in tasks included) over the region's worker time.
+/// The workers' time in user code (blocked in tasks included) over the time of their four
+/// states, as the report's shares are (the hooks' own time is out of both).
 fn uc_share(region: &RegionReport) -> Option<f64> {
-    let worker_ns = region.worker_ns();
-    (worker_ns > 0.0)
-        .then(|| ((region.state_ns.uc + region.blocked_ns.uc) as f64 / worker_ns).min(1.0))
+    let s = &region.state_ns;
+    let states = (s.uc + s.lq + s.gs + s.w) as f64;
+    (states > 0.0).then(|| s.uc as f64 / states)
 }
 
 /// `share` of a region's counter, with the share's uncertainty in the error bound.
@@ -82,8 +83,8 @@ mod tests {
         }
     }
 
-    /// 4 workers for 1 s (4 s of worker time): UC 3.0 s and 0.2 s blocked in tasks, so the
-    /// tasks had 80% of it, known to ±1 point. The region's task-clock is 1000 ± 40; the
+    /// 4 workers for 1 s (4 s of worker time): UC 3.2 s (0.2 s of it blocked in tasks), so
+    /// the tasks had 80% of it, known to ±1 point. The region's task-clock is 1000 ± 40; the
     /// windows had given its tasks 100 ± 500. Another region, not sampled, keeps its tasks'.
     #[test]
     fn the_tasks_of_a_sampled_region_take_its_user_code_share() {
@@ -92,7 +93,7 @@ mod tests {
         let mut sampled = region(
             TaskCounts::default(),
             400_000_000,
-            600_000_000,
+            400_000_000,
             Transitions::default(),
         );
         sampled.tasks_counted_in_program = 1000;
