@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{exclusive, repo_root};
+use common::{exclusive, git, repo_root};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -40,26 +40,6 @@ fn workflow_script() -> String {
         script.push('\n');
     }
     script
-}
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .current_dir(repo)
-        .args([
-            "-c",
-            "user.name=parprof test",
-            "-c",
-            "user.email=test@parprof.invalid",
-        ])
-        .args(args)
-        .output()
-        .expect("git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
 /// A repository with the bench in two commits; returns (BASE, HEAD).

@@ -9,33 +9,13 @@
 
 mod common;
 
-use common::{exclusive, repo_root};
+use common::{exclusive, git, repo_root};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
 
 /// About 10 ms of arithmetic per probe on this project's VM: fixed work, not fixed time.
 const UNIT: u64 = 6_000_000;
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .current_dir(repo)
-        .args([
-            "-c",
-            "user.name=parprof test",
-            "-c",
-            "user.email=test@parprof.invalid",
-        ])
-        .args(args)
-        .output()
-        .expect("git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
 
 /// The program: probes `p01` … `p12`, each `work(UNIT)` but `p07`, whose work is `p07_work`;
 /// `comment` goes above `main`.

@@ -297,3 +297,25 @@ pub fn rayon_crate_manifest(name: &str) -> String {
          [dependencies]\nrayon = \"1.10\"\n\n[workspace]\n"
     )
 }
+
+/// `git ARGS` in `repo` (with a committer identity of its own), which must succeed: its
+/// standard output, trimmed.
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .current_dir(repo)
+        .args([
+            "-c",
+            "user.name=parprof test",
+            "-c",
+            "user.email=test@parprof.invalid",
+        ])
+        .args(args)
+        .output()
+        .expect("git");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
