@@ -1,8 +1,8 @@
 //! Too fine granularity: a parallel sum cut into pieces of a few cheap items.
 //!
 //! The global pool has 2 workers (one per core of a 2-core machine; `rayon_too_fine [WORKERS]`
-//! to change it). They sum 1,000,000 items in leaves of at most 4 items (`with_max_len(4)`):
-//! about 250,000 leaves reached by as many joins, half a million tasks of a few nanoseconds
+//! to change it). They sum 4,000,000 items in leaves of at most 4 items (`with_max_len(4)`):
+//! about 1,000,000 leaves reached by as many joins, two million tasks of a few nanoseconds
 //! each, so the workers spend more time taking tasks from their deques than running them. `cargo parprof --example rayon_too_fine`
 //! reports `too_fine_granularity`.
 //!
@@ -26,7 +26,7 @@ fn main() {
     parprof_suite::global_pool_from_args(2);
     let start = Instant::now();
     let sum = parallel_region!("too_fine", {
-        (0..1_000_000u32)
+        (0..4_000_000u32)
             .into_par_iter()
             .with_max_len(4)
             .fold(
