@@ -132,7 +132,7 @@ fn take_out(states: &mut StateNs, preempted: &StateNs, blocked: &StateNs, hooks:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::lifecycle::{SearchRounds, TaskCounts, TaskNs, Transitions, WaitSource};
+    use crate::analysis::lifecycle::{TaskCounts, TaskNs, Transitions, WaitSource};
 
     /// A worker of 1,000 joins: 1,000 inline and 1,000 local tasks, 1,500 gaps ended in user
     /// code (1,000 local begins and 500 returns), 1 ms in UC and 0.1 ms in LQ.
@@ -207,23 +207,13 @@ mod tests {
     /// A region of the one worker above, 10 µs of UC and 5 µs of LQ taken out already.
     fn region() -> RegionReport {
         let w = worker();
+        let base = crate::analysis::diagnoses::tests::region(w.tasks, 0, 0, w.transitions);
         RegionReport {
-            site: 1,
-            name: "r".into(),
-            implicit: false,
-            call_site: None,
-            kind: None,
             instances: 1,
             elapsed_ns: 1_200_000,
             workers: 1,
-            tasks: w.tasks,
-            tasks_counted_in_program: 0,
-            state_marks: 0,
-            state_share_uncertainty: 0.0,
             task_ns: TaskNs::default(),
             state_ns: w.state_ns,
-            transitions: w.transitions,
-            sched: Default::default(),
             hook_ns: StateNs {
                 uc: 10_000,
                 lq: 5_000,
@@ -232,14 +222,9 @@ mod tests {
             },
             active_overhead_ns: 100_000,
             inactive_overhead_ns: 0,
-            preempted_ns: StateNs::default(),
-            blocked_ns: StateNs::default(),
-            idle_while_others_preempted_ns: 0,
-            profiler_cpu_ns: 0,
             wait_source: WaitSource::Hooks,
-            gs_gs_source: SearchRounds::Counted,
             per_worker: vec![w],
-            diagnoses: Vec::new(),
+            ..base
         }
     }
 
