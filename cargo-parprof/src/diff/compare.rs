@@ -156,7 +156,7 @@ pub fn compare(base: &Side, head: &Side) -> Result<Comparison> {
     let mut tests = Vec::new();
     let mut diagnoses = Vec::new();
     for name in names {
-        let (b, h) = (runs_of(base, name), runs_of(head, name));
+        let (b, h) = (base.runs_of(name), head.runs_of(name));
         // BASE's regions under HEAD's names where only their line moved.
         let moved = moved_regions::base_to_head(b, h);
         for (mut row, test) in compare_runs(b, h, measure, &moved) {
@@ -257,14 +257,6 @@ fn judge(rows: &mut [Row], tests: &[Option<RowTest>]) -> usize {
         row.runs_needed = j.runs_needed;
     }
     tests.iter().flatten().count()
-}
-
-/// The runs of benchmark `name` on a side (none if the side does not have it).
-fn runs_of<'a>(side: &'a Side, name: Option<&str>) -> &'a [Run] {
-    side.benchmarks
-        .iter()
-        .find(|b| b.name.as_deref() == name)
-        .map_or(&[], |b| b.runs.as_slice())
 }
 
 /// A row's sums in one run: the figure (ns) and the count (calls, or region runs).
@@ -539,7 +531,7 @@ mod tests {
         assert_eq!(views::calls_text(step), "10 calls");
         // The changed count ranks before a row with nothing to report.
         assert_eq!(c.rows[0].name, "leaf");
-        let md = views::markdown(&c, &[]);
+        let md = views::markdown(&c, &Default::default(), &[]);
         assert!(md.contains("### Call counts changed"), "{md}");
         assert!(md.contains("1 call count changed"), "{md}");
     }

@@ -18,6 +18,7 @@
 
 pub mod compare;
 pub mod flame;
+pub mod frames;
 mod moved_regions;
 pub mod noise;
 pub mod paired;

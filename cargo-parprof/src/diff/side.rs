@@ -70,6 +70,13 @@ impl Side {
             .collect()
     }
 
+    /// The runs of benchmark `name` (none if the side does not have it).
+    pub(super) fn runs_of(&self, name: Option<&str>) -> &[Run] {
+        (self.benchmarks.iter())
+            .find(|b| b.name.as_deref() == name)
+            .map_or(&[], |b| b.runs.as_slice())
+    }
+
     /// Runs per benchmark (the fewest, should a benchmark have fewer).
     pub fn runs_per_benchmark(&self) -> usize {
         self.benchmarks

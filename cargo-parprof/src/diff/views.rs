@@ -3,6 +3,8 @@
 //! memory.
 
 use super::compare::{Comparison, DiagnosisChange, Measure, Row, RowKind};
+use super::flame::Shape;
+use super::frames::{FrameRow, Frames};
 use super::noise::{self, Verdict};
 use super::paired::{self, Pairing};
 use crate::units::{code_list, human_duration};
@@ -13,6 +15,8 @@ use serde::Serialize;
 pub const DIFF_SCHEMA: &str = "parprof-diff/2";
 /// Rows in `diff.md` and on the terminal.
 const TOP_ROWS: usize = 20;
+/// CPU frames named in `diff.md`.
+const TOP_FRAMES: usize = 8;
 
 /// "+98.4%", "−12.0%", "new".
 pub fn signed_percent(change: f64) -> String {
@@ -78,7 +82,11 @@ pub fn verdict_text(r: &Row) -> String {
 /// A row's noise column: its interval of a paired comparison ("−1.2…+3.4%"), else the
 /// relative standard deviation of its runs ("±2.0%").
 fn noise_text(r: &Row) -> String {
-    match (r.interval, r.noise) {
+    interval_or_noise(r.interval, r.noise)
+}
+
+fn interval_or_noise(interval: Option<(f64, f64)>, noise: Option<f64>) -> String {
+    match (interval, noise) {
         (Some((lo, hi)), _) if lo.is_finite() && hi.is_finite() => {
             let percent = |v: f64| signed_percent(v).trim_end_matches('%').to_owned();
             format!("{}…{}%", percent(lo), percent(hi))
@@ -331,8 +339,115 @@ fn calls_section(c: &Comparison) -> String {
     md
 }
 
+/// Samples a run, as few as they may be: "0.4", "12", "1 204".
+fn samples(v: f64) -> String {
+    if v < 10.0 {
+        format!("{v:.1}")
+    } else {
+        count(v)
+    }
+}
+
+/// "30 → 90 samples": a CPU box's samples a run on each side.
+pub fn samples_moved(r: &FrameRow) -> String {
+    format!(
+        "{} → {} samples",
+        samples(r.base_samples),
+        samples(r.head_samples)
+    )
+}
+
+/// How the CPU boxes were judged, in words.
+fn frames_rule(frames: &Frames, c: &Comparison) -> String {
+    if !frames.judged {
+        return "no noise estimate (one run on a side): no change judged, only the boxes that \
+                appeared or vanished are marked"
+            .to_owned();
+    }
+    let how = if c.pairing.is_some() {
+        "pair by pair"
+    } else {
+        "over the runs of each side"
+    };
+    format!(
+        "each box's own samples a run judged {how} by the rows' rule, {} boxes of at least {} \
+         samples a run tested",
+        frames.tested,
+        super::frames::MIN_TESTED
+    )
+}
+
+/// The subtitle of a CPU figure.
+pub fn cpu_figure_sentence(frames: &Frames, c: &Comparison, shape: Shape) -> String {
+    let (side, mark) = match shape {
+        Shape::Head => ("HEAD", "green, dashed: appeared (in HEAD only)"),
+        Shape::Base => (
+            "BASE",
+            "purple, dashed: vanished (in BASE only; see diff-cpu.svg for HEAD)",
+        ),
+    };
+    let runs = match &c.pairing {
+        Some(p) => format!("{} pairs", p.pairs),
+        None => format!("{} runs of BASE, {} of HEAD", c.base_runs, c.head_runs),
+    };
+    format!(
+        "All threads together, {side}'s samples a run ({runs}); {}. Red/blue: judged slower/faster, \
+         full at 2×; {mark}; white: not judged changed",
+        frames_rule(frames, c)
+    )
+}
+
+/// A CPU box in words: its function, and its caller.
+fn frame_cells(r: &FrameRow) -> (String, String) {
+    let code = |f: &str| format!("`{}`", f.replace('|', "\\|"));
+    let n = r.path.len();
+    let leaf = r.path.last().map_or_else(String::new, |f| code(f));
+    let caller = if n >= 2 {
+        code(&r.path[n - 2])
+    } else {
+        "–".to_owned()
+    };
+    (leaf, caller)
+}
+
+/// The CPU boxes that moved most, with their change and noise.
+fn frames_section(frames: &Frames, c: &Comparison) -> String {
+    let mut md = String::from("\n### Where the CPU time moved\n\n");
+    let named: Vec<&FrameRow> = frames.named().take(TOP_FRAMES).collect();
+    if named.is_empty() {
+        md.push_str(&format!(
+            "No CPU frame moved beyond noise, appeared or vanished ({}).\n",
+            frames_rule(frames, c)
+        ));
+        return md;
+    }
+    md.push_str(&format!(
+        "The frames of `diff-cpu.svg` that moved most: {}; all threads together, samples a run \
+         (a box that appeared or vanished: with its callees).\n\n\
+         | frame | called from | BASE | HEAD | change | noise | verdict |\n\
+         |---|---|---:|---:|---:|---:|---|\n",
+        frames_rule(frames, c)
+    ));
+    for r in named {
+        let (leaf, caller) = frame_cells(r);
+        let change = if r.verdict.is_change() {
+            signed_percent(r.change)
+        } else {
+            "–".to_owned()
+        };
+        md.push_str(&format!(
+            "| {leaf} | {caller} | {} | {} | {change} | {} | {} |\n",
+            samples(r.base_samples),
+            samples(r.head_samples),
+            interval_or_noise(r.interval, r.noise),
+            r.verdict.as_str()
+        ));
+    }
+    md
+}
+
 /// `diff.md`: short enough for a pull-request comment.
-pub fn markdown(c: &Comparison, figures: &[&str]) -> String {
+pub fn markdown(c: &Comparison, frames: &Frames, figures: &[&str]) -> String {
     let mut md = format!("## parprof diff\n\n{}\n\n", headline(c));
     md.push_str(&table(c));
     md.push_str(&format!(
@@ -342,10 +457,12 @@ pub fn markdown(c: &Comparison, figures: &[&str]) -> String {
     ));
     md.push_str(&calls_section(c));
     md.push_str(&diagnoses_section(c));
+    md.push_str(&frames_section(frames, c));
     if !figures.is_empty() {
         md.push_str(&format!(
-            "\nDifferential flamegraphs (HEAD's shape; red: judged slower, blue: judged faster, \
-             white: not judged changed): {}.\n",
+            "\nDifferential flamegraphs (red: judged slower, blue: judged faster, white: not \
+             judged changed; the CPU's in HEAD's shape with the frames that appeared, and in \
+             BASE's with those that vanished): {}.\n",
             code_list(figures)
         ));
     }
@@ -359,15 +476,20 @@ struct DiffJson<'a> {
     noise_rule: String,
     #[serde(flatten)]
     comparison: &'a Comparison,
+    /// The CPU boxes that moved, largest move first.
+    cpu_frames: &'a [FrameRow],
+    cpu_frames_tested: usize,
 }
 
 /// `diff.json`.
-pub fn json(c: &Comparison) -> Result<String> {
+pub fn json(c: &Comparison, frames: &Frames) -> Result<String> {
     Ok(serde_json::to_string_pretty(&DiffJson {
         schema: DIFF_SCHEMA,
         headline: headline(c),
         noise_rule: noise_sentence(c),
         comparison: c,
+        cpu_frames: &frames.rows,
+        cpu_frames_tested: frames.tested,
     })?)
 }
 
