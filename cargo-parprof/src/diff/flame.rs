@@ -521,4 +521,100 @@ mod tests {
         // Labels keep the function's own name, as cpu.svg's: the middle goes.
         assert!(text.contains(">…::add_lanes</text>"), "{text}");
     }
+
+    fn frame(path: &str, verdict: Verdict, base: f64, head: f64) -> FrameRow {
+        FrameRow {
+            path: path.split(';').map(str::to_owned).collect(),
+            verdict,
+            base_samples: base,
+            head_samples: head,
+            change: head / base - 1.0,
+            interval: Some((1.8, 2.2)),
+            noise: None,
+        }
+    }
+
+    #[test]
+    fn cpu_boxes_are_coloured_by_their_own_verdicts_and_marked_when_new_or_gone() {
+        let shape = |entries: &[(&str, f64)]| -> BTreeMap<String, f64> {
+            entries.iter().map(|(k, w)| (k.to_string(), *w)).collect()
+        };
+        let frames = Frames {
+            rows: vec![
+                frame("main;region;slow_kernel_[i]", Verdict::Slower, 20.0, 60.0),
+                frame(
+                    "main;region;hashing::simd::avx2::new_lanes",
+                    Verdict::Appeared,
+                    0.0,
+                    30.0,
+                ),
+                frame(
+                    "main;region;hashing::simd::sse2::old_lanes",
+                    Verdict::Vanished,
+                    30.0,
+                    0.0,
+                ),
+            ],
+            tested: 3,
+            judged: true,
+            base_shape: shape(&[
+                ("main;region;slow_kernel_[i]", 20.0),
+                ("main;region;hashing::simd::sse2::old_lanes", 30.0),
+                ("main;steady", 30.0),
+            ]),
+            head_shape: shape(&[
+                ("main;region;slow_kernel_[i]", 60.0),
+                ("main;region;hashing::simd::avx2::new_lanes", 30.0),
+                ("main;steady", 30.0),
+            ]),
+        };
+        let c = comparison(Vec::new());
+        let svg = |s| String::from_utf8(cpu_svg(&frames, &c, s).unwrap().unwrap()).unwrap();
+        let head = svg(Shape::Head);
+        // 3×: full red; the note in the tooltip, `_[i]` left out as inferno does; the
+        // colour code not said.
+        assert!(
+            head.contains(
+                "<title>slow_kernel (slower +200.0%, 20 → 60 samples a run of its own; 60 \
+                 samples, 50.00%)</title><rect"
+            ),
+            "{head}"
+        );
+        assert!(head.contains("fill=\"rgb(255,100,100)\""), "{head}");
+        // Not judged: white, its tooltip as cpu.svg's.
+        assert!(
+            head.contains(
+                "<title>steady (30 samples, 25.00%)</title><rect x=\"75.0000%\" y=\"77\" \
+                 width=\"25.0000%\" height=\"15\" fill=\"rgb(250,250,250)\""
+            ),
+            "{head}"
+        );
+        assert!(
+            head.contains(&format!(
+                "<title>hashing::simd::avx2::new_lanes (appeared: in HEAD only; 30 samples, \
+                 25.00%)</title><rect x=\"0.0000%\" y=\"61\" width=\"25.0000%\" height=\"15\" \
+                 fill=\"{APPEARED_FILL}\"{MARK_OUTLINE}"
+            )),
+            "{head}"
+        );
+        assert!(!head.contains("old_lanes"), "{head}");
+        assert!(!head.contains(NOTE), "{head}");
+        // The label is the name alone, the note kept to the tooltip.
+        assert!(
+            head.contains(">hashing::simd::avx2::new_lanes</text>"),
+            "{head}"
+        );
+        let base = svg(Shape::Base);
+        assert!(
+            base.contains(
+                "<title>hashing::simd::sse2::old_lanes (vanished: in BASE only; 30 samples"
+            ),
+            "{base}"
+        );
+        assert!(
+            base.contains(&format!("fill=\"{VANISHED_FILL}\"{MARK_OUTLINE}")),
+            "{base}"
+        );
+        assert!(!base.contains("new_lanes"), "{base}");
+    }
 }

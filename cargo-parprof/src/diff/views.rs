@@ -377,23 +377,26 @@ fn frames_rule(frames: &Frames, c: &Comparison) -> String {
     )
 }
 
-/// The subtitle of a CPU figure.
+/// The subtitle of a CPU figure: one line of inferno's (about 160 characters).
 pub fn cpu_figure_sentence(frames: &Frames, c: &Comparison, shape: Shape) -> String {
     let (side, mark) = match shape {
-        Shape::Head => ("HEAD", "green, dashed: appeared (in HEAD only)"),
-        Shape::Base => (
-            "BASE",
-            "purple, dashed: vanished (in BASE only; see diff-cpu.svg for HEAD)",
-        ),
+        Shape::Head => ("HEAD", "green, dashed: appeared"),
+        Shape::Base => ("BASE", "purple, dashed: vanished"),
     };
     let runs = match &c.pairing {
         Some(p) => format!("{} pairs", p.pairs),
         None => format!("{} runs of BASE, {} of HEAD", c.base_runs, c.head_runs),
     };
+    let judged = if frames.judged {
+        format!(
+            "Red/blue: a box's own samples judged slower/faster ({} tested)",
+            frames.tested
+        )
+    } else {
+        "One run a side: no change judged".to_owned()
+    };
     format!(
-        "All threads together, {side}'s samples a run ({runs}); {}. Red/blue: judged slower/faster, \
-         full at 2×; {mark}; white: not judged changed",
-        frames_rule(frames, c)
+        "{side}'s samples a run, all threads, {runs}. {judged}; {mark}; white: not judged changed"
     )
 }
 
