@@ -452,6 +452,7 @@ mod tests {
             rows,
             diagnoses: Vec::new(),
             pairing: None,
+            recorded_apart_s: None,
         }
     }
 

@@ -356,6 +356,7 @@ mod tests {
                 threshold: 0.1,
                 level: paired::level(),
             }),
+            recorded_apart_s: None,
         }
     }
 

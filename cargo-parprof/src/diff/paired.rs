@@ -266,6 +266,7 @@ mod tests {
             rows,
             diagnoses: Vec::new(),
             pairing: None,
+            recorded_apart_s: None,
         }
     }
 

@@ -449,10 +449,39 @@ fn frames_section(frames: &Frames, c: &Comparison) -> String {
     md
 }
 
+/// "4.2 minutes", "3.0 hours", "2.5 days".
+fn span(seconds: f64) -> String {
+    let minutes = seconds / 60.0;
+    if minutes < 90.0 {
+        format!("{minutes:.1} minutes")
+    } else if minutes < 36.0 * 60.0 {
+        format!("{:.1} hours", minutes / 60.0)
+    } else {
+        format!("{:.1} days", minutes / 60.0 / 24.0)
+    }
+}
+
+/// Of sides recorded far apart: how far, what it means, and what to do instead.
+pub fn far_apart_sentence(c: &Comparison) -> Option<String> {
+    let seconds = c.far_apart()?;
+    Some(format!(
+        "BASE and HEAD were recorded {} apart (the middles of their runs' start times; over {:.0} \
+         minutes): the noise estimate holds how each side's own runs varied, not how the \
+         machine drifted between the sides, and that drift reads as a change. `cargo parprof \
+         diff --base REV --bin NAME` (or `--example`, `--bench`) builds both commits and runs \
+         them alternated, pair by pair, so that it cancels.",
+        span(seconds),
+        super::compare::FAR_APART_S / 60.0
+    ))
+}
+
 /// `diff.md`: short enough for a pull-request comment.
 pub fn markdown(c: &Comparison, frames: &Frames, figures: &[&str]) -> String {
     let mut md = format!("## parprof diff\n\n{}\n\n", headline(c));
     md.push_str(&table(c));
+    if let Some(apart) = far_apart_sentence(c) {
+        md.push_str(&format!("\n**Recorded far apart.** {apart}\n"));
+    }
     md.push_str(&format!(
         "\n{} {}\n",
         measure_sentence(c),
@@ -512,5 +541,8 @@ pub fn terminal(c: &Comparison) -> String {
         ));
     }
     out.push_str(&format!("{}\n", noise_sentence(c)));
+    if let Some(apart) = far_apart_sentence(c) {
+        out.push_str(&format!("Recorded far apart: {apart}\n"));
+    }
     out
 }
