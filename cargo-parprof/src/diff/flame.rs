@@ -45,7 +45,7 @@ const MARK_OUTLINE: &str = r#" stroke="rgb(70,70,70)" stroke-dasharray="3,2""#;
 /// A judged change's colour difference: + red (slower), − blue (faster), up to [`FULL`];
 /// `ratio` is HEAD ÷ BASE.
 fn strength(verdict: Verdict, ratio: f64) -> Option<i64> {
-    if !verdict.is_change() || !(ratio > 0.0 && ratio.is_finite()) {
+    if !(verdict.is_change() && ratio > 0.0 && ratio.is_finite()) {
         return None;
     }
     let log2 = ratio.ln() / std::f64::consts::LN_2;
