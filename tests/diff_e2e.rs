@@ -202,7 +202,11 @@ fn unchanged_code_under_load_diffs_clean_and_a_slowed_step_fails() {
     let console = String::from_utf8_lossy(&output.stdout).into_owned()
         + &String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{console}");
-    assert_eq!(console.matches("10.0 minutes apart").count(), 1, "{console}");
+    assert_eq!(
+        console.matches("10.0 minutes apart").count(),
+        1,
+        "{console}"
+    );
     let md = std::fs::read_to_string(out.join("diff.md")).unwrap();
     assert_eq!(md.matches("10.0 minutes apart").count(), 1, "{md}");
     assert!(md.contains("`cargo parprof diff --base REV"), "{md}");

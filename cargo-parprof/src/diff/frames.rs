@@ -181,8 +181,8 @@ fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-/// `appeared` when `path` is in no run of `other`, in most runs of `own` and at least
-/// [`MIN_MARKED`] samples a run there; `None` otherwise.
+/// A box present on `own`'s side only: in no run of `other`, in most runs of `own`, and at
+/// least [`MIN_MARKED`] samples a run there (`own` and `other`: its samples in each run).
 fn one_sided(own: &[f64], other: &[f64]) -> bool {
     let present = own.iter().filter(|&&s| s > 0.0).count();
     other.iter().all(|&s| s == 0.0) && 2 * present > own.len() && mean(own) >= MIN_MARKED
