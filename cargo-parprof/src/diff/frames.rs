@@ -89,6 +89,8 @@ struct Profile {
     total: BTreeMap<String, Vec<f64>>,
     /// Each run's divisor: its measured iterations, or 1.
     per: Vec<f64>,
+    /// Runs that have CPU samples.
+    sampled: usize,
 }
 
 /// `stack weight`, or `None` for a comment, an empty or a malformed line.
@@ -118,6 +120,7 @@ impl Profile {
             if !path.is_file() {
                 continue;
             }
+            p.sampled += 1;
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
             for (stack, weight) in text.lines().filter_map(folded_line) {
@@ -215,6 +218,10 @@ pub fn compare_frames(base: &Side, head: &Side, c: &Comparison) -> Result<Frames
         );
         frames.base_shape.extend(b.shape());
         frames.head_shape.extend(h.shape());
+        // A side without CPU samples (not recorded) has no boxes to compare with.
+        if b.sampled == 0 || h.sampled == 0 {
+            continue;
+        }
         let paths: BTreeSet<&String> = b.total.keys().chain(h.total.keys()).collect();
         for key in paths {
             let (bt, ht) = (b.total_of(key), h.total_of(key));
@@ -438,5 +445,9 @@ mod tests {
                 ("c".to_owned(), Verdict::Appeared)
             ]
         );
+        // A side without CPU samples: nothing to compare, nothing vanished.
+        std::fs::remove_file(head.benchmarks[0].runs[0].dir.join(CPU_FOLDED)).unwrap();
+        let frames = compare_frames(&base, &head, &c).unwrap();
+        assert!(frames.rows.is_empty(), "{:?}", frames.rows);
     }
 }
