@@ -236,7 +236,7 @@ fn write_comparison(
         let path = args.output.join(name);
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    console::result(diff::views::terminal(comparison).trim_end_matches('\n'));
+    console::result(diff::views::terminal(comparison, frames).trim_end_matches('\n'));
     crate::console::note!("parprof: diff written to {}", args.output.display());
     let opts = diff::DiffOptions {
         fail_above_percent: args.fail_above,

@@ -692,7 +692,7 @@ mod tests {
         assert_eq!(md.matches("Recorded far apart").count(), 1, "{md}");
         assert!(md.contains("recorded 5.0 minutes apart"), "{md}");
         assert!(md.contains("`cargo parprof diff --base REV"), "{md}");
-        let terminal = views::terminal(&c);
+        let terminal = views::terminal(&c, &Default::default());
         assert_eq!(terminal.matches("recorded 5.0 minutes apart").count(), 1);
         // A minute apart: nothing to say.
         let c = recorded_at(&[0.0, 20.0, 40.0], &[60.0, 80.0, 100.0]);

@@ -526,7 +526,7 @@ pub fn json(c: &Comparison, frames: &Frames) -> Result<String> {
 }
 
 /// The terminal: the headline and the top rows.
-pub fn terminal(c: &Comparison) -> String {
+pub fn terminal(c: &Comparison, frames: &Frames) -> String {
     let mut out = format!("{}\n", headline(c));
     for r in c.rows.iter().take(10) {
         out.push_str(&format!(
@@ -541,6 +541,23 @@ pub fn terminal(c: &Comparison) -> String {
         ));
     }
     out.push_str(&format!("{}\n", noise_sentence(c)));
+    let moved: Vec<String> = (frames.named().take(3))
+        .map(|r| {
+            let name = r.path.last().map_or("", String::as_str);
+            match r.verdict {
+                v if v.is_change() => {
+                    format!("`{name}` {} {}", v.as_str(), signed_percent(r.change))
+                }
+                v => format!("`{name}` {}", v.as_str()),
+            }
+        })
+        .collect();
+    if !moved.is_empty() {
+        out.push_str(&format!(
+            "CPU frames that moved most: {}.\n",
+            moved.join("; ")
+        ));
+    }
     if let Some(apart) = far_apart_sentence(c) {
         out.push_str(&format!("Recorded far apart: {apart}\n"));
     }
