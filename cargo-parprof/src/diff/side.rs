@@ -63,19 +63,6 @@ pub struct Side {
 }
 
 impl Side {
-    /// The `.folded` files with this name of every run, with the benchmark each belongs to.
-    pub fn folded(&self, file: &str) -> Vec<(Option<&str>, PathBuf)> {
-        self.benchmarks
-            .iter()
-            .flat_map(|b| {
-                b.runs
-                    .iter()
-                    .map(move |r| (b.name.as_deref(), r.dir.join(file)))
-            })
-            .filter(|(_, p)| p.is_file())
-            .collect()
-    }
-
     /// The runs of benchmark `name` (none if the side does not have it).
     pub(super) fn runs_of(&self, name: Option<&str>) -> &[Run] {
         (self.benchmarks.iter())
