@@ -141,10 +141,11 @@ echo "paired-gate-under-load: $n comparisons of each kind; load: $load_threads b
     "${load_period} s on, ${load_period} s off; $(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 results="$work/results.txt"
 : >"$results"
-for kind in comment slower; do
-    head="$comment_only"
-    [[ "$kind" == slower ]] && head="$slower"
-    for i in $(seq "$n"); do
+# The kinds alternate, so that a drift of the machine over the script reaches both alike.
+for i in $(seq "$n"); do
+    for kind in comment slower; do
+        head="$comment_only"
+        [[ "$kind" == slower ]] && head="$slower"
         line="$(compare "$head" "$work/$kind-$i")"
         echo "$kind $i: $line" | tee -a "$results"
     done
