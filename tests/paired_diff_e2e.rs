@@ -358,9 +358,10 @@ fn a_comment_diffs_clean_and_a_probe_with_more_work_fails_the_gate() {
         "`--fail-above 10` fails the step: {stderr}"
     );
     check_cpu_frames(&out, &json);
+    let console = String::from_utf8_lossy(&output.stdout) + stderr.as_ref();
     assert!(
-        stderr.contains("CPU frames that moved most: `twelve::slow_fn` slower +"),
-        "{stderr}"
+        console.contains("CPU frames that moved most: `twelve::slow_fn` slower +"),
+        "{console}"
     );
     let md = std::fs::read_to_string(out.join("diff.md")).unwrap();
     let headline = md.lines().nth(2).unwrap_or("");
