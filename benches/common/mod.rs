@@ -44,10 +44,17 @@ pub fn build_example(example: &str, opts: &BuildOptions) -> anyhow::Result<PathB
 }
 
 /// Builds one of this repository's examples as `cargo parprof` does, but without the
-/// rayon-core hooks: the uninstrumented baseline.
+/// rayon-core hooks: the uninstrumented baseline. The profiling build writes its executable
+/// to the same path, so the baseline is copied beside it (`<name>-unhooked`): a later
+/// `build_example` must not replace what a bench runs as plain.
 pub fn build_example_unhooked(example: &str, opts: &BuildOptions) -> anyhow::Result<PathBuf> {
     let (target, build_dir) = resolve_example(example)?;
-    target::build(&target, opts, &build_dir, None)
+    let built = target::build(&target, opts, &build_dir, None)?;
+    let mut name = built.file_name().unwrap_or_default().to_owned();
+    name.push("-unhooked");
+    let copy = built.with_file_name(name);
+    std::fs::copy(&built, &copy)?;
+    Ok(copy)
 }
 
 /// The example as a cargo target, and the folder `cargo parprof` builds in.
