@@ -183,9 +183,6 @@ where
     parse(args).map(|a| Invocation::Run(Box::new(a)))
 }
 
-/// BASE's side, HEAD's side, and their comparison.
-type Compared = (diff::Side, diff::Side, diff::Comparison);
-
 /// Compares two sets of runs, or two commits run alternated (`--base`), and writes the
 /// comparison's views; returns the exit code.
 pub fn diff(args: &DiffArgs) -> Result<i32> {
@@ -212,7 +209,8 @@ fn write_comparison(
     frames: &diff::frames::Frames,
     args: &DiffArgs,
 ) -> Result<i32> {
-    use diff::flame::{Shape, cpu_svg, differential_svg};
+    use diff::flame::{cpu_svg, differential_svg};
+    use diff::frames::Shape;
     let mut files: Vec<(&str, Vec<u8>)> = Vec::new();
     if let Some(bytes) = differential_svg(head, comparison)? {
         files.push(("diff-active.svg", bytes));

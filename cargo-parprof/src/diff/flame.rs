@@ -18,7 +18,7 @@
 //! in its name through inferno, after [`NOTE`], and is moved into its tooltip afterwards.
 
 use super::compare::{Comparison, Row};
-use super::frames::{FrameRow, Frames};
+use super::frames::{FrameRow, Frames, Shape};
 use super::noise::Verdict;
 use super::side::Side;
 use super::views;
@@ -208,23 +208,6 @@ pub fn differential_svg(head: &Side, c: &Comparison) -> Result<Option<Vec<u8>>> 
         unit: "ns",
     };
     figure.draw(&lines(&stacks, &colours)).map(Some)
-}
-
-/// Which side's shape a CPU figure is drawn in.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    Base,
-    Head,
-}
-
-impl Shape {
-    /// The figure's file.
-    pub fn file(self) -> &'static str {
-        match self {
-            Shape::Base => "diff-cpu-base.svg",
-            Shape::Head => "diff-cpu.svg",
-        }
-    }
 }
 
 /// A CPU box's note: "slower +201.0%, −3.0…+8.0% at the rule's level".

@@ -318,6 +318,23 @@ impl Frames {
     }
 }
 
+/// Which side's shape a CPU figure is drawn in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Base,
+    Head,
+}
+
+impl Shape {
+    /// The figure's file.
+    pub fn file(self) -> &'static str {
+        match self {
+            Shape::Base => "diff-cpu-base.svg",
+            Shape::Head => "diff-cpu.svg",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

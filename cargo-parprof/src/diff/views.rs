@@ -3,8 +3,7 @@
 //! memory.
 
 use super::compare::{Comparison, DiagnosisChange, Measure, Row, RowKind};
-use super::flame::Shape;
-use super::frames::{FrameRow, Frames};
+use super::frames::{FrameRow, Frames, Shape};
 use super::noise::{self, Verdict};
 use super::paired::{self, Pairing};
 use crate::units::{code_list, human_duration};
