@@ -129,10 +129,13 @@ except OSError:
 flagged = [r for r in d["rows"] if r["verdict"] in ("slower", "faster")]
 p07 = next((r for r in d["rows"] if r["name"] == "twelve::p07"), {})
 others = [r["name"] for r in flagged if r["name"] != "twelve::p07"]
+# CPU frames judged changed or marked outside p07 (whose work changed) are false verdicts too.
+frames = [f for f in d["cpu_frames"] if not any("p07" in p for p in f["path"])]
 print(
     f"exit={code} wall_s={end - start:.0f} pairs={d['pairing']['pairs']} "
     f"p07={p07.get('verdict')} {100 * p07.get('change', 0):+.1f}% "
-    f"flagged={len(flagged)} other_flagged={len(others)} {' '.join(others)}"
+    f"flagged={len(flagged)} other_flagged={len(others)} {' '.join(others)} "
+    f"frames_flagged={len(frames)} of {d['cpu_frames_tested']} tested"
 )
 EOF
 }
@@ -154,9 +157,11 @@ done
 sum() { sed -n "s/^$1 .* $2=\([0-9]*\).*/\1/p" "$results" | awk '{ s += $1 } END { print s + 0 }'; }
 echo
 echo "comment-only: exit 0 in $(grep -c '^comment .*exit=0 ' "$results") of $n;" \
-    "false verdicts (rows slower or faster) in all: $(sum comment flagged)"
+    "false verdicts (rows slower or faster) in all: $(sum comment flagged);" \
+    "CPU frames judged or marked in all: $(sum comment frames_flagged)"
 echo "p07 10% slower: \`slower\` at +5..+20% in $(awk '/^slower .*p07=slower/ {
         c = $0; sub(/.*p07=slower /, "", c); sub(/%.*/, "", c)
         if (c + 0 >= 5 && c + 0 <= 20) k++ } END { print k + 0 }' "$results") of $n;" \
-    "exit 1 in $(grep -c '^slower .*exit=1 ' "$results") of $n; other rows flagged in all: $(sum slower other_flagged)"
+    "exit 1 in $(grep -c '^slower .*exit=1 ' "$results") of $n; other rows flagged in all:" \
+    "$(sum slower other_flagged); CPU frames outside p07 judged or marked: $(sum slower frames_flagged)"
 echo "wall time of each comparison (s): $(sed -n 's/.* wall_s=\([0-9]*\).*/\1/p' "$results" | paste -sd' ')"

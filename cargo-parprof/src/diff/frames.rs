@@ -9,6 +9,12 @@
 //! its share of all samples either: a box's share moves whenever any other box moves, so one
 //! function made 3× slower would make every other box look faster.
 //!
+//! A count of samples scatters by itself: one of about n varies by about √n run to run, ±45% at
+//! 5 samples. A few pairs of small counts can agree by chance far more closely than that (an
+//! unchanged box measured 5, 6, 5, 3 samples against 7, 7, 6, 4: +27% on four pairs, judged
+//! `slower` under the rows' prior alone), so a box's prior noise is the rows' and that counting
+//! noise together ([`counting_prior`]).
+//!
 //! A box present on one side only is `appeared` (HEAD) or `vanished` (BASE) when it is in no run
 //! of the other side, in most runs of its own, and holds at least [`MIN_MARKED`] samples a run
 //! there: a rare path that a few samples happen to hit is neither. Boxes whose own samples
@@ -191,6 +197,19 @@ fn one_sided(own: &[f64], other: &[f64]) -> bool {
     other.iter().all(|&s| s == 0.0) && 2 * present > own.len() && mean(own) >= MIN_MARKED
 }
 
+/// The noise assumed of a box before its runs are seen: `rows_prior` and the scatter of counts of
+/// about `base` and `head` samples a run, on the scale of the test (the log ratio of a pair, or
+/// one run's logarithm: `per_run`).
+fn counting_prior(rows_prior: f64, base: f64, head: f64, per_run: bool) -> f64 {
+    let (b, h) = (base.max(0.5), head.max(0.5));
+    let counting = if per_run {
+        (1.0 / b + 1.0 / h) / 2.0
+    } else {
+        1.0 / b + 1.0 / h
+    };
+    (rows_prior.powi(2) + counting).sqrt()
+}
+
 /// A box to test: its path and its figures on each side.
 struct Candidate {
     key: String,
@@ -281,7 +300,17 @@ fn judge(candidates: &[Candidate], c: &Comparison) -> Vec<FrameRow> {
         let series: Vec<(&[f64], &[f64])> = (candidates.iter())
             .map(|k| (k.base.as_slice(), k.head.as_slice()))
             .collect();
-        let judgements = paired::judge_series(&series, pairing.threshold);
+        let priors: Vec<f64> = (candidates.iter())
+            .map(|k| {
+                counting_prior(
+                    paired::PAIR_PRIOR_NOISE,
+                    k.base_samples,
+                    k.head_samples,
+                    false,
+                )
+            })
+            .collect();
+        let judgements = paired::judge_series_with_priors(&series, &priors, pairing.threshold);
         return (candidates.iter().zip(judgements))
             .filter_map(|(k, j)| {
                 let j = j.filter(|j| j.verdict.is_change())?;
@@ -290,7 +319,10 @@ fn judge(candidates: &[Candidate], c: &Comparison) -> Vec<FrameRow> {
             .collect();
     }
     let tests: Vec<Option<noise::RowTest>> = (candidates.iter())
-        .map(|k| noise::row_test(&k.base, &k.head))
+        .map(|k| {
+            let prior = counting_prior(noise::PRIOR_NOISE, k.base_samples, k.head_samples, true);
+            noise::row_test_with_prior(&k.base, &k.head, prior)
+        })
         .collect();
     let changes: Vec<f64> = (candidates.iter())
         .map(|k| noise::relative_change(stats::median(&k.base), stats::median(&k.head)))
@@ -465,6 +497,26 @@ mod tests {
         // A side without CPU samples: nothing to compare, nothing vanished.
         std::fs::remove_file(head.benchmarks[0].runs[0].dir.join(CPU_FOLDED)).unwrap();
         let frames = compare_frames(&base, &head, &c).unwrap();
+        assert!(frames.rows.is_empty(), "{:?}", frames.rows);
+    }
+
+    /// Measured: an unchanged box's own samples in four pairs, 5, 6, 5, 3 against 7, 7, 6, 4.
+    /// The rows' prior alone calls it slower; with the counting noise it is not judged.
+    #[test]
+    fn small_counts_that_agree_by_chance_are_not_a_change() {
+        let folded = |n: u32| format!("t;f;small {n}\nt;f;big 200\n");
+        let dir = tempfile::tempdir().unwrap();
+        let base: Vec<String> = [5, 6, 5, 3].map(folded).to_vec();
+        let head: Vec<String> = [7, 7, 6, 4].map(folded).to_vec();
+        let (base, head) = (
+            side(&dir.path().join("b"), &base),
+            side(&dir.path().join("h"), &head),
+        );
+        let series = [(&[5.0, 6.0, 5.0, 3.0][..], &[7.0, 7.0, 6.0, 4.0][..])];
+        let rows_rule = paired::judge_series(&series, 0.1);
+        assert_eq!(rows_rule[0].unwrap().verdict, Verdict::Slower);
+        let frames = compare_frames(&base, &head, &comparison(4)).unwrap();
+        assert_eq!(frames.tested, 2);
         assert!(frames.rows.is_empty(), "{:?}", frames.rows);
     }
 }
