@@ -197,6 +197,26 @@ fn one_sided(own: &[f64], other: &[f64]) -> bool {
     other.iter().all(|&s| s == 0.0) && 2 * present > own.len() && mean(own) >= MIN_MARKED
 }
 
+/// The box `key` as appeared or vanished, if it is, from its samples in each run of each side.
+fn marked(key: &str, base: &[f64], head: &[f64]) -> Option<FrameRow> {
+    let (verdict, base_samples, head_samples, change) = if one_sided(head, base) {
+        (Verdict::Appeared, 0.0, mean(head), f64::INFINITY)
+    } else if one_sided(base, head) {
+        (Verdict::Vanished, mean(base), 0.0, -1.0)
+    } else {
+        return None;
+    };
+    Some(FrameRow {
+        path: key.split(';').map(str::to_owned).collect(),
+        verdict,
+        base_samples,
+        head_samples,
+        change,
+        interval: None,
+        noise: None,
+    })
+}
+
 /// The noise assumed of a box before its runs are seen: `rows_prior` and the scatter of counts of
 /// about `base` and `head` samples a run, on the scale of the test (the log ratio of a pair, or
 /// one run's logarithm: `per_run`).
@@ -243,25 +263,8 @@ pub fn compare_frames(base: &Side, head: &Side, c: &Comparison) -> Result<Frames
         }
         let paths: BTreeSet<&String> = b.total.keys().chain(h.total.keys()).collect();
         for key in paths {
-            let (bt, ht) = (b.total_of(key), h.total_of(key));
-            let marked = if one_sided(&ht, &bt) {
-                Some((Verdict::Appeared, mean(&ht), f64::INFINITY))
-            } else if one_sided(&bt, &ht) {
-                Some((Verdict::Vanished, mean(&bt), -1.0))
-            } else {
-                None
-            };
-            if let Some((verdict, samples, change)) = marked {
-                let appeared = verdict == Verdict::Appeared;
-                frames.rows.push(FrameRow {
-                    path: key.split(';').map(str::to_owned).collect(),
-                    verdict,
-                    base_samples: if appeared { 0.0 } else { samples },
-                    head_samples: if appeared { samples } else { 0.0 },
-                    change,
-                    interval: None,
-                    noise: None,
-                });
+            if let Some(row) = marked(key, &b.total_of(key), &h.total_of(key)) {
+                frames.rows.push(row);
                 continue;
             }
             let (base_samples, head_samples) = (mean(&b.own_of(key)), mean(&h.own_of(key)));
