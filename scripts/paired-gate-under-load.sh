@@ -93,7 +93,7 @@ slower="$(git_ rev-parse HEAD)"
 # again; on TERM it ends its loops (after the sleep under way).
 load() {
     local pids=()
-    trap 'kill "${pids[@]}" 2>/dev/null; exit 0' TERM
+    trap '((${#pids[@]} == 0)) || kill "${pids[@]}" 2>/dev/null || true; exit 0' TERM
     while :; do
         pids=()
         for _ in $(seq "$load_threads"); do
@@ -109,7 +109,8 @@ load() {
 }
 load &
 load_pid=$!
-trap 'kill "$load_pid" 2>/dev/null; wait "$load_pid" 2>/dev/null; [[ -n "${KEEP:-}" ]] || rm -rf "$work"' EXIT
+trap 'kill "$load_pid" 2>/dev/null || true; wait "$load_pid" 2>/dev/null || true
+      [[ -n "${KEEP:-}" ]] || rm -rf "$work"' EXIT
 
 # One comparison: its exit code, wall time, pairs, and the verdicts of its rows.
 compare() {
