@@ -96,6 +96,19 @@ pub fn release_profiler() -> anyhow::Result<PathBuf> {
     Ok(root.join("target/release/cargo-parprof"))
 }
 
+/// Builds one of this repository's examples as its users build it, `cargo build --release`
+/// (no hooks, none of the profiling build's flags), and returns its path: the program whose
+/// gain a fix is promised.
+pub fn users_release_build(example: &str) -> anyhow::Result<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--release", "--example", example])
+        .current_dir(root)
+        .status()?;
+    anyhow::ensure!(status.success(), "cannot build the example {example}");
+    Ok(root.join("target/release/examples").join(example))
+}
+
 /// The size of the files under `dir`, in bytes.
 pub fn folder_bytes(dir: &Path) -> anyhow::Result<u64> {
     let mut total = 0;
