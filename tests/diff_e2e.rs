@@ -135,6 +135,10 @@ fn unchanged_code_under_load_diffs_clean_and_a_slowed_step_fails() {
                 "unchanged code: {r:#}"
             );
         }
+        // Recorded round robin: the sides' middles are seconds apart, and nothing is said.
+        let apart = json["recorded_apart_s"].as_f64().expect("recorded_apart_s");
+        assert!(apart < 120.0, "{json:#}");
+        assert!(!stderr.contains("far apart"), "{stderr}");
     }
     let output = diff(
         &[
@@ -183,6 +187,30 @@ fn unchanged_code_under_load_diffs_clean_and_a_slowed_step_fails() {
             "{svg} states the runs"
         );
     }
+
+    // The same runs of `a`, said to have started ten minutes later: the sides were recorded far
+    // apart, which diff.md and the console say once, with the paired command.
+    let later = work.path().join("later");
+    for i in 1..=RUNS {
+        let run = format!("run-{i}");
+        copy_run(&a.join(&run), &later.join(&run), |report| {
+            let started = &mut report["target"]["started_unix_ms"];
+            *started = (started.as_u64().expect("a start time") + 600_000).into();
+        });
+    }
+    let output = diff(&[a.to_str().unwrap(), later.to_str().unwrap()], &out);
+    let console = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{console}");
+    assert_eq!(
+        console.matches("10.0 minutes apart").count(),
+        1,
+        "{console}"
+    );
+    let md = std::fs::read_to_string(out.join("diff.md")).unwrap();
+    assert_eq!(md.matches("10.0 minutes apart").count(), 1, "{md}");
+    assert!(md.contains("`cargo parprof diff --base REV"), "{md}");
+    assert_eq!(diff_json(&out)["recorded_apart_s"], 600.0);
 
     // Bad input: a clear error, and nothing written.
     let nothing = work.path().join("nothing");

@@ -186,7 +186,7 @@ where
 /// Compares two sets of runs, or two commits run alternated (`--base`), and writes the
 /// comparison's views; returns the exit code.
 pub fn diff(args: &DiffArgs) -> Result<i32> {
-    let (head, comparison) = if let Some(rev) = &args.base_rev {
+    let (base, head, comparison) = if let Some(rev) = &args.base_rev {
         paired::diff_revisions(args, rev)?
     } else {
         let (Some(base), Some(head)) = (&args.base, &args.head) else {
@@ -195,41 +195,38 @@ pub fn diff(args: &DiffArgs) -> Result<i32> {
         let base = diff::load_side(base).context("BASE")?;
         let head = diff::load_side(head).context("HEAD")?;
         let comparison = diff::compare(&base, &head)?;
-        (head, comparison)
+        (base, head, comparison)
     };
-    write_comparison(&head, &comparison, args)
+    let frames = diff::frames::compare_frames(&base, &head, &comparison)?;
+    write_comparison(&head, &comparison, &frames, args)
 }
 
-/// Writes the views of `comparison` (HEAD's side for the flamegraphs) into `args.output`, says
-/// what failed the gate; returns the exit code.
+/// Writes the views of `comparison` (HEAD's side for the probes' flamegraph) into
+/// `args.output`, says what failed the gate; returns the exit code.
 fn write_comparison(
     head: &diff::Side,
     comparison: &diff::Comparison,
+    frames: &diff::frames::Frames,
     args: &DiffArgs,
 ) -> Result<i32> {
+    use diff::flame::{cpu_svg, differential_svg};
+    use diff::frames::Shape;
     let mut files: Vec<(&str, Vec<u8>)> = Vec::new();
-    for (folded, svg, title, unit) in [
-        (
-            "active.folded",
-            "diff-active.svg",
-            "Active time: BASE → HEAD",
-            "ns",
-        ),
-        (
-            "cpu.folded",
-            "diff-cpu.svg",
-            "CPU samples: BASE → HEAD",
-            "samples",
-        ),
-    ] {
-        if let Some(bytes) = diff::flame::differential_svg(head, comparison, folded, title, unit)? {
-            files.push((svg, bytes));
+    if let Some(bytes) = differential_svg(head, comparison)? {
+        files.push(("diff-active.svg", bytes));
+    }
+    for shape in [Shape::Head, Shape::Base] {
+        if let Some(bytes) = cpu_svg(frames, comparison, shape)? {
+            files.push((shape.file(), bytes));
         }
     }
     let figures: Vec<&str> = files.iter().map(|(name, _)| *name).collect();
-    let md = diff::views::markdown(comparison, &figures);
+    let md = diff::views::markdown(comparison, frames, &figures);
     files.push(("diff.md", md.into_bytes()));
-    files.push(("diff.json", diff::views::json(comparison)?.into_bytes()));
+    files.push((
+        "diff.json",
+        diff::views::json(comparison, frames)?.into_bytes(),
+    ));
     // Everything was made; only now is anything written.
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
@@ -237,7 +234,7 @@ fn write_comparison(
         let path = args.output.join(name);
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    console::result(diff::views::terminal(comparison).trim_end_matches('\n'));
+    console::result(diff::views::terminal(comparison, frames).trim_end_matches('\n'));
     crate::console::note!("parprof: diff written to {}", args.output.display());
     let opts = diff::DiffOptions {
         fail_above_percent: args.fail_above,

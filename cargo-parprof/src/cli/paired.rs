@@ -21,6 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+/// BASE's side, HEAD's side, and their comparison.
+pub(super) type Compared = (diff::Side, diff::Side, diff::Comparison);
+
 /// A commit checked out in a git worktree of its own, removed when dropped.
 struct Worktree {
     repo: PathBuf,
@@ -107,11 +110,8 @@ fn default_settings() -> (Settings, FrameView) {
 }
 
 /// Builds both commits and runs them alternated until every row is decided or the budget is
-/// spent; returns HEAD's side and the comparison.
-pub(super) fn diff_revisions(
-    args: &DiffArgs,
-    base_rev: &str,
-) -> Result<(diff::Side, diff::Comparison)> {
+/// spent; returns both sides and the comparison.
+pub(super) fn diff_revisions(args: &DiffArgs, base_rev: &str) -> Result<Compared> {
     // The program's output owns stdout.
     console::summary_to_stderr();
     let here = std::env::current_dir().context("no current directory")?;
@@ -330,8 +330,8 @@ fn units(args: &DiffArgs, sides: &[PairSide; 2]) -> Result<Vec<Unit>> {
 }
 
 /// Runs the pairs, looking at them as [`paired::next_look`] says, until every row is decided,
-/// the budget is spent or the looks are all taken; returns HEAD's side and the comparison.
-fn run_pairs(args: &DiffArgs, sides: &[PairSide; 2]) -> Result<(diff::Side, diff::Comparison)> {
+/// the budget is spent or the looks are all taken; returns both sides and the comparison.
+fn run_pairs(args: &DiffArgs, sides: &[PairSide; 2]) -> Result<Compared> {
     let (settings, frames) = default_settings();
     let units = units(args, sides)?;
     let threshold = paired::threshold(args.fail_above.map(|p| p / 100.0));
@@ -369,7 +369,7 @@ fn run_pairs(args: &DiffArgs, sides: &[PairSide; 2]) -> Result<(diff::Side, diff
                 threshold,
                 level: paired::level(),
             });
-            return Ok((head, comparison));
+            return Ok((base, head, comparison));
         }
         next = paired::next_look(pairs);
     }

@@ -9,6 +9,14 @@ use anyhow::{Result, bail};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+/// Sides recorded further apart than this (the middles of their runs' start times, in
+/// seconds) are said to be: the noise estimate comes from each side's own runs, so it holds the
+/// machine's drift over the minute or so that a side's runs take, not over the time between
+/// the sides. Two recordings of one commit made about 4 minutes apart on a CI runner gave 9
+/// false verdicts in 132 rows (load 4–7), while sides recorded a minute apart on a steady
+/// machine are sound: two minutes lies between.
+pub const FAR_APART_S: f64 = 120.0;
+
 /// A call count differs between the sides when their runs' counts do not overlap and the
 /// medians differ by at least this much, relatively.
 pub const CALLS_CHANGE: f64 = 0.10;
@@ -141,6 +149,18 @@ pub struct Comparison {
     /// verdicts are then the paired rule's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pairing: Option<Pairing>,
+    /// Seconds between the middles of the sides' recordings; `None` when a run does not say
+    /// when it started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded_apart_s: Option<f64>,
+}
+
+impl Comparison {
+    /// The sides were recorded one after the other, further apart than [`FAR_APART_S`].
+    pub fn far_apart(&self) -> Option<f64> {
+        self.recorded_apart_s
+            .filter(|&s| self.pairing.is_none() && s > FAR_APART_S)
+    }
 }
 
 /// Compares two sides of runs of the same program, benchmark by benchmark.
@@ -156,7 +176,7 @@ pub fn compare(base: &Side, head: &Side) -> Result<Comparison> {
     let mut tests = Vec::new();
     let mut diagnoses = Vec::new();
     for name in names {
-        let (b, h) = (runs_of(base, name), runs_of(head, name));
+        let (b, h) = (base.runs_of(name), head.runs_of(name));
         // BASE's regions under HEAD's names where only their line moved.
         let moved = moved_regions::base_to_head(b, h);
         for (mut row, test) in compare_runs(b, h, measure, &moved) {
@@ -182,6 +202,9 @@ pub fn compare(base: &Side, head: &Side) -> Result<Comparison> {
         rows,
         diagnoses,
         pairing: None,
+        recorded_apart_s: (base.middle_start_ms())
+            .zip(head.middle_start_ms())
+            .map(|(b, h)| (h - b).abs() / 1000.0),
     })
 }
 
@@ -257,14 +280,6 @@ fn judge(rows: &mut [Row], tests: &[Option<RowTest>]) -> usize {
         row.runs_needed = j.runs_needed;
     }
     tests.iter().flatten().count()
-}
-
-/// The runs of benchmark `name` on a side (none if the side does not have it).
-fn runs_of<'a>(side: &'a Side, name: Option<&str>) -> &'a [Run] {
-    side.benchmarks
-        .iter()
-        .find(|b| b.name.as_deref() == name)
-        .map_or(&[], |b| b.runs.as_slice())
 }
 
 /// A row's sums in one run: the figure (ns) and the count (calls, or region runs).
@@ -539,7 +554,7 @@ mod tests {
         assert_eq!(views::calls_text(step), "10 calls");
         // The changed count ranks before a row with nothing to report.
         assert_eq!(c.rows[0].name, "leaf");
-        let md = views::markdown(&c, &[]);
+        let md = views::markdown(&c, &Default::default(), &[]);
         assert!(md.contains("### Call counts changed"), "{md}");
         assert!(md.contains("1 call count changed"), "{md}");
     }
@@ -650,5 +665,41 @@ mod tests {
         assert!(md.contains("relative standard deviation"), "{md}");
         // The summary is not taken for a run.
         assert_eq!(load_side(dir.path()).unwrap().runs_per_benchmark(), 3);
+    }
+
+    /// Sides whose runs started at `base_s` and `head_s` (seconds).
+    fn recorded_at(base_s: &[f64], head_s: &[f64]) -> Comparison {
+        let runs = |starts: &[f64]| {
+            side(
+                (starts.iter())
+                    .map(|s| {
+                        let mut r = report(&[("step", 100.0, 1.0)]);
+                        r["target"]["started_unix_ms"] = json!(1.8e12 + s * 1000.0);
+                        r
+                    })
+                    .collect(),
+            )
+        };
+        compare(&runs(base_s), &runs(head_s)).unwrap()
+    }
+
+    #[test]
+    fn sides_recorded_far_apart_are_said_to_be_once() {
+        // Three runs a side, 20 s each; HEAD's middle 5 minutes after BASE's.
+        let c = recorded_at(&[0.0, 20.0, 40.0], &[300.0, 320.0, 340.0]);
+        assert_eq!(c.recorded_apart_s, Some(300.0));
+        let md = views::markdown(&c, &Default::default(), &[]);
+        assert_eq!(md.matches("Recorded far apart").count(), 1, "{md}");
+        assert!(md.contains("recorded 5.0 minutes apart"), "{md}");
+        assert!(md.contains("`cargo parprof diff --base REV"), "{md}");
+        let terminal = views::terminal(&c, &Default::default());
+        assert_eq!(terminal.matches("recorded 5.0 minutes apart").count(), 1);
+        // A minute apart: nothing to say.
+        let c = recorded_at(&[0.0, 20.0, 40.0], &[60.0, 80.0, 100.0]);
+        assert_eq!(c.far_apart(), None);
+        assert!(!views::markdown(&c, &Default::default(), &[]).contains("far apart"));
+        // Runs that do not say when they started: nothing known, nothing said.
+        let c = compare(&side(vec![report(&[])]), &side(vec![report(&[])])).unwrap();
+        assert_eq!(c.recorded_apart_s, None);
     }
 }

@@ -12,12 +12,15 @@
 //!    per region run, since criterion's profile mode runs each benchmark for a fixed time (a
 //!    slower routine runs fewer times, in the same total); a region whose call site only moved
 //!    lines is compared with itself ([`moved_regions`]);
-//! 3. [`views`] and [`flame`]: `diff.md`, `diff.json`, the differential flamegraphs, the
+//! 3. [`frames`]: each box of the CPU flamegraph (all threads together) judged on its own
+//!    samples by the rule that judged the rows, and the boxes that appeared or vanished;
+//! 4. [`views`] and [`flame`]: `diff.md`, `diff.json`, the differential flamegraphs, the
 //!    terminal headline — all made in memory, then written together, so that a failure leaves
 //!    nothing half-done. [`spread`] is the summary of one side's `--repeat` runs.
 
 pub mod compare;
 pub mod flame;
+pub mod frames;
 mod moved_regions;
 pub mod noise;
 pub mod paired;

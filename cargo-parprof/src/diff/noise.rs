@@ -97,6 +97,12 @@ pub struct RowTest {
 
 /// The test of a row's per-run figures; `None` with fewer than two runs on a side.
 pub fn row_test(base: &[f64], head: &[f64]) -> Option<RowTest> {
+    row_test_with_prior(base, head, PRIOR_NOISE)
+}
+
+/// [`row_test`] with the run-to-run noise assumed before the runs are seen, `prior` (at least
+/// [`PRIOR_NOISE`] where the figures scatter by themselves, as counts of samples do).
+pub fn row_test_with_prior(base: &[f64], head: &[f64], prior: f64) -> Option<RowTest> {
     let all_positive = base.iter().chain(head).all(|&x| x > 0.0 && x.is_finite());
     let (b, h): (Vec<f64>, Vec<f64>) = if all_positive {
         (
@@ -111,7 +117,7 @@ pub fn row_test(base: &[f64], head: &[f64]) -> Option<RowTest> {
             head.iter().map(|x| x / scale).collect(),
         )
     };
-    let t = stats::moderated_t(&b, &h, PRIOR_NOISE, PRIOR_DF)?;
+    let t = stats::moderated_t(&b, &h, prior, PRIOR_DF)?;
     Some(RowTest {
         effect: t.difference,
         noise: t.sd,

@@ -79,6 +79,8 @@ struct PairTest {
     t: TTest,
     pairs: usize,
     log_scale: bool,
+    /// The spread assumed before the pairs were seen.
+    prior: f64,
 }
 
 impl PairTest {
@@ -107,14 +109,27 @@ pub struct Judgement {
 /// The rule over a family of series, `(BASE, HEAD)` figures pair by pair: each one's judgement
 /// (`None` with fewer than two pairs).
 pub fn judge_series(series: &[(&[f64], &[f64])], threshold: f64) -> Vec<Option<Judgement>> {
-    let tests: Vec<Option<PairTest>> = (series.iter())
-        .map(|(base, head)| {
+    let priors = vec![PAIR_PRIOR_NOISE; series.len()];
+    judge_series_with_priors(series, &priors, threshold)
+}
+
+/// [`judge_series`] with the spread assumed of each series' pairs before they are seen,
+/// `priors[i]` (at least [`PAIR_PRIOR_NOISE`] where the figures scatter by themselves, as
+/// counts of samples do).
+pub fn judge_series_with_priors(
+    series: &[(&[f64], &[f64])],
+    priors: &[f64],
+    threshold: f64,
+) -> Vec<Option<Judgement>> {
+    let tests: Vec<Option<PairTest>> = (series.iter().zip(priors))
+        .map(|((base, head), &prior)| {
             let (d, log_scale) = differences(base, head);
-            let t = stats::moderated_paired_t(&d, PAIR_PRIOR_NOISE, noise::PRIOR_DF)?;
+            let t = stats::moderated_paired_t(&d, prior, noise::PRIOR_DF)?;
             Some(PairTest {
                 t,
                 pairs: d.len(),
                 log_scale,
+                prior,
             })
         })
         .collect();
@@ -212,7 +227,7 @@ fn unchanged(effect: f64, se: f64, df: f64, family: usize, threshold: f64) -> bo
 /// change and its own spread as they are, would be decided either way.
 fn pairs_needed(test: &PairTest, family: usize, threshold: f64) -> Option<usize> {
     let effect = test.t.difference;
-    let prior_var = noise::PRIOR_DF * PAIR_PRIOR_NOISE.powi(2);
+    let prior_var = noise::PRIOR_DF * test.prior.powi(2);
     (test.pairs + 1..=MAX_PAIRS_ADVISED).find(|&n| {
         let own_df = n as f64 - 1.0;
         let df = own_df + noise::PRIOR_DF;
@@ -266,6 +281,7 @@ mod tests {
             rows,
             diagnoses: Vec::new(),
             pairing: None,
+            recorded_apart_s: None,
         }
     }
 

@@ -20,6 +20,12 @@ pub struct Run {
 }
 
 impl Run {
+    /// When the run started, in ms since the Unix epoch (`None` for runs recorded before it was
+    /// kept).
+    fn started_unix_ms(&self) -> Option<f64> {
+        self.report["target"]["started_unix_ms"].as_f64()
+    }
+
     /// The iterations of the routine in the measured batch, as criterion counted them.
     pub(super) fn measured_iterations(&self) -> Option<f64> {
         self.report["bench"]["measured_iterations"]
@@ -57,17 +63,23 @@ pub struct Side {
 }
 
 impl Side {
-    /// The `.folded` files with this name of every run, with the benchmark each belongs to.
-    pub fn folded(&self, file: &str) -> Vec<(Option<&str>, PathBuf)> {
-        self.benchmarks
-            .iter()
-            .flat_map(|b| {
-                b.runs
-                    .iter()
-                    .map(move |r| (b.name.as_deref(), r.dir.join(file)))
-            })
-            .filter(|(_, p)| p.is_file())
-            .collect()
+    /// The runs of benchmark `name` (none if the side does not have it).
+    pub(super) fn runs_of(&self, name: Option<&str>) -> &[Run] {
+        (self.benchmarks.iter())
+            .find(|b| b.name.as_deref() == name)
+            .map_or(&[], |b| b.runs.as_slice())
+    }
+
+    /// The middle of the times its runs started (the median, ms since the Unix epoch); `None`
+    /// when a run does not say.
+    pub(super) fn middle_start_ms(&self) -> Option<f64> {
+        let starts: Option<Vec<f64>> = (self.benchmarks.iter())
+            .flat_map(|b| &b.runs)
+            .map(Run::started_unix_ms)
+            .collect();
+        starts
+            .filter(|s| !s.is_empty())
+            .map(|s| super::stats::median(&s))
     }
 
     /// Runs per benchmark (the fewest, should a benchmark have fewer).

@@ -3,6 +3,7 @@
 //! memory.
 
 use super::compare::{Comparison, DiagnosisChange, Measure, Row, RowKind};
+use super::frames::{FrameRow, Frames, Shape};
 use super::noise::{self, Verdict};
 use super::paired::{self, Pairing};
 use crate::units::{code_list, human_duration};
@@ -13,6 +14,8 @@ use serde::Serialize;
 pub const DIFF_SCHEMA: &str = "parprof-diff/2";
 /// Rows in `diff.md` and on the terminal.
 const TOP_ROWS: usize = 20;
+/// CPU frames named in `diff.md`.
+const TOP_FRAMES: usize = 8;
 
 /// "+98.4%", "−12.0%", "new".
 pub fn signed_percent(change: f64) -> String {
@@ -78,7 +81,11 @@ pub fn verdict_text(r: &Row) -> String {
 /// A row's noise column: its interval of a paired comparison ("−1.2…+3.4%"), else the
 /// relative standard deviation of its runs ("±2.0%").
 fn noise_text(r: &Row) -> String {
-    match (r.interval, r.noise) {
+    interval_or_noise(r.interval, r.noise)
+}
+
+fn interval_or_noise(interval: Option<(f64, f64)>, noise: Option<f64>) -> String {
+    match (interval, noise) {
         (Some((lo, hi)), _) if lo.is_finite() && hi.is_finite() => {
             let percent = |v: f64| signed_percent(v).trim_end_matches('%').to_owned();
             format!("{}…{}%", percent(lo), percent(hi))
@@ -331,10 +338,149 @@ fn calls_section(c: &Comparison) -> String {
     md
 }
 
+/// Samples a run, as few as they may be: "0.4", "12", "1 204".
+fn samples(v: f64) -> String {
+    if v < 10.0 {
+        format!("{v:.1}")
+    } else {
+        count(v)
+    }
+}
+
+/// "30 → 90 samples": a CPU box's samples a run on each side.
+pub fn samples_moved(r: &FrameRow) -> String {
+    format!(
+        "{} → {} samples",
+        samples(r.base_samples),
+        samples(r.head_samples)
+    )
+}
+
+/// How the CPU boxes were judged, in words.
+fn frames_rule(frames: &Frames, c: &Comparison) -> String {
+    if !frames.judged {
+        return "no noise estimate (one run on a side): no change judged, only the boxes that \
+                appeared or vanished are marked"
+            .to_owned();
+    }
+    let how = if c.pairing.is_some() {
+        "pair by pair"
+    } else {
+        "over the runs of each side"
+    };
+    format!(
+        "each box's own samples a run judged {how} by the rows' rule, {} boxes of at least {} \
+         samples a run tested",
+        frames.tested,
+        super::frames::MIN_TESTED
+    )
+}
+
+/// The subtitle of a CPU figure: one line of inferno's (about 160 characters).
+pub fn cpu_figure_sentence(frames: &Frames, c: &Comparison, shape: Shape) -> String {
+    let (side, mark) = match shape {
+        Shape::Head => ("HEAD", "green, dashed: appeared"),
+        Shape::Base => ("BASE", "purple, dashed: vanished"),
+    };
+    let runs = match &c.pairing {
+        Some(p) => format!("{} pairs", p.pairs),
+        None => format!("{} runs of BASE, {} of HEAD", c.base_runs, c.head_runs),
+    };
+    let judged = if frames.judged {
+        format!(
+            "Red/blue: a box's own samples judged slower/faster ({} tested)",
+            frames.tested
+        )
+    } else {
+        "One run a side: no change judged".to_owned()
+    };
+    format!(
+        "{side}'s samples a run, all threads, {runs}. {judged}; {mark}; white: not judged changed"
+    )
+}
+
+/// A CPU box in words: its function, and its caller.
+fn frame_cells(r: &FrameRow) -> (String, String) {
+    let code = |f: &str| format!("`{}`", f.replace('|', "\\|"));
+    let n = r.path.len();
+    let leaf = r.path.last().map_or_else(String::new, |f| code(f));
+    let caller = if n >= 2 {
+        code(&r.path[n - 2])
+    } else {
+        "–".to_owned()
+    };
+    (leaf, caller)
+}
+
+/// The CPU boxes that moved most, with their change and noise.
+fn frames_section(frames: &Frames, c: &Comparison) -> String {
+    let mut md = String::from("\n### Where the CPU time moved\n\n");
+    let named: Vec<&FrameRow> = frames.named().take(TOP_FRAMES).collect();
+    if named.is_empty() {
+        md.push_str(&format!(
+            "No CPU frame moved beyond noise, appeared or vanished ({}).\n",
+            frames_rule(frames, c)
+        ));
+        return md;
+    }
+    md.push_str(&format!(
+        "The frames of `diff-cpu.svg` that moved most: {}; all threads together, samples a run \
+         (a box that appeared or vanished: with its callees).\n\n\
+         | frame | called from | BASE | HEAD | change | noise | verdict |\n\
+         |---|---|---:|---:|---:|---:|---|\n",
+        frames_rule(frames, c)
+    ));
+    for r in named {
+        let (leaf, caller) = frame_cells(r);
+        let change = if r.verdict.is_change() {
+            signed_percent(r.change)
+        } else {
+            "–".to_owned()
+        };
+        md.push_str(&format!(
+            "| {leaf} | {caller} | {} | {} | {change} | {} | {} |\n",
+            samples(r.base_samples),
+            samples(r.head_samples),
+            interval_or_noise(r.interval, r.noise),
+            r.verdict.as_str()
+        ));
+    }
+    md
+}
+
+/// "4.2 minutes", "3.0 hours", "2.5 days".
+fn span(seconds: f64) -> String {
+    let minutes = seconds / 60.0;
+    if minutes < 90.0 {
+        format!("{minutes:.1} minutes")
+    } else if minutes < 36.0 * 60.0 {
+        format!("{:.1} hours", minutes / 60.0)
+    } else {
+        format!("{:.1} days", minutes / 60.0 / 24.0)
+    }
+}
+
+/// Of sides recorded far apart: how far, what it means, and what to do instead.
+pub fn far_apart_sentence(c: &Comparison) -> Option<String> {
+    let seconds = c.far_apart()?;
+    Some(format!(
+        "BASE and HEAD were recorded {} apart (the middles of their runs' start times; over {:.0} \
+         minutes): the noise estimate holds how each side's own runs varied, not how the \
+         machine drifted between the sides, and that drift reads as a change. `cargo parprof \
+         diff --base REV --bin NAME` (or `--example`, `--bench`) builds both commits and runs \
+         them alternated, pair by pair, so that it cancels.",
+        span(seconds),
+        super::compare::FAR_APART_S / 60.0
+    ))
+}
+
 /// `diff.md`: short enough for a pull-request comment.
-pub fn markdown(c: &Comparison, figures: &[&str]) -> String {
+pub fn markdown(c: &Comparison, frames: &Frames, figures: &[&str]) -> String {
     let mut md = format!("## parprof diff\n\n{}\n\n", headline(c));
     md.push_str(&table(c));
+    if let Some(apart) = far_apart_sentence(c) {
+        md.push_str(&format!("\n**Recorded far apart.** {apart}\n"));
+    }
     md.push_str(&format!(
         "\n{} {}\n",
         measure_sentence(c),
@@ -342,10 +488,12 @@ pub fn markdown(c: &Comparison, figures: &[&str]) -> String {
     ));
     md.push_str(&calls_section(c));
     md.push_str(&diagnoses_section(c));
+    md.push_str(&frames_section(frames, c));
     if !figures.is_empty() {
         md.push_str(&format!(
-            "\nDifferential flamegraphs (HEAD's shape; red: judged slower, blue: judged faster, \
-             white: not judged changed): {}.\n",
+            "\nDifferential flamegraphs (red: judged slower, blue: judged faster, white: not \
+             judged changed; the CPU's in HEAD's shape with the frames that appeared, and in \
+             BASE's with those that vanished): {}.\n",
             code_list(figures)
         ));
     }
@@ -359,20 +507,25 @@ struct DiffJson<'a> {
     noise_rule: String,
     #[serde(flatten)]
     comparison: &'a Comparison,
+    /// The CPU boxes that moved, largest move first.
+    cpu_frames: &'a [FrameRow],
+    cpu_frames_tested: usize,
 }
 
 /// `diff.json`.
-pub fn json(c: &Comparison) -> Result<String> {
+pub fn json(c: &Comparison, frames: &Frames) -> Result<String> {
     Ok(serde_json::to_string_pretty(&DiffJson {
         schema: DIFF_SCHEMA,
         headline: headline(c),
         noise_rule: noise_sentence(c),
         comparison: c,
+        cpu_frames: &frames.rows,
+        cpu_frames_tested: frames.tested,
     })?)
 }
 
 /// The terminal: the headline and the top rows.
-pub fn terminal(c: &Comparison) -> String {
+pub fn terminal(c: &Comparison, frames: &Frames) -> String {
     let mut out = format!("{}\n", headline(c));
     for r in c.rows.iter().take(10) {
         out.push_str(&format!(
@@ -387,5 +540,25 @@ pub fn terminal(c: &Comparison) -> String {
         ));
     }
     out.push_str(&format!("{}\n", noise_sentence(c)));
+    let moved: Vec<String> = (frames.named().take(3))
+        .map(|r| {
+            let name = r.path.last().map_or("", String::as_str);
+            match r.verdict {
+                v if v.is_change() => {
+                    format!("`{name}` {} {}", v.as_str(), signed_percent(r.change))
+                }
+                v => format!("`{name}` {}", v.as_str()),
+            }
+        })
+        .collect();
+    if !moved.is_empty() {
+        out.push_str(&format!(
+            "CPU frames that moved most: {}.\n",
+            moved.join("; ")
+        ));
+    }
+    if let Some(apart) = far_apart_sentence(c) {
+        out.push_str(&format!("Recorded far apart: {apart}\n"));
+    }
     out
 }

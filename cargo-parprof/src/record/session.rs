@@ -63,11 +63,12 @@ pub fn record_once<T>(
         symbolize: false,
         ..settings.collect.clone()
     };
+    let started = std::time::SystemTime::now();
     let mut outcome =
         launch::run_and_collect(program.exe, args, &env, program.working_dir, &collect)?;
     crate::console::note!("parprof: the target {}", outcome.exit);
     let exit_code = outcome.exit.shell_code();
-    let run = run_meta(program, settings, args, &outcome);
+    let run = run_meta(program, settings, args, &outcome, started);
     let unsymbolised = outcome.unsymbolised.take();
     let mut recording = Recording {
         run,
@@ -101,6 +102,7 @@ fn run_meta(
     settings: &Settings,
     args: &[OsString],
     outcome: &RunOutcome,
+    started: std::time::SystemTime,
 ) -> RunMeta {
     RunMeta {
         target: TargetInfo {
@@ -110,6 +112,8 @@ fn run_meta(
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
+            started_unix_ms: (started.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as u64),
         },
         harness: program.harness,
         rayon_hooks: program.rayon_hooks.clone(),

@@ -103,6 +103,10 @@ pub struct TargetInfo {
     /// `bin`, `example`, `bench` or `test`.
     pub kind: String,
     pub args: Vec<String>,
+    /// When the run started, in ms since the Unix epoch: `diff` tells how far apart two sides
+    /// were recorded. Runs recorded before it was kept have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_ms: Option<u64>,
 }
 
 /// Exactly one field is set once the caller knows how the process ended.
