@@ -25,8 +25,8 @@
 //! | 13 | mappings | v count, then: v time_ns, v pid, v start, v len, v file offset, v len, path bytes |
 //! | 14 | forks | v count, then: v time_ns, v pid, v ppid, v tid, v ptid |
 //! | 15 | execs | v count, then: v time_ns, v pid |
-//! | 16 | sample processes | v count, then v pid of each cpu sample |
-//! | 17 | switch sample processes | as 16, of each switch sample |
+//! | 16 | sample processes | v count, then per run of samples of one process: v pid, v samples |
+//! | 17 | switch sample processes | as 16, of the switch samples |
 //! | 12 | end | v count of the lists 5 to 10 read so far (the stacks' are 0 here), then of each counter series' samples, then of the lists 13 to 17 |
 //! | 2 | functions | v count, then per name: v len, UTF-8 |
 //! | 4 | stacks | v count, then per stack: v n, n × v (function id × 2 + inlined) (root first) |
@@ -561,14 +561,30 @@ fn write_addresses(w: &mut PartWriter<impl Write>, a: &SampleAddresses) -> io::R
         put_varint(b, e.time_ns);
         put_varint(b, e.pid.into());
     })?;
-    let put_pid = |b: &mut Vec<u8>, pid: &u32| put_varint(b, (*pid).into());
-    w.list(PartKind::SamplePids, &[], &a.sample_pids, put_pid)?;
+    let put_run = |b: &mut Vec<u8>, (pid, n): (u32, u64)| {
+        put_varint(b, pid.into());
+        put_varint(b, n);
+    };
+    w.list(PartKind::SamplePids, &[], runs(&a.sample_pids), put_run)?;
     w.list(
         PartKind::SwitchSamplePids,
         &[],
-        &a.switch_sample_pids,
-        put_pid,
+        runs(&a.switch_sample_pids),
+        put_run,
     )
+}
+
+/// The runs of equal values of `values`, as (value, length): a sample's process is nearly
+/// always the program's.
+fn runs(values: &[u32]) -> Vec<(u32, u64)> {
+    let mut runs: Vec<(u32, u64)> = Vec::new();
+    for &v in values {
+        match runs.last_mut() {
+            Some((last, n)) if *last == v => *n += 1,
+            _ => runs.push((v, 1)),
+        }
+    }
+    runs
 }
 
 /// The lengths of the lists the end part counts, in its order, as `version` wrote them.
@@ -950,8 +966,10 @@ impl Decoder {
                     pid: c.u32()?,
                 })
             })?),
-            PartKind::SamplePids => a.sample_pids.extend(c.list(|c| Ok(c.u32()?))?),
-            PartKind::SwitchSamplePids => a.switch_sample_pids.extend(c.list(|c| Ok(c.u32()?))?),
+            PartKind::SamplePids => expand_runs(c, &mut a.sample_pids, k.samples.len())?,
+            PartKind::SwitchSamplePids => {
+                expand_runs(c, &mut a.switch_sample_pids, k.switch_samples.len())?
+            }
             PartKind::End => {
                 let read = list_counts(&self.recording, self.version);
                 expect_counts(c, &read, "end")?;
@@ -980,6 +998,18 @@ fn expect_counts(c: &mut Cursor<'_>, read: &[u64], part: &str) -> Result<(), Str
             "the lists read have {read:?} entries, the {part} part says {counts:?}: parts are \
              missing"
         ));
+    }
+    Ok(())
+}
+
+/// Appends the runs of a part of processes to `pids`, never beyond the `samples` they are of.
+fn expand_runs(c: &mut Cursor<'_>, pids: &mut Vec<u32>, samples: usize) -> Result<(), String> {
+    for (pid, n) in c.list(|c| Ok((c.u32()?, c.varint()?)))? {
+        let n = usize::try_from(n)
+            .ok()
+            .filter(|n| pids.len().saturating_add(*n) <= samples)
+            .ok_or("more sample processes than samples")?;
+        pids.extend(std::iter::repeat_n(pid, n));
     }
     Ok(())
 }
@@ -1447,6 +1477,12 @@ mod tests {
                     (k.switch_samples, k.switch_sample_stacks) =
                         (switch_samples, switch_sample_stacks);
                     k.steal_ns = steal_ns;
+                    let a = &mut recording.addresses;
+                    // Two processes, in runs.
+                    a.sample_pids = (0..k.samples.len())
+                        .map(|i| 7 + (i / 3 % 2) as u32)
+                        .collect();
+                    a.switch_sample_pids = vec![7; k.switch_samples.len()];
                     let template = recording.counters.counters[0].clone();
                     recording.counters.counters = series
                         .into_iter()
