@@ -13,7 +13,9 @@
 #       predicted gain, the real gain and predicted ÷ real (goal 0.85–1.18). Then 5 recordings
 #       of a 16 M-key quicksort joined down to single elements, each of which must be
 #       too_fine_granularity. WORKERS defaults to the machine's CPUs. Needs python3 (to read
-#       report.json) and perf_event_open (kernel.perf_event_paranoid <= 2).
+#       report.json) and perf_event_open (kernel.perf_event_paranoid <= 2). With KEEP set to a
+#       folder, each recording's report.json is copied there, and every run's work time
+#       (plain, and the profiling build run without the profiler) is written to KEEP/times.tsv.
 set -euo pipefail
 
 mode="${1:-}"
@@ -33,9 +35,13 @@ pack() {
     du -sh "$dir"/*
 }
 
-# The work time a plain run printed, in seconds.
+# The work time a run of BUILD (plain or hooked) printed, in seconds; kept in KEEP/times.tsv.
 work_s() {
-    "$dir/gain_pairs-plain" "$@" | sed -n 's/^work_ns=//p' | awk '{ printf "%.6f", $1 / 1e9 }'
+    local build="$1" s
+    shift
+    s="$("$dir/gain_pairs-$build" "$@" | sed -n 's/^work_ns=//p' | awk '{ printf "%.6f", $1 / 1e9 }')"
+    [[ -n "${KEEP:-}" ]] && printf '%s\t%s\t%s\n' "$build" "$*" "$s" >>"$KEEP/times.tsv"
+    echo "$s"
 }
 
 # The predicted gain of a run folder: its longest region's first diagnosis of the schedule
@@ -58,9 +64,15 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 run() {
     local workers="${3:-$(nproc)}" rounds="${4:-5}" out
     out="$(mktemp -d)"
-    # Sizes for many workers: each plain run a few tenths of a second.
+    [[ -n "${KEEP:-}" ]] && mkdir -p "$KEEP"
+    # Sizes for many workers: each plain run a few tenths of a second; for a few workers,
+    # those of `cargo bench --bench predicted_gain`.
     local -A size=([quicksort]=16000000 [map_reduce]=8000000 [nested]=1600000
         [imbalance]=3 [spawn_loop]=64000)
+    if ((workers <= 4)); then
+        size=([quicksort]=4000000 [map_reduce]=2000000 [nested]=800000 [imbalance]=3
+            [spawn_loop]=8000)
+    fi
     echo "pair         predicted  real (rounds)                  predicted ÷ real  diagnosis"
     for pair in quicksort map_reduce nested imbalance spawn_loop; do
         local gains=() preds=() code="" min_len=256
@@ -68,13 +80,18 @@ run() {
             "$dir/cargo-parprof" record -o "$out/$pair-$i" -- \
                 "$dir/gain_pairs-hooked" "$pair" bad "${size[$pair]}" "$workers" >/dev/null 2>&1
             read -r p code min_len < <(predicted "$out/$pair-$i")
+            [[ -n "${KEEP:-}" ]] && cp "$out/$pair-$i/report.json" "$KEEP/$pair-$workers-$i.json"
             preds+=("$p")
         done
         # The fixed map_reduce takes the last recording's advised `with_min_len`.
         for ((i = 0; i < rounds; i++)); do
             local bad fix
-            bad="$(work_s "$pair" bad "${size[$pair]}" "$workers" "$min_len")"
-            fix="$(work_s "$pair" fix "${size[$pair]}" "$workers" "$min_len")"
+            bad="$(work_s plain "$pair" bad "${size[$pair]}" "$workers" "$min_len")"
+            fix="$(work_s plain "$pair" fix "${size[$pair]}" "$workers" "$min_len")"
+            if [[ -n "${KEEP:-}" ]]; then
+                work_s hooked "$pair" bad "${size[$pair]}" "$workers" "$min_len" >/dev/null
+                work_s hooked "$pair" fix "${size[$pair]}" "$workers" "$min_len" >/dev/null
+            fi
             gains+=("$(awk -v b="$bad" -v f="$fix" 'BEGIN { printf "%.3f", b / f }')")
         done
         local real pred
@@ -84,10 +101,13 @@ run() {
             "$(awk -v p="$pred" -v r="$real" 'BEGIN { q = p / r; printf "%.2f %s", q, (q >= 0.85 && q <= 1.18) ? "ok" : "OUT" }')" \
             "$code (predicted ${preds[*]})"
     done
+    # The many-core check of too_fine_granularity.
+    ((workers >= 8)) || { echo "run folders: $out"; return; }
     echo "16 M-key quicksort to single elements on $workers workers, 5 recordings:"
     for i in 1 2 3 4 5; do
         "$dir/cargo-parprof" record -o "$out/sort-$i" -- \
             "$dir/gain_pairs-hooked" quicksort bad 16000000 "$workers" >/dev/null 2>&1
+        [[ -n "${KEEP:-}" ]] && cp "$out/sort-$i/report.json" "$KEEP/sort-$workers-$i.json"
         python3 - "$out/sort-$i/report.json" <<'EOF'
 import json, sys
 r = max(json.load(open(sys.argv[1]))["regions"], key=lambda r: r["elapsed_ns"])

@@ -124,12 +124,28 @@ fn tiny_tasks_are_too_fine_granularity() {
     let run = profile("rayon_too_fine", &[]);
     let region = only_region(&run);
     assert_iterator_tasks(&run, &region);
+    // The program's one iterator, of 4 M items (rayon's hook), taken 4 at a time.
+    assert_eq!(
+        region["iterator_items"],
+        serde_json::json!({"iterators": 1, "items": 4_000_000, "nested_iterators": 0, "nested_items": 0}),
+        "{region:#}"
+    );
     let d = diagnosis(&region, "too_fine_granularity");
     common::assert_beyond_threshold(&d);
+    // `with_max_len(4)` halves 4 M items down to 2^20 pieces of 3.8 items: the advice's
+    // `with_min_len` counts items, several of today's pieces' worth.
+    let per_piece = 4e6 / run.printed("leaves") as f64;
+    let advice = d["advice"].as_str().unwrap();
     assert!(
-        d["advice"].as_str().unwrap().contains("with_min_len"),
-        "{d:#}"
+        advice.contains(&format!("over about {per_piece:.1} items")),
+        "{per_piece}: {d:#}"
     );
+    let min_len: f64 = advice
+        .split("with_min_len(")
+        .nth(1)
+        .and_then(|n| n.split(')').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{d:#}"));
+    assert!(min_len >= 2.0 * per_piece, "{d:#}");
     assert!(
         !codes(&region).contains(&"excessive_stealing".to_owned()),
         "the tasks come from the workers' own deques: {region:#}"
@@ -279,6 +295,34 @@ fn one_huge_task_is_load_imbalance() {
             "no {state} span of region `imbalance` on the timeline"
         );
     }
+}
+
+/// Rows of 16 items each summed by a `par_iter` nested in the outer `par_iter`'s tasks
+/// (`gain_pairs nested`): the outer iterator is the region's own, the 200,000 inner ones are
+/// nested in its tasks (rayon's hook counts both, exactly), and the advice is the fix that
+/// `cargo bench --bench predicted_gain` measures: the inner loop made sequential.
+#[test]
+fn an_iterator_nested_over_short_rows_is_told_to_be_sequential() {
+    let run = profile("gain_pairs", &["--", "nested", "bad", "200000", "2"]);
+    let region = only_region(&run);
+    assert_eq!(
+        region["iterator_items"],
+        serde_json::json!({
+            "iterators": 1,
+            "items": 200_000,
+            "nested_iterators": 200_000,
+            "nested_items": 3_200_000
+        }),
+        "{region:#}"
+    );
+    let d = diagnosis(&region, "too_fine_granularity");
+    let advice = d["advice"].as_str().unwrap();
+    assert!(
+        advice.contains("of about 16 items each")
+            && advice.contains("Make the inner loop sequential"),
+        "{d:#}"
+    );
+    assert!(!advice.contains("with_min_len"), "{d:#}");
 }
 
 #[test]

@@ -44,10 +44,17 @@ pub fn build_example(example: &str, opts: &BuildOptions) -> anyhow::Result<PathB
 }
 
 /// Builds one of this repository's examples as `cargo parprof` does, but without the
-/// rayon-core hooks: the uninstrumented baseline.
+/// rayon-core hooks: the uninstrumented baseline. The profiling build writes its executable
+/// to the same path, so the baseline is copied beside it (`<name>-unhooked`): a later
+/// `build_example` must not replace what a bench runs as plain.
 pub fn build_example_unhooked(example: &str, opts: &BuildOptions) -> anyhow::Result<PathBuf> {
     let (target, build_dir) = resolve_example(example)?;
-    target::build(&target, opts, &build_dir, None)
+    let built = target::build(&target, opts, &build_dir, None)?;
+    let mut name = built.file_name().unwrap_or_default().to_owned();
+    name.push("-unhooked");
+    let copy = built.with_file_name(name);
+    std::fs::copy(&built, &copy)?;
+    Ok(copy)
 }
 
 /// The example as a cargo target, and the folder `cargo parprof` builds in.
@@ -87,6 +94,19 @@ pub fn release_profiler() -> anyhow::Result<PathBuf> {
         .status()?;
     anyhow::ensure!(status.success(), "cannot build cargo-parprof");
     Ok(root.join("target/release/cargo-parprof"))
+}
+
+/// Builds one of this repository's examples as its users build it, `cargo build --release`
+/// (no hooks, none of the profiling build's flags), and returns its path: the program whose
+/// gain a fix is promised.
+pub fn users_release_build(example: &str) -> anyhow::Result<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--release", "--example", example])
+        .current_dir(root)
+        .status()?;
+    anyhow::ensure!(status.success(), "cannot build the example {example}");
+    Ok(root.join("target/release/examples").join(example))
 }
 
 /// The size of the files under `dir`, in bytes.

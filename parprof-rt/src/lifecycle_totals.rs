@@ -177,6 +177,12 @@ struct Counters {
     /// out the time its thread was switched out then (see [`LifecycleTotals::max_task_end`]).
     max_task_end: Count,
     max_task_span: Count,
+    /// The region's own indexed iterators bridged on this thread, and their items; those
+    /// bridged in its tasks below the entry, and theirs.
+    iterators: Count,
+    iterator_items: Count,
+    nested_iterators: Count,
+    nested_iterator_items: Count,
 }
 
 impl Counters {
@@ -206,7 +212,21 @@ impl Counters {
             max_task: Count::default(),
             max_task_end: Count::default(),
             max_task_span: Count::default(),
+            iterators: Count::default(),
+            iterator_items: Count::default(),
+            nested_iterators: Count::default(),
+            nested_iterator_items: Count::default(),
         }
+    }
+
+    fn iterator_bridged(&self, items: u64) {
+        self.iterators.add(1);
+        self.iterator_items.add(items);
+    }
+
+    fn nested_iterator_bridged(&self, items: u64) {
+        self.nested_iterators.add(1);
+        self.nested_iterator_items.add(items);
     }
 
     /// A task ended that the analysis does not time (see [`Tracker::task_ended`]), with its own
@@ -287,6 +307,10 @@ impl Counters {
             task_durations,
             local_gap_lengths,
             mark_spacing_ticks: state_clock::mark_spacing_ticks(),
+            iterators: self.iterators.get(),
+            iterator_items: self.iterator_items.get(),
+            nested_iterators: self.nested_iterators.get(),
+            nested_iterator_items: self.nested_iterator_items.get(),
         }
     }
 }
@@ -383,6 +407,9 @@ struct Frame {
     region: u32,
     begin: u64,
     task: bool,
+    /// A region body, or the task a pool entry injected: where the region's own code runs
+    /// (an iterator bridged there is the region's, one bridged in a task below is nested).
+    entry: bool,
     /// Time of the tasks that ran nested in this one (a join's halves, work taken while
     /// waiting in it): a task's own time is its duration less theirs.
     nested: u64,
@@ -485,8 +512,51 @@ pub(crate) fn hook(kind: EventKind, region: u32, aux: u16, flags: u8) -> bool {
     // do not run inside one another.
     let t = unsafe { &mut *tracker };
     let recorded = t.on_hook(kind, region, aux, flags);
+    if kind == EventKind::RegionBegin {
+        t.take_pending_items(region);
+    }
     crate::hook_spin::spin_if_asked();
     recorded
+}
+
+thread_local! {
+    /// The items of an indexed iterator bridged on this thread outside every region, while
+    /// its bridge runs: the region its first split opens (a pool entry) takes them.
+    static PENDING_ITEMS: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// An indexed parallel iterator of `items` was bridged on this thread in `region` (0: none):
+/// counted for the region as its own when bridged in its body or in the task that entered the
+/// pool, as nested when bridged in a task below; kept for the region the bridge opens when
+/// outside every region.
+/// Returns whether they were kept ([`bridge_ended`] forgets them).
+pub(crate) fn iterator_bridged(region: u32, items: u64) -> bool {
+    if region == 0 {
+        PENDING_ITEMS.with(|p| p.set(Some(items)));
+        return true;
+    }
+    let mut tracker = TRACKER.with(Cell::get);
+    if tracker.is_null() {
+        tracker = new_tracker();
+    }
+    // SAFETY: as in `hook`.
+    let t = unsafe { &mut *tracker };
+    let own = t
+        .frames
+        .last()
+        .is_some_and(|f| f.entry && f.region == region);
+    let counters = t.counters(region);
+    if own {
+        counters.iterator_bridged(items);
+    } else {
+        counters.nested_iterator_bridged(items);
+    }
+    false
+}
+
+/// The bridge whose items were kept returned: a later region is not its.
+pub(crate) fn bridge_ended() {
+    PENDING_ITEMS.with(|p| p.set(None));
 }
 
 /// Forgets what the calling thread counted for `region` and its tracker, so that nothing of a
@@ -509,6 +579,14 @@ fn new_tracker() -> *mut Tracker {
 }
 
 impl Tracker {
+    /// A region opened on this thread takes the items of the iterator whose bridge opened it.
+    #[cold]
+    fn take_pending_items(&mut self, region: u32) {
+        if let Some(items) = PENDING_ITEMS.with(Cell::take) {
+            self.counters(region).iterator_bridged(items);
+        }
+    }
+
     const fn new() -> Tracker {
         Tracker {
             detail: true,
@@ -870,6 +948,7 @@ impl Tracker {
                     region,
                     begin: ts,
                     task: true,
+                    entry: origin == TaskOrigin::Injected,
                     nested: 0,
                     has_nested: false,
                     exact: !count,
@@ -893,6 +972,7 @@ impl Tracker {
                     region,
                     begin: ts,
                     task: false,
+                    entry: true,
                     nested: 0,
                     has_nested: false,
                     exact: !count,

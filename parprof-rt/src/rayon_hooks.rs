@@ -21,7 +21,10 @@
 //!   carries the implicit region of its spawn's call site, and its run on a worker is a run of
 //!   that region, as are the further spawns it makes;
 //! - workers announce themselves when they start ([`worker_started`]), and record their failed
-//!   search rounds ([`search_round`]) and their sleeps ([`Sleep`]).
+//!   search rounds ([`search_round`]) and their sleeps ([`Sleep`]);
+//! - rayon itself (a copy edited at one point) says when an indexed parallel iterator bridges
+//!   its producer to its consumer, and over how many items ([`IteratorBridge`]): a region's
+//!   own iterators' items, so that a piece of work's items are known.
 //!
 //! Not a public API: the names and signatures change with the edits.
 
@@ -503,6 +506,35 @@ pub fn search_round(rounds: u32) {
     }
     let rounds = rounds.min(u32::from(u16::MAX)) as u16;
     lifecycle_totals::hook(EventKind::SearchRound, region::current_region(), rounds, 0);
+}
+
+/// An indexed parallel iterator bridging its producer to its consumer over `len` items
+/// (rayon's `bridge_producer_consumer`): counted for the region it runs in when it is the
+/// region's own (bridged in the region's body, or in the task that entered the pool; one
+/// bridged in a task below is nested in the region's work), or for the region its first split
+/// opens when it runs outside every region.
+#[must_use = "the bridge lasts until this guard is dropped"]
+pub struct IteratorBridge(bool);
+
+impl IteratorBridge {
+    #[inline]
+    pub fn begin(len: usize) -> IteratorBridge {
+        if region::recording_off() {
+            return IteratorBridge(false);
+        }
+        IteratorBridge(lifecycle_totals::iterator_bridged(
+            region::current_region(),
+            len as u64,
+        ))
+    }
+}
+
+impl Drop for IteratorBridge {
+    fn drop(&mut self) {
+        if self.0 {
+            lifecycle_totals::bridge_ended();
+        }
+    }
 }
 
 /// A worker sleeping until work arrives: recorded from when it blocks until it wakes.

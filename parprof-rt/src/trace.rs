@@ -58,10 +58,10 @@ use std::io::{self, Read, Write};
 /// First eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
 /// Version of the format written by this crate.
-pub const VERSION: u32 = 10;
-/// The oldest version readers accept: versions 7 to 9 differ only by fields at the end of
-/// [`LifecycleTotals`] (two and one) and of [`SiteRecord`] (the caller and the entry kind,
-/// since version 10), read as absent.
+pub const VERSION: u32 = 11;
+/// The oldest version readers accept: versions 7 to 10 differ only by fields at the end of
+/// [`LifecycleTotals`] (two, one, and the iterators' items since version 11) and of
+/// [`SiteRecord`] (the caller and the entry kind, since version 10), read as absent.
 pub const OLDEST_READABLE: u32 = 7;
 /// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
 pub const MAX_CHUNK_LEN: u32 = 64 << 20;
@@ -603,6 +603,17 @@ pub struct LifecycleTotals {
     /// The task durations and the gap lengths are a sample of the stretches, scaled to their
     /// counts; the longest task is the longest timed or longer than three spacings.
     pub mark_spacing_ticks: u64,
+    /// The region's own indexed parallel iterators that this thread bridged (since version
+    /// 11; 0 before, and without rayon's hooks): how many, and their items, so that a piece
+    /// of work's items are known (those nested in the region's tasks are not its own).
+    pub iterators: u64,
+    /// Their items, summed.
+    pub iterator_items: u64,
+    /// The indexed iterators bridged in the region's tasks below its entry (a row's cells
+    /// summed by an inner `par_iter`), and their items (since version 11).
+    pub nested_iterators: u64,
+    /// Their items, summed.
+    pub nested_iterator_items: u64,
 }
 
 /// Which part of a benchmark harness's run a [`BenchPhase`] is. The values are part of the
@@ -807,6 +818,10 @@ fn put_totals(o: &mut Vec<u8>, t: &LifecycleTotals) {
     put(o, t.max_task_end);
     put(o, t.max_task_span_ticks);
     put(o, t.mark_spacing_ticks);
+    put(o, t.iterators);
+    put(o, t.iterator_items);
+    put(o, t.nested_iterators);
+    put(o, t.nested_iterator_items);
 }
 
 fn put_sync(out: &mut Vec<u8>, s: &ClockSync) {
@@ -1307,6 +1322,11 @@ impl<'a> Cursor<'a> {
             max_task_span_ticks: self.varint_or_absent()?,
             // Absent before version 9.
             mark_spacing_ticks: self.varint_or_absent()?,
+            // Absent before version 11.
+            iterators: self.varint_or_absent()?,
+            iterator_items: self.varint_or_absent()?,
+            nested_iterators: self.varint_or_absent()?,
+            nested_iterator_items: self.varint_or_absent()?,
         })
     }
     fn finish(&self) -> Result<(), &'static str> {
@@ -1536,7 +1556,7 @@ mod tests {
     use super::*;
 
     /// Version 7's totals end before the longest task's end and span, version 8's before the
-    /// marks' spacing: they read as 0.
+    /// marks' spacing, version 10's before the iterators: they read as 0.
     #[test]
     fn older_totals_read_without_their_last_fields() {
         let totals = LifecycleTotals {
@@ -1547,6 +1567,10 @@ mod tests {
             max_task_end: 1_000_000,
             max_task_span_ticks: 950,
             mark_spacing_ticks: 300,
+            iterators: 2,
+            iterator_items: 1_000,
+            nested_iterators: 1,
+            nested_iterator_items: 16,
             ..LifecycleTotals::default()
         };
         let mut body = Vec::new();
@@ -1556,12 +1580,22 @@ mod tests {
             other => panic!("{other:?}"),
         };
         assert_eq!(read(&body), totals);
+        // Version 10 did not write the iterators (2: one byte, 1,000: two; 1 and 16: one each).
+        let body = &body[..body.len() - 5];
+        let read_10 = LifecycleTotals {
+            iterators: 0,
+            iterator_items: 0,
+            nested_iterators: 0,
+            nested_iterator_items: 0,
+            ..totals.clone()
+        };
+        assert_eq!(read(body), read_10);
         // Version 8 did not write the spacing (300: two bytes), version 7 not the longest
         // task's end and span either (1,000,000 takes 3 bytes, 950 two).
         let version_8 = &body[..body.len() - 2];
         let read_8 = LifecycleTotals {
             mark_spacing_ticks: 0,
-            ..totals.clone()
+            ..read_10
         };
         assert_eq!(read(version_8), read_8);
         let version_7 = &body[..body.len() - 7];

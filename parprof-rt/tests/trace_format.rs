@@ -126,6 +126,10 @@ fn arb_totals() -> impl Strategy<Value = LifecycleTotals> {
                 max_task_end: v[1],
                 max_task_span_ticks: v[2],
                 mark_spacing_ticks: v[3] / 7,
+                iterators: v[4] / 5,
+                iterator_items: v[4],
+                nested_iterators: v[5] / 5,
+                nested_iterator_items: v[5],
             },
         )
 }

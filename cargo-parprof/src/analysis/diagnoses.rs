@@ -691,14 +691,13 @@ fn too_fine_advice(r: &RegionReport, f: &Figures, factor: f64, target_ns: f64) -
     let target = format!("{:.1} µs", target_ns / 1e3);
     let why = "Tasks are too small to pay for their scheduling.";
     match r.kind {
-        Some(RegionKind::Iterator) => format!(
-            "{why} The median task runs {today}: give each at least {target} of work, about \
-             {pieces:.0} of today's. Add `.with_min_len({pieces:.0})` to the parallel iterator \
-             when each task holds one item now ({pieces:.0}× the items it holds otherwise), or \
-             iterate `par_chunks({pieces:.0})` and loop sequentially inside each chunk. A \
-             parallel iterator over a few items inside another one's tasks (a row's cells): make \
-             the inner loop sequential (`iter()`)."
-        ),
+        Some(RegionKind::Iterator) => iterator_advice(r, pieces, &today, &target, why),
+        // A named region (or an `install`) whose work is a parallel iterator is one too.
+        Some(RegionKind::Named | RegionKind::Install) | None
+            if r.iterator_items.is_some_and(|i| i.iterators > 0) =>
+        {
+            iterator_advice(r, pieces, &today, &target, why)
+        }
         Some(RegionKind::Join) => format!(
             "{why} The recursion splits down to pieces of {today}: stop splitting at a cut-off, \
              with plain recursive calls below a piece of about {pieces:.0}× today's smallest \
@@ -721,10 +720,66 @@ fn too_fine_advice(r: &RegionReport, f: &Figures, factor: f64, target_ns: f64) -
     }
 }
 
+/// The too-fine advice of an iterator region: `pieces` of today's pieces of work (`today`
+/// each) make one of `target`. With rayon's hook the items are known: inner iterators nested in
+/// the region's tasks, each less work than one piece should be, are made sequential; otherwise
+/// `with_min_len` is given in items (a run's pieces: its joins' first halves, and one per
+/// iterator). Without it, in today's pieces.
+fn iterator_advice(r: &RegionReport, pieces: f64, today: &str, target: &str, why: &str) -> String {
+    let items = r.iterator_items.unwrap_or_default();
+    let runs = r.instances.max(1) as f64;
+    if items.nested_iterators > 0 {
+        let per_inner = items.nested_items as f64 / items.nested_iterators as f64;
+        if per_inner <= pieces {
+            return format!(
+                "{why} Its tasks ran {} parallel iterators nested in its own, of about {} items \
+                 each (a row's cells): each is less work than one task should be (at least \
+                 {target}, about {pieces:.0} of today's pieces of {today}). Make the inner loop \
+                 sequential (`iter()` in place of `par_iter()`): the outer iterator's tasks then \
+                 hold whole rows.",
+                human_count(items.nested_iterators as f64 / runs),
+                few(per_inner),
+            );
+        }
+    }
+    if items.iterators == 0 {
+        return format!(
+            "{why} The median task runs {today}: give each at least {target} of work, about \
+             {pieces:.0} of today's. Add `.with_min_len({pieces:.0})` to the parallel iterator \
+             when each task holds one item now ({pieces:.0}× the items it holds otherwise), or \
+             iterate `par_chunks({pieces:.0})` and loop sequentially inside each chunk. A \
+             parallel iterator over a few items inside another one's tasks (a row's cells): make \
+             the inner loop sequential (`iter()`)."
+        );
+    }
+    let pieces_now = (r.tasks.inline + items.iterators) as f64;
+    let per_piece = items.items as f64 / pieces_now;
+    let min_len = (pieces * per_piece).ceil().max(2.0);
+    format!(
+        "{why} The median task runs {today} over about {} items ({} items in {} pieces a run): \
+         give each at least {target} of work, about {min_len:.0} items. Add \
+         `.with_min_len({min_len:.0})` to the parallel iterator, or iterate \
+         `par_chunks({min_len:.0})` and loop sequentially inside each chunk.",
+        few(per_piece),
+        human_count(items.items as f64 / runs),
+        human_count(pieces_now / runs),
+    )
+}
+
+/// A count of items that may be fractional on average: one decimal under ten.
+fn few(n: f64) -> String {
+    if n < 10.0 {
+        format!("{n:.1}")
+    } else {
+        format!("{n:.0}")
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::analysis::SchedShare;
+    use crate::analysis::lifecycle::IteratorItems;
     use crate::analysis::lifecycle::{SearchRounds, StateNs, TaskCounts, TaskNs, Transitions};
 
     /// A region of 4 workers for 1 s, with the given tasks, overheads and transitions.
@@ -746,6 +801,7 @@ pub(crate) mod tests {
             workers: 4,
             tasks,
             tasks_counted_in_program: 0,
+            iterator_items: None,
             state_marks: 0,
             state_share_uncertainty: 0.0,
             task_ns: TaskNs {
@@ -1324,6 +1380,52 @@ pub(crate) mod tests {
             unknown.contains("with_min_len") && unknown.contains("join"),
             "{unknown}"
         );
+    }
+
+    /// With rayon's hook the iterator's items are known. MANY's 10 runs split 4,000,000 times
+    /// (inline tasks) over 10 iterators: 4,000,010 pieces, 400,001 a run. 8,000,020 items hold
+    /// 2 a piece: 65 pieces of 77 ns are 130 items. Inner iterators of 16 items, nested in the
+    /// tasks, are each less work than 65 pieces: made sequential.
+    #[test]
+    fn an_iterators_advice_counts_its_items() {
+        let advice = |items: IteratorItems| {
+            let mut r = region(MANY, ACTIVE, 0, QUIET);
+            r.kind = Some(RegionKind::Iterator);
+            r.task_ns.median = 77;
+            r.tasks.inline = 4_000_000;
+            r.iterator_items = Some(items);
+            diagnose(&r, &Thresholds::default(), None).remove(0).advice
+        };
+        let own = advice(IteratorItems {
+            iterators: 10,
+            items: 8_000_020,
+            ..IteratorItems::default()
+        });
+        assert!(
+            own.contains("over about 2.0 items (800k items in 400k pieces a run)"),
+            "{own}"
+        );
+        assert!(own.contains("`.with_min_len(130)`"), "{own}");
+        assert!(!own.contains("inner loop"), "{own}");
+        let nested = IteratorItems {
+            iterators: 10,
+            items: 10_000,
+            nested_iterators: 10_000,
+            nested_items: 160_000,
+        };
+        let rows = advice(nested);
+        assert!(
+            rows.contains("ran 1k parallel iterators nested in its own, of about 16 items each")
+                && rows.contains("Make the inner loop sequential"),
+            "{rows}"
+        );
+        assert!(!rows.contains("with_min_len"), "{rows}");
+        // Inner iterators of more items than a piece should hold: `with_min_len` in items.
+        let long_rows = advice(IteratorItems {
+            nested_items: 1_000_000,
+            ..nested
+        });
+        assert!(long_rows.contains("with_min_len"), "{long_rows}");
     }
 
     #[test]

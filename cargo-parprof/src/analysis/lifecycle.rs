@@ -63,7 +63,7 @@ use state_spans::{KeptStretch, Longest, Split, Stretch};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-pub use state::{MAX_STORED_GAPS, StateNs, TaskCounts, Transitions};
+pub use state::{IteratorItems, MAX_STORED_GAPS, StateNs, TaskCounts, Transitions};
 pub use state_spans::{LifecycleTimeline, TickRegionRun, TickStateSpan};
 
 /// Failed search rounds rayon's idle loop makes before a worker sleeps: 32 rounds that yield,
@@ -150,6 +150,9 @@ pub struct RegionReport {
     /// writes at most 512 every 10 ms): counted in the program, with their state times and
     /// durations, but not drawn in the timeline.
     pub tasks_counted_in_program: u64,
+    /// The items of the region's own parallel iterators (`None`: none counted, or rayon was
+    /// built without parprof's hooks).
+    pub iterator_items: Option<IteratorItems>,
     /// The marks of the program's state clock that its counted state times rest on (0 when
     /// every stretch was timed), and the uncertainty that leaves on a state's share of the
     /// workers' time (the largest, that of a share of one half; one standard deviation).
@@ -767,6 +770,9 @@ impl LifecycleBuilder {
             workers: per_worker.len(),
             tasks: racc.tasks,
             tasks_counted_in_program: racc.counted_in_program,
+            iterator_items: (racc.iterator_items.iterators + racc.iterator_items.nested_iterators
+                > 0)
+            .then_some(racc.iterator_items),
             state_marks: racc.marks,
             state_share_uncertainty: share_uncertainty(racc, ns, &state_ns),
             task_ns: TaskNs {

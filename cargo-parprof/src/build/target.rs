@@ -6,7 +6,7 @@
 //! target directory of its own so it does not invalidate the user's normal builds.
 
 use crate::build::hooked_copy::{COPIES_DIR, LockFileGuard, PreparedCopy, Program};
-use crate::build::{criterion_hooks, rayon_hooks};
+use crate::build::{criterion_hooks, rayon_hooks, rayon_iter_hooks};
 use crate::record::bench_harness;
 use crate::recording::Harness;
 use crate::recording::RayonHooks;
@@ -335,8 +335,22 @@ fn prepare_hooks(manifest_path: &Path, build_dir: &Path) -> Result<PreparedHooks
         );
         None
     });
+    // Only beside rayon-core's hooks: the items are counted for the regions those open.
+    let rayon_iterators = rayon
+        .is_ok()
+        .then(|| rayon_iter_hooks::prepare(&program, build_dir))
+        .and_then(|prepared| {
+            prepared.unwrap_or_else(|reason| {
+                crate::console::note!(
+                    "parprof: building rayon without parprof's hooks, so the advice counts \
+                     tasks, not the parallel iterators' items: {reason}"
+                );
+                None
+            })
+        });
     let copies: Vec<(&str, &PreparedCopy)> = [("rayon-core", rayon.as_ref().ok())]
         .into_iter()
+        .chain([("rayon", rayon_iterators.as_ref())])
         .chain([("criterion", criterion.as_ref())])
         .filter_map(|(name, copy)| Some((name, copy?)))
         .collect();

@@ -7,7 +7,8 @@ use crate::analysis::attributed_counters::CountersAnalysis;
 use crate::analysis::call_site::{CallSite, RegionKind};
 use crate::analysis::diagnosis::Diagnosis;
 use crate::analysis::lifecycle::{
-    RegionReport, SearchRounds, StateNs, TaskNs, Transitions, WaitSource, WorkerLifecycle,
+    IteratorItems, RegionReport, SearchRounds, StateNs, TaskNs, Transitions, WaitSource,
+    WorkerLifecycle,
 };
 use crate::analysis::utilization::Utilization;
 use crate::analysis::{
@@ -77,6 +78,9 @@ struct Region<'a> {
     /// Of `tasks`, those counted in the program while their worker's per-job events were
     /// paused: in every figure, not in the timeline.
     tasks_counted_in_program: u64,
+    /// The items of the region's own indexed parallel iterators (null: none counted, or
+    /// rayon built without parprof's hooks).
+    iterator_items: Option<&'a IteratorItems>,
     /// The marks of the program's state clock behind the counted state times (0: every
     /// stretch timed), and the ± (one standard deviation) they leave on a state's share of
     /// the workers' time, at most.
@@ -120,6 +124,7 @@ impl<'a> Region<'a> {
             tasks_injected: r.tasks.injected,
             tasks_inline: r.tasks.inline,
             tasks_counted_in_program: r.tasks_counted_in_program,
+            iterator_items: r.iterator_items.as_ref(),
             state_marks: r.state_marks,
             state_share_uncertainty: r.state_share_uncertainty,
             task_ns: &r.task_ns,

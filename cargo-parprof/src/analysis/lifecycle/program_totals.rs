@@ -103,8 +103,13 @@ pub(super) fn merge_program_totals(
         if totals.region == 0 {
             continue;
         }
-        let t = threads.entry(totals.tid).or_default();
         let region = regions.entry(totals.region).or_default();
+        let items = &mut region.iterator_items;
+        items.iterators += totals.iterators;
+        items.items += totals.iterator_items;
+        items.nested_iterators += totals.nested_iterators;
+        items.nested_items += totals.nested_iterator_items;
+        let t = threads.entry(totals.tid).or_default();
         region.longest_own = region.longest_own.max(longest_running(&totals, offcpu));
         merge_one(&totals, t, region, parents);
     }

@@ -82,6 +82,17 @@ impl Transitions {
     }
 }
 
+/// A region's indexed parallel iterators (rayon's hook) and their items, summed over its runs:
+/// its own (bridged where its work entered the pool), and those nested in its tasks (a row's
+/// cells summed by an inner `par_iter`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct IteratorItems {
+    pub iterators: u64,
+    pub items: u64,
+    pub nested_iterators: u64,
+    pub nested_items: u64,
+}
+
 /// Tasks by origin.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct TaskCounts {
@@ -422,6 +433,8 @@ pub(super) struct RegionAcc {
     pub(super) local_gaps: DurationDistribution,
     /// Tasks counted by the program while their worker's detail was paused.
     pub(super) counted_in_program: u64,
+    /// The region's indexed iterators the program counted, and their items.
+    pub(super) iterator_items: IteratorItems,
     /// The time the program counted by the marks' clock, and the marks that fell in it.
     pub(super) marked_ticks: u64,
     pub(super) marks: u64,
