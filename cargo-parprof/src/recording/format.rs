@@ -895,7 +895,6 @@ impl Decoder {
             return Err("a part of the records after their end part".into());
         }
         let k = &mut self.recording.kernel;
-        let a = &mut self.recording.addresses;
         match kind {
             PartKind::Meta => return Err("a second meta part".into()),
             PartKind::Functions => self.functions.extend(c.list(|c| {
@@ -950,6 +949,21 @@ impl Decoder {
                     })
                 })?);
             }
+            PartKind::Mappings
+            | PartKind::Forks
+            | PartKind::Execs
+            | PartKind::SamplePids
+            | PartKind::SwitchSamplePids => self.address_part(kind, c)?,
+            PartKind::End | PartKind::SymbolsEnd => return self.end_part(kind, c),
+        }
+        Ok(false)
+    }
+
+    /// Decodes a part of what symbolising the samples needs.
+    fn address_part(&mut self, kind: PartKind, c: &mut Cursor<'_>) -> Result<(), String> {
+        let k = &self.recording.kernel;
+        let a = &mut self.recording.addresses;
+        match kind {
             PartKind::Mappings => a.side_band.maps.extend(c.list(mapping)?),
             PartKind::Forks => a.side_band.forks.extend(c.list(|c| {
                 Ok(ForkEvent {
@@ -970,12 +984,22 @@ impl Decoder {
             PartKind::SwitchSamplePids => {
                 expand_runs(c, &mut a.switch_sample_pids, k.switch_samples.len())?
             }
+            // Called for the parts above only.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Checks an end part against what was read; `Ok(true)` for the last part.
+    fn end_part(&mut self, kind: PartKind, c: &mut Cursor<'_>) -> Result<bool, String> {
+        let k = &self.recording.kernel;
+        match kind {
             PartKind::End => {
                 let read = list_counts(&self.recording, self.version);
                 expect_counts(c, &read, "end")?;
                 self.records_ended = true;
                 // Version 1 wrote its symbols before the end part.
-                return Ok(self.version == FIRST_VERSION);
+                Ok(self.version == FIRST_VERSION)
             }
             PartKind::SymbolsEnd => {
                 if !self.records_ended {
@@ -983,10 +1007,11 @@ impl Decoder {
                 }
                 let read = [k.sample_stacks.len(), k.switch_sample_stacks.len()];
                 expect_counts(c, &read.map(|n| n as u64), "symbols end")?;
-                return Ok(true);
+                Ok(true)
             }
+            // Called for the parts above only.
+            _ => Ok(false),
         }
-        Ok(false)
     }
 }
 
