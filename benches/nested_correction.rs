@@ -7,8 +7,9 @@
 //! alternating; prints each run's corrected error against the reference, the spread, the
 //! uncorrected median, and which runs' reports said the parent's correction was uncertain (the
 //! probes' in-place cost varied while it was calibrated, or while the run followed it: marked
-//! `?`). The goal of the project's issues: within 10 % in at least 19 of 20 runs, with every
-//! call timed as sampled.
+//! `?`), and per child call what the probes cost the parent in place against what the
+//! correction removed. The goal of the project's issues: within 10 % in at least 19 of 20
+//! runs, with every call timed as sampled.
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
 use cargo_parprof::build::target::BuildOptions;
@@ -29,6 +30,10 @@ const CHILDREN: [&str; 2] = ["16", "8"];
 struct Run {
     corrected: f64,
     uncorrected: f64,
+    /// Per child call, in ns: what the probes cost the parent in place (its uncorrected time
+    /// over the reference's), and what the correction removed from it.
+    in_place_ns: f64,
+    removed_ns: f64,
     /// The report's notes name the parent as uncertain.
     said_uncertain: bool,
 }
@@ -68,9 +73,12 @@ fn errors(
     let said_uncertain = cargo_parprof::report::notes(&analysis)
         .iter()
         .any(|n| n.contains("is uncertain by") && n.contains(PROBED_PARENT));
+    let calls: f64 = CALLS.parse()?;
     Ok(Run {
         corrected: (corrected - reference) / reference,
         uncorrected: (uncorrected - reference) / reference,
+        in_place_ns: (uncorrected - reference) / calls,
+        removed_ns: with_child.overhead_ns as f64 / calls,
         said_uncertain,
     })
 }
@@ -126,5 +134,11 @@ fn print_spread(regime: &str, runs: &[Run]) {
         median(corrected.clone()),
         runs.len(),
         median(uncorrected)
+    );
+    println!(
+        "    per child call: the probes cost the parent {:.2} ns in place, the correction removed \
+         {:.2} ns (medians)",
+        median(runs.iter().map(|r| r.in_place_ns).collect()),
+        median(runs.iter().map(|r| r.removed_ns).collect())
     );
 }

@@ -21,8 +21,17 @@
 //! last, while the writer runs; at start-up there is no writer. The round's events are written
 //! through the real path into the ring, and left out of the trace by the writer (their site is
 //! calibration's pseudo-site). The references follow what changes during the run; a difference
-//! between the program's own pairs and the reference's that stays the same all run (about
-//! 1–2 ns on this project's VM, cause not established) they do not see.
+//! between the program's own pairs and the reference's that stays the same all run they do not
+//! see. On this project's VM (2 EPYC cores under KVM) the `nested_probes` parent's pairs cost it
+//! 16.7–17.7 ns in place around a 16-round child and 17.5–18.5 around an 8-round one, where the
+//! references (a 16-round body) read 15.9–16.3 and the correction removed 15.4–16.9 (`cargo
+//! bench --bench nested_correction` prints both figures). Each of these was tried and left the
+//! gap as it was: the union of overhead intervals clipping an entry's cost (1 % of it), the
+//! writer's encoding (its events left out), the writer's core kept busy (spinning), stores
+//! still pending at the end of the probed half (fenced); warming the round's two halves first
+//! made the references read less, not more. A pair costs more around a shorter body: how much
+//! of its latency the core overlaps with the work around it depends on the program's code,
+//! which a reference of one fixed shape does not stand for.
 //!
 //! A reference costs about 3 µs untimed, 9 µs timed (0.3 % and 0.9 % of a thread's time at
 //! one per millisecond). Shorter rounds do not track the probe's cost: 64 calls read 6×
