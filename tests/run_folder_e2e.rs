@@ -126,8 +126,14 @@ fn damaged_runs_are_refused_with_a_clear_error(run: &Path) {
     );
     assert!(!err.contains("panicked"), "{err}");
 
-    // Cut records: refused unless --partial, which analyses what is left and says so.
-    let cut = damaged_copy(run, |bytes| bytes.truncate(bytes.len() * 2 / 3));
+    // Cut records (before their end part: a cut in the symbols after it only makes `report`
+    // symbolise the samples again): refused unless --partial, which analyses what is left
+    // and says so.
+    let records_len = cargo_parprof::recording::load(run)
+        .expect("the records")
+        .records_len
+        .expect("version 2 records") as usize;
+    let cut = damaged_copy(run, |bytes| bytes.truncate(records_len * 2 / 3));
     let out = report(cut.path(), &[]);
     let err = stderr(&out);
     assert!(!out.status.success(), "{err}");
@@ -155,4 +161,114 @@ fn damaged_runs_are_refused_with_a_clear_error(run: &Path) {
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("is not a run folder"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// The profiling executable of `example`: the last line `cargo parprof build` printed.
+fn build(example: &str) -> std::path::PathBuf {
+    let output = cargo_parprof()
+        .args(["build", "--example", example])
+        .output()
+        .expect("run cargo");
+    assert!(output.status.success(), "stderr:\n{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    std::path::PathBuf::from(stdout.lines().last().expect("a path on stdout"))
+}
+
+/// Polls `found` every millisecond for up to a minute.
+fn wait_for<T>(what: &str, mut found: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(it) = found() {
+            return it;
+        }
+        assert!(std::time::Instant::now() < deadline, "no {what} after 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// The pid of the program recorded into `dir`, from its trace's name (`trace-<pid>.ppt`).
+fn traced_pid(dir: &Path) -> Option<i32> {
+    std::fs::read_dir(dir).ok()?.find_map(|e| {
+        let name = e.ok()?.file_name().into_string().ok()?;
+        name.strip_prefix("trace-")?
+            .strip_suffix(".ppt")?
+            .parse()
+            .ok()
+    })
+}
+
+/// A program killed mid-run, then the profiler killed as soon as the records were saved
+/// (before its symbols were appended, which takes it a while): `report` symbolises the samples
+/// from the mappings saved with them and appends the symbols.
+#[test]
+fn a_run_saved_before_its_symbols_is_symbolised_by_report() {
+    use cargo_parprof::recording;
+    let exe = build("long_run");
+    let run = tempfile::tempdir().expect("temporary directory");
+    let _machine = common::exclusive();
+    let mut profiler = std::process::Command::new(common::parprof_binary())
+        .arg("record")
+        .arg("-o")
+        .arg(run.path())
+        .arg("--")
+        .arg(&exe)
+        .arg("30")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("cargo-parprof record");
+    let pid = wait_for("trace", || traced_pid(run.path()));
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill(2) with a pid and a signal number; the pid is the profiled program's.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let records = run.path().join(recording::RECORDS_FILE);
+    wait_for("records", || records.is_file().then_some(()));
+    profiler.kill().expect("kill the profiler");
+    profiler.wait().expect("wait for the profiler");
+
+    let loaded = recording::load(run.path()).expect("the records");
+    assert_eq!(loaded.completeness, recording::Completeness::Complete);
+    let records_len = loaded.records_len.expect("version 2 records");
+    if !loaded.recording.needs_symbols() {
+        // The profiler appended the symbols before it was killed: cut them off, and a byte
+        // into them, as an append cut short leaves the file.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&records)
+            .unwrap();
+        file.set_len(records_len + 1).unwrap();
+    }
+    let unsymbolised = recording::load(run.path()).expect("the records");
+    assert!(unsymbolised.recording.needs_symbols());
+    assert!(!unsymbolised.recording.kernel.samples.is_empty());
+    assert_eq!(unsymbolised.recording.run.exit.signal, Some(libc::SIGKILL));
+
+    let out = tempfile::tempdir().expect("temporary directory");
+    let out_flags = ["-o", out.path().to_str().expect("a UTF-8 path")];
+    let reported = report(run.path(), &out_flags);
+    assert!(reported.status.success(), "stderr:\n{}", stderr(&reported));
+    assert!(
+        stderr(&reported).contains("symbolising them"),
+        "{}",
+        stderr(&reported)
+    );
+    let cpu = std::fs::read_to_string(out.path().join("cpu.folded")).expect("cpu.folded");
+    assert!(cpu.contains("long_run::"), "{cpu}");
+    let symbolised = recording::load(run.path()).expect("the records");
+    assert!(!symbolised.recording.needs_symbols());
+    assert_eq!(symbolised.recording.kernel, {
+        let mut k = unsymbolised.recording.kernel.clone();
+        k.sample_stacks = symbolised.recording.kernel.sample_stacks.clone();
+        k.switch_sample_stacks = symbolised.recording.kernel.switch_sample_stacks.clone();
+        k
+    });
+    // A second report reads the symbols saved.
+    let again = report(run.path(), &out_flags);
+    assert!(again.status.success(), "stderr:\n{}", stderr(&again));
+    assert!(
+        !stderr(&again).contains("symbolising them"),
+        "{}",
+        stderr(&again)
+    );
+    let cpu_again = std::fs::read_to_string(out.path().join("cpu.folded")).expect("cpu.folded");
+    assert_eq!(cpu_again, cpu);
 }

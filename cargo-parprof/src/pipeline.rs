@@ -8,7 +8,7 @@ use crate::analysis::{self, Analysis, AnalysisOptions};
 use crate::record::bench_harness::{self, BenchIndex};
 use crate::recording::Harness;
 use crate::recording::{
-    self, Completeness, DetailRequest, RayonHooks, RecordedOptions, Recording, RunMeta,
+    self, Completeness, DetailRequest, Loaded, RayonHooks, RecordedOptions, Recording, RunMeta,
 };
 use crate::{console, diff, report};
 use anyhow::{Context, Result, bail};
@@ -173,7 +173,9 @@ pub fn report_saved(
         if layout.runs.len() > 1 {
             crate::console::note!("parprof: {}", run_dir.display());
         }
-        let (recording, cut_note) = load(&run_dir, request.partial)?;
+        let (mut loaded, cut_note) = load(&run_dir, request.partial)?;
+        symbolise_saved(&mut loaded, &run_dir);
+        let recording = loaded.recording;
         let options = options(&recording.run.options);
         let mut analysis = analyse(&recording, &run_dir, &options)?;
         analysis.notes.extend(cut_note);
@@ -192,6 +194,27 @@ pub fn report_saved(
     Ok(())
 }
 
+/// Symbolises the samples of a run saved before they were (the profiler was killed while
+/// symbolising them, say), from the files the run mapped, and appends the symbols to its
+/// records; a run saved without the mappings (before parprof kept them) stays without stacks.
+fn symbolise_saved(loaded: &mut Loaded, run_dir: &Path) {
+    let recording = &mut loaded.recording;
+    let Some(records_len) = loaded.records_len else {
+        return;
+    };
+    if !recording.needs_symbols() || recording.addresses.side_band.maps.is_empty() {
+        return;
+    }
+    crate::console::note!(
+        "parprof: {} has no symbols (saved before its samples were symbolised): symbolising them",
+        run_dir.display()
+    );
+    recording.addresses.symbolize(&mut recording.kernel);
+    if let Err(e) = recording::append_symbols(run_dir, records_len, &recording.kernel) {
+        crate::console::note!("parprof: warning: the symbols were not saved: {e:#}");
+    }
+}
+
 /// `root/relative`, without a trailing `/` for the root itself.
 fn under(root: &Path, relative: &Path) -> PathBuf {
     if relative.as_os_str().is_empty() {
@@ -202,10 +225,10 @@ fn under(root: &Path, relative: &Path) -> PathBuf {
 }
 
 /// The records of `run_dir`, with a note when they were cut and `partial` allows it.
-fn load(run_dir: &Path, partial: bool) -> Result<(Recording, Option<String>)> {
+fn load(run_dir: &Path, partial: bool) -> Result<(Loaded, Option<String>)> {
     let loaded = recording::load(run_dir)?;
     let Completeness::Cut { after_byte, .. } = loaded.completeness else {
-        return Ok((loaded.recording, None));
+        return Ok((loaded, None));
     };
     let path = run_dir.join(recording::RECORDS_FILE);
     if !partial {
@@ -221,7 +244,7 @@ fn load(run_dir: &Path, partial: bool) -> Result<(Recording, Option<String>)> {
         path.display()
     );
     Ok((
-        loaded.recording,
+        loaded,
         Some(format!(
             "The run's records ({}) were cut after byte {after_byte}: kernel records and counters \
              after that point are missing, so times may not be corrected for every context switch.",

@@ -265,11 +265,15 @@ impl SpanStore {
         };
         self.memory.sort_unstable_by_key(|s| s.start);
         let offset = self.spilled * RECORD_BYTES as u64;
-        let mut bytes = Vec::with_capacity(self.memory.len() * RECORD_BYTES);
+        // Through a small buffer: a run's bytes at once would double the spans' memory.
+        let mut out = io::BufWriter::with_capacity(READ_BATCH * RECORD_BYTES, &mut *file);
+        let mut bytes = Vec::with_capacity(RECORD_BYTES);
         for s in &self.memory {
+            bytes.clear();
             s.encode(&mut bytes);
+            out.write_all(&bytes)?;
         }
-        file.write_all(&bytes)?;
+        out.flush()?;
         self.runs.push((offset, self.memory.len() as u64));
         self.spilled += self.memory.len() as u64;
         self.memory.clear();

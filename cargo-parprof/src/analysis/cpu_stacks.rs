@@ -479,9 +479,12 @@ pub(crate) fn fold_switch_outs(
         .threads()
         .map(|tid| (tid, vec![false; off_cpu.intervals(tid).len()]))
         .collect();
-    // Each distinct stack and leaf, weighed; the index of each in `weighed`, or `None` for
-    // the profiler's own.
-    let mut weighed: Vec<(StackKey, u64)> = Vec::new();
+    // Each distinct folded stack and leaf, numbered as first met, and its weight: stacks
+    // that differ as shared (most of a deep recursion's) can still fold alike, and are
+    // weighed together as they come, so that this follows the folded stacks, not the run.
+    let mut ids: FxHashMap<StackKey, usize> = FxHashMap::default();
+    let mut weights: Vec<u64> = Vec::new();
+    // The number of each shared stack and leaf, or `None` for the profiler's own.
     let mut folded_once: HashMap<(SharedStack, bool), Option<usize>> = HashMap::new();
     let mut classes = NameClasses::default();
     let mut result = OffCpuStacks::default();
@@ -509,20 +512,21 @@ pub(crate) fn fold_switch_outs(
                 let mut frames =
                     program_frames(stack, &sample.callchain, role, &mut classes)?.names();
                 frames.push(leaf(interval.preempted).to_owned());
-                weighed.push(((thread_root(role, sample.tid), frames), 0));
-                Some(weighed.len() - 1)
+                let key = (thread_root(role, sample.tid), frames);
+                Some(*ids.entry(key).or_insert_with(|| {
+                    weights.push(0);
+                    weights.len() - 1
+                }))
             });
         let Some(index) = folded else {
             result.profiler_ns += ns;
             continue;
         };
-        weighed[index].1 += ns;
+        weights[index] += ns;
     }
-    // Stacks that differ as shared can still fold alike.
-    let mut stacks: BTreeMap<StackKey, u64> = BTreeMap::new();
-    for (key, ns) in weighed {
-        *stacks.entry(key).or_default() += ns;
-    }
+    let mut stacks: BTreeMap<StackKey, u64> = (ids.into_iter())
+        .map(|(key, id)| (key, weights[id]))
+        .collect();
     add_unsampled_switch_outs(&off_cpu, &matched, &roles, &mut stacks, &mut result);
     result.stacks = sampled_stacks(stacks);
     Some(result)

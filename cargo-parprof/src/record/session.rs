@@ -40,9 +40,10 @@ pub struct Settings {
 /// gives the recording to `then` (the analysis); returns what `then` returned and the
 /// program's exit code (128 + signal when killed).
 ///
-/// The records are saved as collected first, so that a failure to symbolize them loses
-/// nothing, and again once symbolized: that second save (tens of MB written and synced) runs
-/// beside `then`, which reads the same records in memory.
+/// The records are written once, as collected, with what symbolising them needs, so that a
+/// failure to symbolise them (or the profiler killed meanwhile) loses nothing: `cargo parprof
+/// report` symbolises such a run. The symbols are appended to them afterwards, beside `then`,
+/// which reads the same records in memory.
 pub fn record_once<T>(
     program: &Program<'_>,
     settings: &Settings,
@@ -69,23 +70,21 @@ pub fn record_once<T>(
     crate::console::note!("parprof: the target {}", outcome.exit);
     let exit_code = outcome.exit.shell_code();
     let run = run_meta(program, settings, args, &outcome, started);
-    let unsymbolised = outcome.unsymbolised.take();
     let mut recording = Recording {
         run,
         kernel: outcome.kernel,
         counters: outcome.counters,
+        addresses: outcome.unsymbolised.take().unwrap_or_default(),
     };
-    // Saved first, and again before the analysis: should symbolising (it reads every mapped
-    // file) or the analysis die, the folder still holds every record of the run, the samples
-    // as addresses at worst, and `cargo parprof report` can try again.
-    recording::save(output_dir, &recording)?;
-    let Some(addresses) = unsymbolised.filter(|_| settings.collect.symbolize) else {
+    let records_len = recording::save(output_dir, &recording)?;
+    if !settings.collect.symbolize {
         return Ok((then(&recording)?, exit_code));
-    };
-    addresses.symbolize(&mut recording.kernel);
+    }
+    recording.addresses.symbolize(&mut recording.kernel);
     let symbolised = &recording;
     std::thread::scope(|scope| {
-        let saving = scope.spawn(|| recording::save(output_dir, symbolised));
+        let saving =
+            scope.spawn(|| recording::append_symbols(output_dir, records_len, &symbolised.kernel));
         let result = then(symbolised);
         let saved = saving
             .join()

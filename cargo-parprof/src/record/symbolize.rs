@@ -10,90 +10,35 @@
 use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use blazesym::symbolize::source::{Elf, Source};
-use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+use blazesym::symbolize::{Input, Sym, Symbolizer};
+use rayon::prelude::*;
 
+pub use crate::recording::address_spaces::{
+    ExecEvent, ForkEvent, Mapping, SampleAddresses, SideBand,
+};
 use crate::recording::kernel_records::{CpuSample, Frame, Interner, KernelRecords, Stack};
-
-/// An executable mapping reported by `PERF_RECORD_MMAP2` (or `MMAP`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mapping {
-    pub time_ns: u64,
-    pub pid: u32,
-    pub start: u64,
-    pub len: u64,
-    /// File offset of `start`.
-    pub pgoff: u64,
-    /// A path, or a kernel label such as `[vdso]` or `//anon`.
-    pub path: PathBuf,
-}
-
-/// A `PERF_RECORD_FORK`: `pid == ppid` for a new thread, otherwise a new process that starts
-/// with a copy of its parent's address space.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ForkEvent {
-    pub time_ns: u64,
-    pub pid: u32,
-    pub ppid: u32,
-    pub tid: u32,
-    pub ptid: u32,
-}
-
-/// An exec (a `PERF_RECORD_COMM` with the exec flag): the address space of `pid` starts over.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ExecEvent {
-    pub time_ns: u64,
-    pub pid: u32,
-}
-
-/// The kernel's side-band records that describe address spaces over time.
-#[derive(Clone, Debug, Default)]
-pub struct SideBand {
-    pub maps: Vec<Mapping>,
-    pub forks: Vec<ForkEvent>,
-    pub execs: Vec<ExecEvent>,
-}
-
-/// What symbolising a run's samples needs besides them: the process of each sample and the
-/// address spaces over time.
-#[derive(Clone, Debug, Default)]
-pub struct SampleAddresses {
-    /// Process of each of the kernel records' `samples`, same order.
-    pub sample_pids: Vec<u32>,
-    /// Process of each of the kernel records' `switch_samples`, same order.
-    pub switch_sample_pids: Vec<u32>,
-    pub side_band: SideBand,
-}
 
 impl SampleAddresses {
     /// Fills in the symbolised stacks of `kernel`'s samples and switch samples, from the
     /// mapped files.
     ///
-    /// The cpu-clock samples and the context-switch samples are symbolized on two threads, each
-    /// reading the debug information it needs: the collection's last step, after the program
-    /// ended, when its CPUs are free (100 and 150 ms of a 12 M-key quicksort's on 2 cores).
+    /// The collection's last step, after the program ended, when its CPUs are free: each
+    /// distinct address of both lists is symbolised once, the files in parallel (each file's
+    /// symbol table and its debug information on a core of their own, where there are cores).
     pub fn symbolize(&self, kernel: &mut KernelRecords) {
-        let symbolize = |samples: &[CpuSample], pids: &[u32]| {
-            (!samples.is_empty()).then(|| symbolize_samples(samples, pids, &self.side_band))
-        };
-        let (stacks, switch_stacks) = std::thread::scope(|scope| {
-            let switches =
-                scope.spawn(|| symbolize(&kernel.switch_samples, &self.switch_sample_pids));
-            let stacks = symbolize(&kernel.samples, &self.sample_pids);
-            let switch_stacks = switches
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (stacks, switch_stacks)
-        });
-        if let Some(stacks) = stacks {
-            kernel.sample_stacks = stacks;
-        }
-        if let Some(stacks) = switch_stacks {
-            kernel.switch_sample_stacks = stacks;
-        }
+        let [stacks, switch_stacks] = symbolize_lists(
+            [
+                (&kernel.samples, &self.sample_pids),
+                (&kernel.switch_samples, &self.switch_sample_pids),
+            ],
+            &self.side_band,
+        );
+        kernel.sample_stacks = stacks;
+        kernel.switch_sample_stacks = switch_stacks;
     }
 }
 
@@ -235,22 +180,28 @@ fn module_label(m: &Mapping) -> String {
 }
 
 /// Symbolises each sample's call chain (leaf first, raw instruction pointers) into frames,
-/// root first. `pids[i]` is the process of `samples[i]`. The result has one stack per sample.
+/// root first, for each list of samples; `pids[i]` is the process of `samples[i]`. Each result
+/// has one stack per sample of its list.
 ///
 /// A long run repeats a few thousand distinct call chains millions of times, so the memory
 /// here follows the distinct ones: each is resolved to sites once and symbolised once, each
-/// address of a file once, each function name and each stack is stored once and shared by
-/// every sample that has it.
-pub fn symbolize_samples(samples: &[CpuSample], pids: &[u32], side: &SideBand) -> Vec<Stack> {
+/// address of a file once (whichever list has it), each function name and each stack is
+/// stored once and shared by every sample that has it.
+pub fn symbolize_lists<const N: usize>(
+    lists: [(&[CpuSample], &[u32]); N],
+    side: &SideBand,
+) -> [Vec<Stack>; N] {
     let spaces = AddressSpaces::new(side);
-    let (chains, chain_of_sample) = distinct_site_chains(samples, pids, &spaces);
+    let chains = lists.map(|(samples, pids)| distinct_site_chains(samples, pids, &spaces));
     let mut names = Interner::default();
-    let resolved = resolve_file_sites(&chains, &mut names);
-    let stacks = stacks_of_chains(&chains, &resolved, &mut names);
-    chain_of_sample
-        .into_iter()
-        .map(|id| Arc::clone(&stacks[id]))
-        .collect()
+    let resolved = resolve_file_sites(chains.iter().flat_map(|(c, _)| c), &mut names);
+    chains.map(|(chains, chain_of_sample)| {
+        let stacks = stacks_of_chains(&chains, &resolved, &mut names);
+        chain_of_sample
+            .into_iter()
+            .map(|id| Arc::clone(&stacks[id]))
+            .collect()
+    })
 }
 
 /// The distinct chains of sites of `samples`, and which one each sample has.
@@ -290,13 +241,14 @@ fn distinct_site_chains<'a>(
     (chains, chain_of_sample)
 }
 
-/// The frames of each file address the chains hold, each symbolised once.
-fn resolve_file_sites<'a>(
-    chains: &'a [Vec<Site<'a>>],
+/// The frames of each file address the chains hold, each symbolised once, the files in
+/// parallel.
+fn resolve_file_sites<'c, 's: 'c>(
+    chains: impl IntoIterator<Item = &'c Vec<Site<'s>>>,
     names: &mut Interner<str>,
-) -> FxHashMap<(&'a OsStr, u64), Vec<Frame>> {
+) -> FxHashMap<(&'s OsStr, u64), Vec<Frame>> {
     let mut offsets_by_file: FxHashMap<&OsStr, Vec<u64>> = FxHashMap::default();
-    for site in chains.iter().flatten() {
+    for site in chains.into_iter().flatten() {
         if let Site::File(m, off) = site {
             offsets_by_file
                 .entry(m.path.as_os_str())
@@ -304,21 +256,22 @@ fn resolve_file_sites<'a>(
                 .push(*off);
         }
     }
-    let symbolizer = Symbolizer::builder()
-        .enable_code_info(true)
-        .enable_inlined_fns(true)
-        .enable_demangling(true)
-        // Only the debug information inside the mapped files: following debug links into
-        // /usr/lib/debug (e.g. libc6-dbg) decompresses tens of MiB of DWARF, about 30 ms of
-        // every run, for inlining detail inside system libraries.
-        .set_debug_dirs(Some(std::iter::empty::<&Path>()))
-        .build();
+    let files: Vec<(&OsStr, Vec<u64>)> = offsets_by_file
+        .into_iter()
+        .map(|(path, mut offsets)| {
+            offsets.sort_unstable();
+            offsets.dedup();
+            (path, offsets)
+        })
+        .collect();
+    let symbols: Vec<FileSymbols> = files
+        .par_iter()
+        .map(|(path, offsets)| FileSymbols::read(Path::new(path), offsets))
+        .collect();
     let mut resolved = FxHashMap::default();
-    for (path, mut offsets) in offsets_by_file {
-        offsets.sort_unstable();
-        offsets.dedup();
-        for (off, frames) in file_frames(&symbolizer, Path::new(path), &offsets, names) {
-            resolved.insert((path, off), frames);
+    for ((path, offsets), symbols) in files.iter().zip(symbols) {
+        for (off, frames) in symbols.frames(offsets, names) {
+            resolved.insert((*path, off), frames);
         }
     }
     resolved
@@ -367,55 +320,87 @@ fn stacks_of_chains(
         .collect()
 }
 
-/// The frames at each of `offsets` of one file (those it has a symbol for), outermost first.
-///
-/// Names come from the symbols, never from where the source file lies: the function that
-/// holds the address is named by its entry in the symbol table (the demangled linkage name,
-/// `rayon_demo::nbody::next_velocity_par::{{closure}}`); the functions inlined into it by
-/// the DWARF linkage names of their abstract origins (the profiling build keeps them), else
-/// by DWARF's bare name (`{closure#0}<u32>`), the best the file holds. A file that vanished
-/// or is not ELF gives nothing: its frames stay `[libname]`.
-fn file_frames(
-    symbolizer: &Symbolizer,
-    path: &Path,
-    offsets: &[u64],
-    names: &mut Interner<str>,
-) -> Vec<(u64, Vec<Frame>)> {
-    let symbol_table = {
-        let mut elf = Elf::new(path);
-        elf.debug_syms = false;
-        symbolizer
-            .symbolize(&Source::Elf(elf), Input::FileOffset(offsets))
-            .unwrap_or_default()
-    };
-    let Ok(with_dwarf) =
-        symbolizer.symbolize(&Source::Elf(Elf::new(path)), Input::FileOffset(offsets))
-    else {
-        return Vec::new();
-    };
-    let mut frames = Vec::with_capacity(offsets.len());
-    for (i, (off, sym)) in offsets.iter().zip(with_dwarf).enumerate() {
-        let Symbolized::Sym(sym) = sym else { continue };
-        let outer = match symbol_table.get(i) {
-            Some(Symbolized::Sym(table_sym)) => names.intern(&*table_sym.name),
-            _ => names.intern(&*sym.name),
+/// A symbolizer that reads only the debug information inside the mapped files: following
+/// debug links into /usr/lib/debug (e.g. libc6-dbg) decompresses tens of MiB of DWARF, about
+/// 30 ms of every run, for inlining detail inside system libraries.
+fn symbolizer() -> Symbolizer {
+    Symbolizer::builder()
+        .enable_code_info(true)
+        .enable_inlined_fns(true)
+        .enable_demangling(true)
+        .set_debug_dirs(Some(std::iter::empty::<&Path>()))
+        .build()
+}
+
+/// What one file says of some offsets, from its symbol table and from its debug information:
+/// two passes over the file, read in parallel.
+struct FileSymbols {
+    /// The symbol table's symbol at each offset.
+    table: Vec<Option<Sym<'static>>>,
+    /// The symbol at each offset with the functions inlined there; `None` when the file could
+    /// not be read (it vanished, or is not ELF).
+    dwarf: Option<Vec<Option<Sym<'static>>>>,
+}
+
+impl FileSymbols {
+    fn read(path: &Path, offsets: &[u64]) -> FileSymbols {
+        let symbols = |elf: Elf| {
+            let symbolizer = symbolizer();
+            let found = symbolizer.symbolize(&Source::Elf(elf), Input::FileOffset(offsets));
+            found.ok().map(|found| {
+                (found.into_iter())
+                    .map(|s| s.into_sym().map(Sym::into_owned))
+                    .collect::<Vec<_>>()
+            })
         };
-        let mut stack = vec![Frame {
-            function: outer,
-            inlined: false,
-        }];
-        stack.extend(sym.inlined.iter().map(|f| Frame {
-            function: names.intern(&*f.name),
-            inlined: true,
-        }));
-        frames.push((*off, stack));
+        let (table, dwarf) = rayon::join(
+            || {
+                let mut elf = Elf::new(path);
+                elf.debug_syms = false;
+                symbols(elf).unwrap_or_default()
+            },
+            || symbols(Elf::new(path)),
+        );
+        FileSymbols { table, dwarf }
     }
-    frames
+
+    /// The frames at each of `offsets` (those the file has a symbol for), outermost first.
+    ///
+    /// Names come from the symbols, never from where the source file lies: the function that
+    /// holds the address is named by its entry in the symbol table (the demangled linkage
+    /// name, `rayon_demo::nbody::next_velocity_par::{{closure}}`); the functions inlined into
+    /// it by the DWARF linkage names of their abstract origins (the profiling build keeps
+    /// them), else by DWARF's bare name (`{closure#0}<u32>`), the best the file holds. A file
+    /// that vanished or is not ELF gives nothing: its frames stay `[libname]`.
+    fn frames(self, offsets: &[u64], names: &mut Interner<str>) -> Vec<(u64, Vec<Frame>)> {
+        let Some(with_dwarf) = self.dwarf else {
+            return Vec::new();
+        };
+        let mut frames = Vec::with_capacity(offsets.len());
+        for (i, (off, sym)) in offsets.iter().zip(with_dwarf).enumerate() {
+            let Some(sym) = sym else { continue };
+            let outer = match self.table.get(i) {
+                Some(Some(table_sym)) => names.intern(&*table_sym.name),
+                _ => names.intern(&*sym.name),
+            };
+            let mut stack = vec![Frame {
+                function: outer,
+                inlined: false,
+            }];
+            stack.extend(sym.inlined.iter().map(|f| Frame {
+                function: names.intern(&*f.name),
+                inlined: true,
+            }));
+            frames.push((*off, stack));
+        }
+        frames
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn map(time_ns: u64, pid: u32, start: u64, path: &str) -> Mapping {
         Mapping {
@@ -478,7 +463,7 @@ mod tests {
             cpu: 0,
             callchain: vec![0x1010, 0x4010, 0x9999].into(),
         };
-        let stacks = symbolize_samples(&[sample], &[1], &side);
+        let [stacks] = symbolize_lists([(&[sample][..], &[1][..])], &side);
         let names: Vec<&str> = stacks[0].iter().map(|f| &*f.function).collect();
         assert_eq!(names, ["[unknown]", "[libfoo.so]", "[vdso]"]);
     }
@@ -502,7 +487,7 @@ mod tests {
         // Another address in the same mappings: another chain, the same frames.
         samples.push(sample(1000, &[0x1020, 0x4020]));
         samples.push(sample(1001, &[0x4010]));
-        let stacks = symbolize_samples(&samples, &vec![1; samples.len()], &side);
+        let [stacks] = symbolize_lists([(&samples[..], &vec![1; samples.len()][..])], &side);
         assert_eq!(stacks.len(), samples.len());
         assert!(stacks[..1001].iter().all(|s| Arc::ptr_eq(s, &stacks[0])));
         let names = |stack: &Stack| {

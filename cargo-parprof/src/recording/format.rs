@@ -1,4 +1,4 @@
-//! The encoding of `records.ppr`, version 1 (also described in `docs/run-folder.md`).
+//! The encoding of `records.ppr`, version 2 (also described in `docs/run-folder.md`).
 //!
 //! ```text
 //! preamble   magic "PPRUNREC" (8 bytes), version u32
@@ -16,17 +16,29 @@
 //! | kind | part | payload |
 //! | --- | --- | --- |
 //! | 1 | meta | JSON: the run (target, exit, options), capabilities, kernel scalars, thread names, counter setup |
-//! | 2 | functions | v count, then per name: v len, UTF-8 |
 //! | 3 | callchains | v count, then per chain: v n, n × v instruction pointer (leaf first) |
-//! | 4 | stacks | v count, then per stack: v n, n × v (function id × 2 + inlined) (root first) |
 //! | 5 | switches | v count, then: v time_ns, v tid, v cpu, u8 kind (0 in, 1 preempted, 2 voluntary) |
 //! | 6 | thread starts | v count, then: v time_ns, v tid |
 //! | 7 | cpu samples | v count, then: v time_ns, v tid, v cpu, v callchain id |
-//! | 8 | cpu sample stacks | v count, then v stack id each |
 //! | 9 | switch samples | as 7 |
-//! | 10 | switch sample stacks | as 8 |
 //! | 11 | counter samples | v series index (into the meta's series), v count, then: v time_ns, v cpu, f64 value |
-//! | 12 | end | v count of every list above (5 to 10), then of each counter series' samples |
+//! | 13 | mappings | v count, then: v time_ns, v pid, v start, v len, v file offset, v len, path bytes |
+//! | 14 | forks | v count, then: v time_ns, v pid, v ppid, v tid, v ptid |
+//! | 15 | execs | v count, then: v time_ns, v pid |
+//! | 16 | sample processes | v count, then per run of samples of one process: v pid, v samples |
+//! | 17 | switch sample processes | as 16, of the switch samples |
+//! | 12 | end | v count of the lists 5 to 10 read so far (the stacks' are 0 here), then of each counter series' samples, then of the lists 13 to 17 |
+//! | 2 | functions | v count, then per name: v len, UTF-8 |
+//! | 4 | stacks | v count, then per stack: v n, n × v (function id × 2 + inlined) (root first) |
+//! | 8 | cpu sample stacks | v count, then v stack id each |
+//! | 10 | switch sample stacks | as 8 |
+//! | 18 | symbols end | v count of the lists 8 and 10 |
+//!
+//! The file is written once, up to the end part, as soon as the program ended; the symbols
+//! (parts 2, 4, 8, 10 and 18) are appended once the samples are symbolised. A file without
+//! them, or cut inside them (the profiler killed while symbolising), holds every record and
+//! what symbolising needs (parts 13 to 17): `cargo parprof report` symbolises it again.
+//! Version 1 files wrote the symbols before the end part, without 13 to 18; they are read too.
 //!
 //! Samples share few distinct call chains and stacks, so those are stored once (parts 2-4,
 //! ids in the order written) and samples refer to them: a sample with its stack costs about
@@ -35,9 +47,10 @@
 //! The meta part is JSON because it is small and holds nested, evolving types; the lists that
 //! can run into millions are binary.
 //!
-//! The meta part must come first, ids must refer to entries already read, and the end part's
+//! The meta part must come first, ids must refer to entries already read, and the end parts'
 //! counts must match what was read; anything else is [`RecordsError::Corrupt`].
 
+use super::address_spaces::{ExecEvent, ForkEvent, Mapping, SampleAddresses};
 use super::counters::{
     CounterRecords, CounterSample, CounterSeries, CounterSource, ReadCost, Scaling,
     UnavailableCounter,
@@ -57,7 +70,9 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 pub const MAGIC: [u8; 8] = *b"PPRUNREC";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// The oldest version read: its symbols come before its end part, and it has no addresses.
+const FIRST_VERSION: u32 = 1;
 /// The writer closes a part once its payload reaches this size.
 const TARGET_PART_LEN: usize = 1 << 20;
 /// No part is longer: the reader refuses a longer one before allocating for it.
@@ -77,6 +92,12 @@ enum PartKind {
     SwitchSampleStacks = 10,
     CounterSamples = 11,
     End = 12,
+    Mappings = 13,
+    Forks = 14,
+    Execs = 15,
+    SamplePids = 16,
+    SwitchSamplePids = 17,
+    SymbolsEnd = 18,
 }
 
 impl PartKind {
@@ -95,6 +116,12 @@ impl PartKind {
             SwitchSampleStacks,
             CounterSamples,
             End,
+            Mappings,
+            Forks,
+            Execs,
+            SamplePids,
+            SwitchSamplePids,
+            SymbolsEnd,
         ]
         .into_iter()
         .find(|k| *k as u32 == raw)
@@ -126,6 +153,9 @@ pub enum RecordsError {
 pub struct Loaded {
     pub recording: Recording,
     pub completeness: Completeness,
+    /// Where the symbols start (or would): the length of the records up to their end part;
+    /// `None` for version 1 (symbols inside the records) and records cut before their end.
+    pub records_len: Option<u64>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -249,6 +279,7 @@ impl Meta {
                 read_interval_ns: self.counters.read_interval_ns,
                 read_cost: self.counters.read_cost,
             },
+            addresses: SampleAddresses::default(),
         }
     }
 }
@@ -346,10 +377,9 @@ impl<W: Write> PartWriter<W> {
     }
 }
 
-/// The call chains and symbolised stacks of both sample lists, each stored once.
-struct SampleTables<'a> {
+/// The symbolised stacks of both sample lists and their functions, each stored once.
+struct SymbolTables<'a> {
     functions: Table<&'a str>,
-    callchains: Table<&'a [u64]>,
     /// A stack as its frames' codes (function id × 2 + inlined).
     stacks: Table<Vec<u64>>,
     /// The id of each shared stack met so far: samples share their stack's allocation, so
@@ -357,14 +387,12 @@ struct SampleTables<'a> {
     shared_stacks: HashMap<*const [Frame], u64>,
 }
 
-impl<'a> SampleTables<'a> {
-    fn callchain_ids(&mut self, samples: &'a [CpuSample]) -> Vec<u64> {
-        samples
-            .iter()
-            .map(|s| self.callchains.id(&s.callchain))
-            .collect()
-    }
+/// The id of each sample's call chain in `table`.
+fn callchain_ids<'a>(table: &mut Table<&'a [u64]>, samples: &'a [CpuSample]) -> Vec<u64> {
+    samples.iter().map(|s| table.id(&s.callchain)).collect()
+}
 
+impl<'a> SymbolTables<'a> {
     fn stack_ids(&mut self, stacks: &'a [Stack]) -> Vec<u64> {
         stacks
             .iter()
@@ -391,8 +419,20 @@ fn put_sample(buf: &mut Vec<u8>, (sample, callchain): (&CpuSample, &u64)) {
     put_varint(buf, *callchain);
 }
 
-/// Writes `recording` in the format above.
+/// Writes `recording` in the format above: its records, then its symbols when its samples
+/// have them.
 pub fn write(recording: &Recording, out: impl Write) -> io::Result<()> {
+    let mut out = out;
+    write_records(recording, &mut out)?;
+    let k = &recording.kernel;
+    if !k.sample_stacks.is_empty() || !k.switch_sample_stacks.is_empty() {
+        write_symbols(k, &mut out)?;
+    }
+    out.flush()
+}
+
+/// Writes `recording` up to its end part, without the samples' stacks.
+pub fn write_records(recording: &Recording, out: impl Write) -> io::Result<()> {
     let mut out = out;
     out.write_all(&MAGIC)?;
     out.write_all(&VERSION.to_le_bytes())?;
@@ -414,44 +454,66 @@ pub fn write(recording: &Recording, out: impl Write) -> io::Result<()> {
             },
         )?;
     }
-    let counts = list_counts(recording);
-    let mut end = Vec::new();
-    put_varint(&mut end, counts.len() as u64);
-    for count in counts {
-        put_varint(&mut end, count);
-    }
-    w.part(PartKind::End, &end)?;
+    write_addresses(&mut w, &recording.addresses)?;
+    let mut counts = list_counts(recording, VERSION);
+    // The stacks come after the end part.
+    (counts[3], counts[5]) = (0, 0);
+    w.part(PartKind::End, &put_counts(&counts))?;
     w.out.flush()
 }
 
-/// The tables of call chains and stacks, then the kernel's lists that refer to them.
-fn write_kernel_lists(w: &mut PartWriter<impl Write>, k: &KernelRecords) -> io::Result<()> {
-    let mut tables = SampleTables {
+/// Appends the symbolised stacks of `kernel`'s samples to its records written by
+/// [`write_records`].
+pub fn write_symbols(kernel: &KernelRecords, out: impl Write) -> io::Result<()> {
+    let mut tables = SymbolTables {
         functions: Table::new(),
-        callchains: Table::new(),
         stacks: Table::new(),
         shared_stacks: HashMap::new(),
     };
-    let sample_chains = tables.callchain_ids(&k.samples);
-    let switch_sample_chains = tables.callchain_ids(&k.switch_samples);
-    let sample_stacks = tables.stack_ids(&k.sample_stacks);
-    let switch_sample_stacks = tables.stack_ids(&k.switch_sample_stacks);
+    let sample_stacks = tables.stack_ids(&kernel.sample_stacks);
+    let switch_sample_stacks = tables.stack_ids(&kernel.switch_sample_stacks);
+    let mut w = PartWriter { out };
     w.list(PartKind::Functions, &[], &tables.functions.items, |b, f| {
         put_varint(b, f.len() as u64);
         b.extend_from_slice(f.as_bytes());
     })?;
-    let put_codes = |b: &mut Vec<u8>, codes: &[u64]| {
-        put_varint(b, codes.len() as u64);
-        codes.iter().for_each(|c| put_varint(b, *c));
-    };
-    w.list(
-        PartKind::Callchains,
-        &[],
-        &tables.callchains.items,
-        |b, c| put_codes(b, c),
-    )?;
     w.list(PartKind::Stacks, &[], &tables.stacks.items, |b, s| {
         put_codes(b, s)
+    })?;
+    let put_id = |b: &mut Vec<u8>, id: &u64| put_varint(b, *id);
+    w.list(PartKind::SampleStacks, &[], &sample_stacks, put_id)?;
+    w.list(
+        PartKind::SwitchSampleStacks,
+        &[],
+        &switch_sample_stacks,
+        put_id,
+    )?;
+    let counts = [sample_stacks.len(), switch_sample_stacks.len()].map(|n| n as u64);
+    w.part(PartKind::SymbolsEnd, &put_counts(&counts))?;
+    w.out.flush()
+}
+
+fn put_counts(counts: &[u64]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    put_varint(&mut payload, counts.len() as u64);
+    for count in counts {
+        put_varint(&mut payload, *count);
+    }
+    payload
+}
+
+fn put_codes(b: &mut Vec<u8>, codes: &[u64]) {
+    put_varint(b, codes.len() as u64);
+    codes.iter().for_each(|c| put_varint(b, *c));
+}
+
+/// The table of call chains, then the kernel's lists that refer to it.
+fn write_kernel_lists(w: &mut PartWriter<impl Write>, k: &KernelRecords) -> io::Result<()> {
+    let mut callchains = Table::new();
+    let sample_chains = callchain_ids(&mut callchains, &k.samples);
+    let switch_sample_chains = callchain_ids(&mut callchains, &k.switch_samples);
+    w.list(PartKind::Callchains, &[], &callchains.items, |b, c| {
+        put_codes(b, c)
     })?;
     w.list(PartKind::Switches, &[], &k.switches, |b, s| {
         put_varint(b, s.time_ns);
@@ -463,31 +525,79 @@ fn write_kernel_lists(w: &mut PartWriter<impl Write>, k: &KernelRecords) -> io::
         put_varint(b, t.time_ns);
         put_varint(b, t.tid.into());
     })?;
-    let put_id = |b: &mut Vec<u8>, id: &u64| put_varint(b, *id);
     w.list(
         PartKind::Samples,
         &[],
         k.samples.iter().zip(&sample_chains),
         put_sample,
     )?;
-    w.list(PartKind::SampleStacks, &[], &sample_stacks, put_id)?;
     w.list(
         PartKind::SwitchSamples,
         &[],
         k.switch_samples.iter().zip(&switch_sample_chains),
         put_sample,
-    )?;
-    w.list(
-        PartKind::SwitchSampleStacks,
-        &[],
-        &switch_sample_stacks,
-        put_id,
     )
 }
 
-/// The lengths of the lists the end part counts, in its order.
-fn list_counts(recording: &Recording) -> Vec<u64> {
+/// What symbolising the samples needs: the address spaces and each sample's process.
+fn write_addresses(w: &mut PartWriter<impl Write>, a: &SampleAddresses) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let side = &a.side_band;
+    w.list(PartKind::Mappings, &[], &side.maps, |b, m| {
+        for n in [m.time_ns, m.pid.into(), m.start, m.len, m.pgoff] {
+            put_varint(b, n);
+        }
+        let path = m.path.as_os_str().as_bytes();
+        put_varint(b, path.len() as u64);
+        b.extend_from_slice(path);
+    })?;
+    w.list(PartKind::Forks, &[], &side.forks, |b, f| {
+        put_varint(b, f.time_ns);
+        for n in [f.pid, f.ppid, f.tid, f.ptid] {
+            put_varint(b, n.into());
+        }
+    })?;
+    w.list(PartKind::Execs, &[], &side.execs, |b, e| {
+        put_varint(b, e.time_ns);
+        put_varint(b, e.pid.into());
+    })?;
+    let put_run = |b: &mut Vec<u8>, (pid, n): (u32, u64)| {
+        put_varint(b, pid.into());
+        put_varint(b, n);
+    };
+    w.list(PartKind::SamplePids, &[], runs(&a.sample_pids), put_run)?;
+    w.list(
+        PartKind::SwitchSamplePids,
+        &[],
+        runs(&a.switch_sample_pids),
+        put_run,
+    )
+}
+
+/// The runs of equal values of `values`, as (value, length): a sample's process is nearly
+/// always the program's.
+fn runs(values: &[u32]) -> Vec<(u32, u64)> {
+    let mut runs: Vec<(u32, u64)> = Vec::new();
+    for &v in values {
+        match runs.last_mut() {
+            Some((last, n)) if *last == v => *n += 1,
+            _ => runs.push((v, 1)),
+        }
+    }
+    runs
+}
+
+/// The lengths of the lists the end part counts, in its order, as `version` wrote them.
+fn list_counts(recording: &Recording, version: u32) -> Vec<u64> {
     let k = &recording.kernel;
+    let a = &recording.addresses;
+    let addresses = [
+        a.side_band.maps.len(),
+        a.side_band.forks.len(),
+        a.side_band.execs.len(),
+        a.sample_pids.len(),
+        a.switch_sample_pids.len(),
+    ];
     [
         k.switches.len(),
         k.thread_starts.len(),
@@ -504,6 +614,7 @@ fn list_counts(recording: &Recording) -> Vec<u64> {
             .iter()
             .map(|s| s.cpu_samples.len()),
     )
+    .chain(addresses.into_iter().filter(|_| version > FIRST_VERSION))
     .map(|n| n as u64)
     .collect()
 }
@@ -514,14 +625,14 @@ fn list_counts(recording: &Recording) -> Vec<u64> {
 /// Reads records written by [`write`]. Never panics on bad bytes, and never allocates more
 /// than [`MAX_PART_LEN`] for one part nor more list entries than a part has bytes.
 pub fn read(mut input: impl Read) -> Result<Loaded, RecordsError> {
-    read_preamble(&mut input)?;
+    let version = read_preamble(&mut input)?;
     let mut parts = PartReader {
         input,
         offset: (MAGIC.len() + 4) as u64,
         payload: Vec::new(),
     };
     let mut decoder = match parts.next()? {
-        Next::Part(PartKind::Meta, start) => Decoder::new(parts.meta(start)?),
+        Next::Part(PartKind::Meta, start) => Decoder::new(parts.meta(start)?, version),
         Next::Part(kind, start) => {
             return Err(RecordsError::Corrupt {
                 offset: start,
@@ -543,6 +654,9 @@ pub fn read(mut input: impl Read) -> Result<Loaded, RecordsError> {
                 };
                 let done = decoder.part(kind, &mut cursor).map_err(corrupt)?;
                 cursor.finish().map_err(|r| corrupt(r.to_owned()))?;
+                if kind == PartKind::End && decoder.version > FIRST_VERSION {
+                    decoder.records_len = Some(parts.offset);
+                }
                 if done {
                     return Ok(decoder.finish(Completeness::Complete));
                 }
@@ -550,17 +664,13 @@ pub fn read(mut input: impl Read) -> Result<Loaded, RecordsError> {
             Next::Cut {
                 after_byte,
                 tail_bytes,
-            } => {
-                return Ok(decoder.finish(Completeness::Cut {
-                    after_byte,
-                    tail_bytes,
-                }));
-            }
+            } => return Ok(decoder.cut(after_byte, tail_bytes)),
         }
     }
 }
 
-fn read_preamble(input: &mut impl Read) -> Result<(), RecordsError> {
+/// The version of the records that `input` starts.
+fn read_preamble(input: &mut impl Read) -> Result<u32, RecordsError> {
     let mut pre = [0u8; 12];
     let got = read_full(input, &mut pre)?;
     if got < MAGIC.len() && MAGIC.starts_with(&pre[..got]) {
@@ -573,16 +683,18 @@ fn read_preamble(input: &mut impl Read) -> Result<(), RecordsError> {
         return Err(RecordsError::Empty);
     }
     let version = u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]);
-    match version.cmp(&VERSION) {
-        std::cmp::Ordering::Greater => Err(RecordsError::FutureVersion {
+    if version > VERSION {
+        Err(RecordsError::FutureVersion {
             found: version,
             supported: VERSION,
-        }),
-        std::cmp::Ordering::Less => Err(RecordsError::OldVersion {
+        })
+    } else if version < FIRST_VERSION {
+        Err(RecordsError::OldVersion {
             found: version,
             supported: VERSION,
-        }),
-        std::cmp::Ordering::Equal => Ok(()),
+        })
+    } else {
+        Ok(version)
     }
 }
 
@@ -723,15 +835,22 @@ fn lookup<'t, T>(table: &'t [T], id: u64, what: &str) -> Result<&'t T, String> {
 /// and the stacks share the function names, as in the file.
 struct Decoder {
     recording: Recording,
+    version: u32,
+    /// The end part was read: only the symbols may follow.
+    records_ended: bool,
+    records_len: Option<u64>,
     functions: Vec<Arc<str>>,
     callchains: Vec<CallChain>,
     stacks: Vec<Stack>,
 }
 
 impl Decoder {
-    fn new(meta: Meta) -> Decoder {
+    fn new(meta: Meta, version: u32) -> Decoder {
         Decoder {
             recording: meta.into_recording(),
+            version,
+            records_ended: false,
+            records_len: None,
             functions: Vec::new(),
             callchains: Vec::new(),
             stacks: Vec::new(),
@@ -742,11 +861,39 @@ impl Decoder {
         Loaded {
             recording: self.recording,
             completeness,
+            records_len: self.records_len,
         }
     }
 
-    /// Decodes one part after the meta part; `Ok(true)` for the end part.
+    /// The records read when the input ends: whole when their end part was read, the
+    /// samples then without stacks unless every symbol part was read (they are symbolised
+    /// again from the addresses).
+    fn cut(mut self, after_byte: u64, tail_bytes: u64) -> Loaded {
+        if !self.records_ended {
+            return self.finish(Completeness::Cut {
+                after_byte,
+                tail_bytes,
+            });
+        }
+        let k = &mut self.recording.kernel;
+        k.sample_stacks.clear();
+        k.switch_sample_stacks.clear();
+        self.finish(Completeness::Complete)
+    }
+
+    /// Decodes one part after the meta part; `Ok(true)` for the last part.
     fn part(&mut self, kind: PartKind, c: &mut Cursor<'_>) -> Result<bool, String> {
+        let is_symbol = matches!(
+            kind,
+            PartKind::Functions
+                | PartKind::Stacks
+                | PartKind::SampleStacks
+                | PartKind::SwitchSampleStacks
+                | PartKind::SymbolsEnd
+        );
+        if self.records_ended && !is_symbol {
+            return Err("a part of the records after their end part".into());
+        }
         let k = &mut self.recording.kernel;
         match kind {
             PartKind::Meta => return Err("a second meta part".into()),
@@ -802,20 +949,110 @@ impl Decoder {
                     })
                 })?);
             }
-            PartKind::End => {
-                let counts = c.list(|c| Ok(c.varint()?))?;
-                let read = list_counts(&self.recording);
-                if counts != read {
-                    return Err(format!(
-                        "the lists read have {read:?} entries, the end part says {counts:?}: \
-                         parts are missing"
-                    ));
-                }
-                return Ok(true);
-            }
+            PartKind::Mappings
+            | PartKind::Forks
+            | PartKind::Execs
+            | PartKind::SamplePids
+            | PartKind::SwitchSamplePids => self.address_part(kind, c)?,
+            PartKind::End | PartKind::SymbolsEnd => return self.end_part(kind, c),
         }
         Ok(false)
     }
+
+    /// Decodes a part of what symbolising the samples needs.
+    fn address_part(&mut self, kind: PartKind, c: &mut Cursor<'_>) -> Result<(), String> {
+        let k = &self.recording.kernel;
+        let a = &mut self.recording.addresses;
+        match kind {
+            PartKind::Mappings => a.side_band.maps.extend(c.list(mapping)?),
+            PartKind::Forks => a.side_band.forks.extend(c.list(|c| {
+                Ok(ForkEvent {
+                    time_ns: c.varint()?,
+                    pid: c.u32()?,
+                    ppid: c.u32()?,
+                    tid: c.u32()?,
+                    ptid: c.u32()?,
+                })
+            })?),
+            PartKind::Execs => a.side_band.execs.extend(c.list(|c| {
+                Ok(ExecEvent {
+                    time_ns: c.varint()?,
+                    pid: c.u32()?,
+                })
+            })?),
+            PartKind::SamplePids => expand_runs(c, &mut a.sample_pids, k.samples.len())?,
+            PartKind::SwitchSamplePids => {
+                expand_runs(c, &mut a.switch_sample_pids, k.switch_samples.len())?
+            }
+            // Called for the parts above only.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Checks an end part against what was read; `Ok(true)` for the last part.
+    fn end_part(&mut self, kind: PartKind, c: &mut Cursor<'_>) -> Result<bool, String> {
+        let k = &self.recording.kernel;
+        match kind {
+            PartKind::End => {
+                let read = list_counts(&self.recording, self.version);
+                expect_counts(c, &read, "end")?;
+                self.records_ended = true;
+                // Version 1 wrote its symbols before the end part.
+                Ok(self.version == FIRST_VERSION)
+            }
+            PartKind::SymbolsEnd => {
+                if !self.records_ended {
+                    return Err("the symbols end before the records".into());
+                }
+                let read = [k.sample_stacks.len(), k.switch_sample_stacks.len()];
+                expect_counts(c, &read.map(|n| n as u64), "symbols end")?;
+                Ok(true)
+            }
+            // Called for the parts above only.
+            _ => Ok(false),
+        }
+    }
+}
+
+/// Checks the counts an end part gives against the lists read.
+fn expect_counts(c: &mut Cursor<'_>, read: &[u64], part: &str) -> Result<(), String> {
+    let counts = c.list(|c| Ok(c.varint()?))?;
+    if counts != read {
+        return Err(format!(
+            "the lists read have {read:?} entries, the {part} part says {counts:?}: parts are \
+             missing"
+        ));
+    }
+    Ok(())
+}
+
+/// Appends the runs of a part of processes to `pids`, never beyond the `samples` they are of.
+fn expand_runs(c: &mut Cursor<'_>, pids: &mut Vec<u32>, samples: usize) -> Result<(), String> {
+    for (pid, n) in c.list(|c| Ok((c.u32()?, c.varint()?)))? {
+        let n = usize::try_from(n)
+            .ok()
+            .filter(|n| pids.len().saturating_add(*n) <= samples)
+            .ok_or("more sample processes than samples")?;
+        pids.extend(std::iter::repeat_n(pid, n));
+    }
+    Ok(())
+}
+
+fn mapping(c: &mut Cursor<'_>) -> Result<Mapping, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let (time_ns, pid) = (c.varint()?, c.u32()?);
+    let (start, len, pgoff) = (c.varint()?, c.varint()?, c.varint()?);
+    let path_len = c.count()?;
+    let path = std::ffi::OsStr::from_bytes(c.take(path_len)?).into();
+    Ok(Mapping {
+        time_ns,
+        pid,
+        start,
+        len,
+        pgoff,
+        path,
+    })
 }
 
 /// Stacks of frames, each frame a function id × 2 + inlined.
@@ -852,6 +1089,7 @@ mod tests {
     use super::*;
     use crate::recording::RecordedOptions;
     use crate::recording::Thresholds;
+    use crate::recording::address_spaces::SideBand;
     use crate::recording::kernel_records::Capability;
     use crate::recording::kernel_records::CpuQuota;
     use proptest::prelude::*;
@@ -961,7 +1199,75 @@ mod tests {
                     total_ns: 900,
                 },
             },
+            addresses: SampleAddresses {
+                sample_pids: vec![7, 7],
+                switch_sample_pids: vec![7],
+                side_band: SideBand {
+                    maps: vec![Mapping {
+                        time_ns: 1,
+                        pid: 7,
+                        start: 0x5000,
+                        len: 0x1000,
+                        pgoff: 0x2000,
+                        path: "/usr/bin/app".into(),
+                    }],
+                    forks: vec![ForkEvent {
+                        time_ns: 2,
+                        pid: 7,
+                        ppid: 7,
+                        tid: 8,
+                        ptid: 7,
+                    }],
+                    execs: vec![ExecEvent { time_ns: 0, pid: 7 }],
+                },
+            },
         }
+    }
+
+    /// `recording` as read from records whose symbols were never written.
+    fn without_stacks(recording: &Recording) -> Recording {
+        let mut r = recording.clone();
+        r.kernel.sample_stacks.clear();
+        r.kernel.switch_sample_stacks.clear();
+        r
+    }
+
+    fn encode_records(recording: &Recording) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        write_records(recording, &mut bytes).expect("writing to memory");
+        bytes
+    }
+
+    #[test]
+    fn records_without_symbols_read_whole_and_symbols_appended_complete_them() {
+        let recording = example();
+        let records = encode_records(&recording);
+        let loaded = read(records.as_slice()).unwrap();
+        assert_eq!(loaded.completeness, Completeness::Complete);
+        assert_eq!(loaded.records_len, Some(records.len() as u64));
+        assert_eq!(loaded.recording, without_stacks(&recording));
+        assert!(loaded.recording.needs_symbols());
+        let mut whole = records.clone();
+        write_symbols(&recording.kernel, &mut whole).unwrap();
+        assert_eq!(whole, encode(&recording));
+        // Symbols cut short: the records stay whole, their samples without stacks.
+        for cut in records.len()..whole.len() {
+            let loaded = read(&whole[..cut]).unwrap();
+            assert_eq!(loaded.completeness, Completeness::Complete, "cut at {cut}");
+            assert_eq!(loaded.recording, without_stacks(&recording), "cut at {cut}");
+        }
+        let loaded = read(whole.as_slice()).unwrap();
+        assert_eq!(loaded.recording, recording);
+        assert!(!loaded.recording.needs_symbols());
+    }
+
+    #[test]
+    fn nothing_but_symbols_may_follow_the_end_part() {
+        let mut bytes = encode_records(&example());
+        let mut w = PartWriter { out: &mut bytes };
+        w.part(PartKind::ThreadStarts, &[0]).unwrap();
+        let err = read(bytes.as_slice()).unwrap_err();
+        assert!(err.to_string().contains("after their end part"), "{err}");
     }
 
     #[test]
@@ -1020,7 +1326,7 @@ mod tests {
     #[test]
     fn every_cut_reads_the_complete_parts_before_it() {
         let recording = example();
-        let bytes = encode(&recording);
+        let bytes = encode_records(&recording);
         let meta_end = 12 + 8 + serde_json::to_vec(&Meta::of(&recording)).unwrap().len() + 4;
         let mut prefixes = Vec::new();
         for cut in 0..bytes.len() {
@@ -1034,7 +1340,7 @@ mod tests {
                     };
                     assert!(after_byte <= cut as u64);
                     assert_is_prefix(&loaded.recording, &recording);
-                    prefixes.push(list_counts(&loaded.recording));
+                    prefixes.push(list_counts(&loaded.recording, VERSION));
                 }
             }
         }
@@ -1073,8 +1379,8 @@ mod tests {
         };
         assert!(matches!(with(0, b'X'), Err(RecordsError::NotRecords)));
         assert!(matches!(
-            with(8, 2),
-            Err(RecordsError::FutureVersion { found: 2, .. })
+            with(8, 3),
+            Err(RecordsError::FutureVersion { found: 3, .. })
         ));
         assert!(matches!(
             with(8, 0),
@@ -1092,7 +1398,7 @@ mod tests {
 
     /// The end part's length, for counts below 128 (one byte each).
     fn end_part_len(recording: &Recording) -> usize {
-        8 + 1 + list_counts(recording).len() + 4
+        8 + 1 + list_counts(recording, VERSION).len() + 4
     }
 
     #[test]
@@ -1101,8 +1407,8 @@ mod tests {
         let recording = example();
         let mut without = recording.clone();
         without.kernel.thread_starts.clear();
-        let whole = encode(&recording);
-        let mut spliced = encode(&without);
+        let whole = encode_records(&recording);
+        let mut spliced = encode_records(&without);
         let end_len = end_part_len(&recording);
         spliced.truncate(spliced.len() - end_len);
         spliced.extend_from_slice(&whole[whole.len() - end_len..]);
@@ -1196,6 +1502,12 @@ mod tests {
                     (k.switch_samples, k.switch_sample_stacks) =
                         (switch_samples, switch_sample_stacks);
                     k.steal_ns = steal_ns;
+                    let a = &mut recording.addresses;
+                    // Two processes, in runs.
+                    a.sample_pids = (0..k.samples.len())
+                        .map(|i| 7 + (i / 3 % 2) as u32)
+                        .collect();
+                    a.switch_sample_pids = vec![7; k.switch_samples.len()];
                     let template = recording.counters.counters[0].clone();
                     recording.counters.counters = series
                         .into_iter()
@@ -1227,11 +1539,11 @@ mod tests {
             let bytes = encode(&recording);
             let cut = cut.index(bytes.len());
             match read(&bytes[..cut]) {
-                Ok(loaded) => {
-                    let cut_reported = matches!(loaded.completeness, Completeness::Cut { .. });
-                    prop_assert!(cut_reported);
-                    assert_is_prefix(&loaded.recording, &recording);
+                // Cut in the symbols: the records without them.
+                Ok(loaded) if loaded.completeness == Completeness::Complete => {
+                    prop_assert_eq!(loaded.recording, without_stacks(&recording));
                 }
+                Ok(loaded) => assert_is_prefix(&loaded.recording, &recording),
                 Err(e) => {
                     let before_meta = matches!(e, RecordsError::Empty);
                     prop_assert!(before_meta, "{}", e);
@@ -1252,7 +1564,10 @@ mod tests {
                 // A flipped length may turn the file into a cut one; it never reads as another
                 // complete recording.
                 if loaded.completeness == Completeness::Complete {
-                    prop_assert_eq!(loaded.recording, recording);
+                    prop_assert!(
+                        loaded.recording == recording
+                            || loaded.recording == without_stacks(&recording)
+                    );
                 }
             }
         }

@@ -8,6 +8,7 @@
 //! [`load`] reads it back with validation; the encoding is in [`format`] and described in
 //! `docs/run-folder.md`.
 
+pub mod address_spaces;
 pub mod counters;
 pub mod format;
 pub mod kernel_records;
@@ -20,5 +21,5 @@ pub use run::{
     DEFAULT_PERIOD_NS, DetailRequest, ExitStatus, Harness, RayonHooks, RecordedOptions, Recording,
     RunMeta, TargetInfo,
 };
-pub use run_folder::{RECORDS_FILE, RunFolderError, is_run_folder, load, save};
+pub use run_folder::{RECORDS_FILE, RunFolderError, append_symbols, is_run_folder, load, save};
 pub use thresholds::Thresholds;

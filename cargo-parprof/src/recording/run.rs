@@ -1,6 +1,7 @@
 //! The run's own facts, beside what the kernel and the trace recorded: the target, how it ended,
 //! the harness that ran it, its rayon hooks and the options of its analysis.
 
+use super::address_spaces::SampleAddresses;
 use super::counters::CounterRecords;
 use super::kernel_records::KernelRecords;
 use super::thresholds::Thresholds;
@@ -15,6 +16,19 @@ pub struct Recording {
     pub run: RunMeta,
     pub kernel: KernelRecords,
     pub counters: CounterRecords,
+    /// What symbolising the samples needs: saved with them, so that samples whose stacks were
+    /// never saved can be symbolised later. Empty for runs recorded before it was saved.
+    pub addresses: SampleAddresses,
+}
+
+impl Recording {
+    /// Whether a list of samples has no stacks yet: the run was saved before its samples
+    /// were symbolised, and never after.
+    pub fn needs_symbols(&self) -> bool {
+        let k = &self.kernel;
+        k.sample_stacks.len() != k.samples.len()
+            || k.switch_sample_stacks.len() != k.switch_samples.len()
+    }
 }
 
 /// What the analysis cannot learn from the kernel or the trace: the target, how it was built

@@ -1,6 +1,7 @@
 //! Saving and loading a run folder's records (`records.ppr`, encoded by [`super::format`]).
 
 use super::format::{self, Loaded, RecordsError};
+use super::kernel_records::KernelRecords;
 use super::run::Recording;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
@@ -31,21 +32,43 @@ pub enum RunFolderError {
 }
 
 /// Writes `recording` into the run folder `dir` (as `records.ppr`). The file appears whole or
-/// not at all: it is written aside and renamed.
-pub fn save(dir: &Path, recording: &Recording) -> Result<PathBuf, RunFolderError> {
+/// not at all: it is written aside and renamed; returns its length. Samples without stacks are saved with what
+/// symbolising them needs; [`append_symbols`] adds the stacks later.
+pub fn save(dir: &Path, recording: &Recording) -> Result<u64, RunFolderError> {
     let path = dir.join(RECORDS_FILE);
     let partial = dir.join(format!("{RECORDS_FILE}.partial"));
-    let write = || -> std::io::Result<()> {
+    let write = || -> std::io::Result<u64> {
         let mut out = BufWriter::new(std::fs::File::create(&partial)?);
         format::write(recording, &mut out)?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&partial, &path)
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        std::fs::rename(&partial, &path)?;
+        Ok(file.metadata()?.len())
     };
-    write().map_err(|source| RunFolderError::Write {
+    write().map_err(|source| RunFolderError::Write { path, source })
+}
+
+/// Appends the symbolised stacks of `kernel`'s samples to the records saved in the run folder
+/// `dir` without them, `records_len` bytes long ([`Loaded::records_len`]: what a symbolising
+/// cut short left after them goes). Should this be cut short, the records stay whole and
+/// their samples are read without stacks, to be symbolised again.
+pub fn append_symbols(
+    dir: &Path,
+    records_len: u64,
+    kernel: &KernelRecords,
+) -> Result<(), RunFolderError> {
+    let path = dir.join(RECORDS_FILE);
+    let append = || -> std::io::Result<()> {
+        let file = std::fs::OpenOptions::new().append(true).open(&path)?;
+        file.set_len(records_len)?;
+        let mut out = BufWriter::new(file);
+        format::write_symbols(kernel, &mut out)?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()
+    };
+    append().map_err(|source| RunFolderError::Write {
         path: path.clone(),
         source,
-    })?;
-    Ok(path)
+    })
 }
 
 /// Whether `dir` holds a run's records.
