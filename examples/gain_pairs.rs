@@ -5,7 +5,8 @@
 //!
 //! `gain_pairs PAIR SHAPE [SIZE] [WORKERS] [MIN_LEN]`, SHAPE `bad` or `fix`, the global pool of
 //! WORKERS (default 2), MIN_LEN the fixed `map_reduce`'s `with_min_len` (default 256; the
-//! benchmark passes the one parprof advised); prints `work_ns=<n>`, the wall time of the parallel part, `cpu_ns=<n>`, the CPU time of every thread meanwhile, and `check=<n>`, a
+//! benchmark passes the one parprof advised); prints `work_ns=<n>`, the wall time of the
+//! parallel part, `cpu_ns=<n>`, the CPU time of every thread meanwhile, and `check=<n>`, a
 //! result that is the same for both shapes. The pairs:
 //!
 //! - `quicksort`: a partition quicksort of SIZE keys (default 2 M) joined down to single
@@ -27,22 +28,12 @@ use std::time::{Duration, Instant};
 /// Prints the process's CPU time meanwhile (`cpu_ns=`, every thread's): on a machine busy with
 /// other programs the wall time stretches, the CPU time much less.
 fn timed<T>(parallel: impl FnOnce() -> T) -> (T, Duration) {
-    let cpu = process_cpu_ns();
+    let cpu = parprof_suite::process_cpu_ns();
     let start = Instant::now();
     let out = parallel();
     let wall = start.elapsed();
-    println!("cpu_ns={}", process_cpu_ns() - cpu);
+    println!("cpu_ns={}", parprof_suite::process_cpu_ns() - cpu);
     (out, wall)
-}
-
-fn process_cpu_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a pointer to a timespec it fills.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// Work of `units` steps of a multiply-add chain: about 1 ns a step, the same on every run.

@@ -19,16 +19,6 @@ fn crunch(seed: u64) -> u64 {
     x
 }
 
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid timespec pointer; the clock exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn main() {
     let mut args = std::env::args()
         .skip(1)
@@ -44,9 +34,9 @@ fn main() {
                     let mut acc = 0u64;
                     let mut cpu = 0u64;
                     for i in 0..iterations {
-                        let before = thread_cpu_ns();
+                        let before = parprof_suite::thread_cpu_ns();
                         acc ^= crunch(t * 1000 + i);
-                        cpu += thread_cpu_ns() - before;
+                        cpu += parprof_suite::thread_cpu_ns() - before;
                     }
                     (acc, cpu)
                 })

@@ -61,6 +61,26 @@ pub fn partition<T: Ord + Copy>(v: &mut [T]) -> usize {
 
 const PAGE: usize = 4096;
 
+/// CPU time of the calling thread so far, in ns.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time of every thread of the process so far, in ns.
+pub fn process_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a clock of this machine and a pointer to a timespec it fills.
+    unsafe { libc::clock_gettime(clock, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// Minor page faults of the calling thread so far.
 pub fn thread_minor_faults() -> u64 {
     // SAFETY: an all-zero rusage is valid; getrusage fills it.

@@ -9,7 +9,7 @@
 //! when each phase began and ended and its iterations (criterion's own `wu_iters` and
 //! `iters`): the report states them, and keeps to the measured batch.
 
-use crate::build::hooked_copy::{HookPoint, HookedCrate, PreparedCopy, Program};
+use crate::build::hooked_copy::{HookPoint, HookedCrate, PreparedCopy, Program, no_lib_items};
 use std::path::Path;
 
 /// criterion, as parprof hooks it.
@@ -18,12 +18,8 @@ pub const CRITERION: HookedCrate = HookedCrate {
     supported: &["0.5"],
     hook_points: HOOK_POINTS,
     purpose: "count criterion's warm-up and measured iterations",
-    lib_items: no_items,
+    lib_items: no_lib_items,
 };
-
-fn no_items(_version: &str) -> String {
-    String::new()
-}
 
 const HOOK_POINTS: &[HookPoint] = &[
     // The warm-up of profile mode (`sample`, the statistics mode, warms up with another time).
@@ -49,28 +45,13 @@ pub fn prepare(program: &Program, build_dir: &Path) -> Result<Option<PreparedCop
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::hooked_copy::copy_dir;
+    use crate::build::hooked_copy::assert_workspace_copy_is_hooked;
 
     /// This workspace's own criterion (a supported version, for `benches/criterion_pair.rs`)
     /// takes every hook point.
     #[test]
     fn the_workspace_criterion_takes_every_hook_point() {
-        let program = Program::read(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"),
-            None,
-        )
-        .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let hooked = prepare(&program, dir.path())
-            .unwrap()
-            .expect("criterion is used");
-        let copy = copy_dir(dir.path(), "criterion", &hooked.version);
-        for point in HOOK_POINTS {
-            let text = std::fs::read_to_string(copy.join(point.file)).unwrap();
-            assert_eq!(text.matches(&point.replacement()).count(), 1);
-        }
-        let manifest = std::fs::read_to_string(copy.join("Cargo.toml")).unwrap();
-        assert!(manifest.contains("[dependencies.parprof-rt]"));
-        assert!(hooked.config.starts_with("patch.crates-io.criterion.path="));
+        assert_workspace_copy_is_hooked(&CRITERION, dir.path());
     }
 }

@@ -267,35 +267,15 @@ const HOOK_POINTS: &[HookPoint] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::hooked_copy::copy_dir;
+    use crate::build::hooked_copy::assert_workspace_copy_is_hooked;
 
-    /// This workspace's own rayon-core (a supported version) takes every hook point.
+    /// This workspace's own rayon-core (a supported version) takes every hook point, and its
+    /// library carries the hooked build's mark.
     #[test]
     fn the_workspace_rayon_core_takes_every_hook_point() {
-        let program = Program::read(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"),
-            None,
-        )
-        .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let hooked = match prepare(&program, dir.path()) {
-            Ok(hooked) => hooked,
-            Err(status) => panic!("not hooked: {status:?}"),
-        };
-        let copy = copy_dir(dir.path(), "rayon-core", &hooked.version);
-        for point in HOOK_POINTS {
-            let text = std::fs::read_to_string(copy.join(point.file)).unwrap();
-            let replacement = point.replacement();
-            assert_eq!(text.matches(&replacement).count(), 1, "{replacement}");
-        }
-        let manifest = std::fs::read_to_string(copy.join("Cargo.toml")).unwrap();
-        assert!(manifest.contains("[dependencies.parprof-rt]"));
+        let (copy, version) = assert_workspace_copy_is_hooked(&RAYON_CORE, dir.path());
         let lib = std::fs::read_to_string(copy.join("src/lib.rs")).unwrap();
-        assert!(lib.contains(&hook_marker::mark(&hooked.version)), "{lib}");
-        assert!(
-            hooked
-                .config
-                .starts_with("patch.crates-io.rayon-core.path=")
-        );
+        assert!(lib.contains(&hook_marker::mark(&version)), "{lib}");
     }
 }

@@ -7,7 +7,7 @@
 //! ([`crate::build::hooked_copy`]) that tells `parprof_rt::rayon_hooks::IteratorBridge` the
 //! length there. Without it (another rayon version), the advice counts today's tasks instead.
 
-use crate::build::hooked_copy::{HookPoint, HookedCrate, PreparedCopy, Program};
+use crate::build::hooked_copy::{HookPoint, HookedCrate, PreparedCopy, Program, no_lib_items};
 use std::path::Path;
 
 /// rayon, as parprof hooks it.
@@ -16,12 +16,8 @@ pub const RAYON: HookedCrate = HookedCrate {
     supported: &["1.10", "1.11", "1.12"],
     hook_points: HOOK_POINTS,
     purpose: "count the items of the parallel iterators",
-    lib_items: no_items,
+    lib_items: no_lib_items,
 };
-
-fn no_items(_version: &str) -> String {
-    String::new()
-}
 
 const HOOK_POINTS: &[HookPoint] = &[
     // An indexed iterator's producer bridged to its consumer over `len` items.
@@ -41,25 +37,12 @@ pub fn prepare(program: &Program, build_dir: &Path) -> Result<Option<PreparedCop
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::hooked_copy::copy_dir;
+    use crate::build::hooked_copy::assert_workspace_copy_is_hooked;
 
     /// This workspace's own rayon (a supported version) takes the hook point.
     #[test]
     fn the_workspace_rayon_takes_the_hook_point() {
-        let program = Program::read(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"),
-            None,
-        )
-        .unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let hooked = prepare(&program, dir.path())
-            .unwrap()
-            .expect("rayon is used");
-        let copy = copy_dir(dir.path(), "rayon", &hooked.version);
-        for point in HOOK_POINTS {
-            let text = std::fs::read_to_string(copy.join(point.file)).unwrap();
-            assert_eq!(text.matches(&point.replacement()).count(), 1);
-        }
-        assert!(hooked.config.starts_with("patch.crates-io.rayon.path="));
+        assert_workspace_copy_is_hooked(&RAYON, dir.path());
     }
 }

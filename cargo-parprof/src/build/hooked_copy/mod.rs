@@ -169,6 +169,35 @@ impl Program {
     }
 }
 
+/// [`HookedCrate::lib_items`] of a crate whose copy needs no items of its own.
+pub fn no_lib_items(_version: &str) -> String {
+    String::new()
+}
+
+/// The hooked copy of this workspace's own `krate` (a supported version), prepared in `dir`:
+/// every hook point is taken exactly once, parprof-rt is a dependency of the copy, and cargo is
+/// patched to it. Returns the copy's folder and its version, for the crate's own checks.
+#[cfg(test)]
+pub fn assert_workspace_copy_is_hooked(krate: &HookedCrate, dir: &Path) -> (PathBuf, String) {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let program = Program::read(&manifest, None).unwrap();
+    let hooked = match program.prepare(krate, dir) {
+        Ok(Some(hooked)) => hooked,
+        other => panic!("{} not hooked: {other:?}", krate.package),
+    };
+    let copy = copy_dir(dir, krate.package, &hooked.version);
+    for point in krate.hook_points {
+        let text = std::fs::read_to_string(copy.join(point.file)).unwrap();
+        let replacement = point.replacement();
+        assert_eq!(text.matches(&replacement).count(), 1, "{replacement}");
+    }
+    let copy_manifest = std::fs::read_to_string(copy.join("Cargo.toml")).unwrap();
+    assert!(copy_manifest.contains("[dependencies.parprof-rt]"));
+    let patch = format!("patch.crates-io.{}.path=", krate.package);
+    assert!(hooked.config.starts_with(&patch), "{}", hooked.config);
+    (copy, hooked.version)
+}
+
 /// Where the hooked copy of `package` `version` goes: a folder named as cargo names the
 /// registry's (`rayon-core-1.13.0`), so that frames of the copy are named after the crate
 /// (`rayon_core::…`) like the original's.
