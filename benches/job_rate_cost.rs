@@ -2,9 +2,10 @@
 //! (`cargo bench --bench job_rate_cost`): the profiler's cost must follow run time and
 //! threads, not the job rate.
 //!
-//! Two unannotated workloads, each run plain and under `cargo parprof`, alternately, over
-//! [`ROUNDS`] rounds (the profiling build is made beforehand, so the command's time is a
-//! freshness check of cargo, the run, the collection, the analysis and the reports):
+//! Two unannotated workloads, each run plain (`cargo build --release`, as users build them) and
+//! under `cargo parprof`, alternately, over [`ROUNDS`] rounds (the profiling build is made
+//! beforehand, so the command's time is a freshness check of cargo, the run, the collection,
+//! the analysis and the reports):
 //! - `demo_quicksort 12000000 1`: a `rayon::join` quicksort recursing to single elements
 //!   (about 16 M jobs);
 //! - `one_item_tasks 4000000`: a `par_iter` of 4 M one-item tasks (8 M jobs).
@@ -19,7 +20,7 @@
 mod common;
 
 use cargo_parprof::build::target::BuildOptions;
-use common::{build_example, build_example_unhooked, folder_bytes, median, release_profiler};
+use common::{build_example, folder_bytes, median, release_profiler, users_release_build};
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -75,7 +76,9 @@ fn main() -> anyhow::Result<()> {
     let opts = BuildOptions::default();
     let scratch = tempfile::tempdir()?;
     for w in &WORKLOADS {
-        let plain_exe = build_example_unhooked(w.example, &opts)?;
+        // Plain: the program as its users build it; the profiler's cost includes its build's
+        // flags (frame pointers, aligned functions) and the hooks.
+        let plain_exe = users_release_build(w.example)?;
         // The profiling build, made now so that no round pays for it.
         build_example(w.example, &opts)?;
         let mut plain_work = Vec::new();
