@@ -376,7 +376,8 @@ fn frames_rule(frames: &Frames, c: &Comparison) -> String {
     )
 }
 
-/// The subtitle of a CPU figure: one line of inferno's (about 160 characters).
+/// The subtitle of a CPU figure: one line of inferno's (at most about 160 characters at its
+/// 1200-pixel width; diff.md says how a box is judged).
 pub fn cpu_figure_sentence(frames: &Frames, c: &Comparison, shape: Shape) -> String {
     let (side, mark) = match shape {
         Shape::Head => ("HEAD", "green, dashed: appeared"),
@@ -388,7 +389,7 @@ pub fn cpu_figure_sentence(frames: &Frames, c: &Comparison, shape: Shape) -> Str
     };
     let judged = if frames.judged {
         format!(
-            "Red/blue: a box's own samples judged slower/faster ({} tested)",
+            "Red/blue: judged slower/faster ({} boxes tested)",
             frames.tested
         )
     } else {
