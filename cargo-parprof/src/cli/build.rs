@@ -60,6 +60,25 @@ impl BuildArgs {
     }
 }
 
+/// The workspace's own packages (`cargo metadata --no-deps`), with cargo run from `dir`
+/// (default: the current directory) and the manifest `args` name, if any.
+pub(super) fn workspace_metadata(
+    args: &BuildArgs,
+    dir: Option<&Path>,
+) -> Result<cargo_metadata::Metadata> {
+    let mut metadata_cmd = cargo_metadata::MetadataCommand::new();
+    metadata_cmd.no_deps();
+    if let Some(dir) = dir {
+        metadata_cmd.current_dir(dir);
+    }
+    if let Some(path) = &args.manifest_path {
+        metadata_cmd.manifest_path(path);
+    }
+    metadata_cmd
+        .exec()
+        .context("`cargo metadata` failed: is this a cargo project?")
+}
+
 /// Resolves the target asked for and builds it for profiling.
 pub fn build_target(args: &BuildArgs) -> Result<Built> {
     build_target_in(args, None, None)
@@ -73,17 +92,7 @@ pub(super) fn build_target_in(
     dir: Option<&Path>,
     build_dir: Option<&Path>,
 ) -> Result<Built> {
-    let mut metadata_cmd = cargo_metadata::MetadataCommand::new();
-    metadata_cmd.no_deps();
-    if let Some(dir) = dir {
-        metadata_cmd.current_dir(dir);
-    }
-    if let Some(path) = &args.manifest_path {
-        metadata_cmd.manifest_path(path);
-    }
-    let metadata = metadata_cmd
-        .exec()
-        .context("`cargo metadata` failed: is this a cargo project?")?;
+    let metadata = workspace_metadata(args, dir)?;
     let target = target::resolve(&metadata, &args.target_request())?;
     let target_dir = metadata.target_directory.clone().into_std_path_buf();
     crate::console::note!(

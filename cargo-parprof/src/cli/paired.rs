@@ -4,7 +4,7 @@
 //! `--repeat`'s are, until the paired rule ([`diff::paired`]) decides every row or the budget
 //! is spent.
 
-use super::build::{Built, build_target_in};
+use super::build::{Built, build_target_in, workspace_metadata};
 use super::options::{BuildArgs, DiffArgs, RecordingArgs};
 use super::profile::profile_once;
 use crate::build::target::TargetKind;
@@ -202,17 +202,7 @@ impl SharedBuild<'_> {
 /// side built second would be taken for the first one's build and not compiled (in the work
 /// tree, this makes the next plain `cargo build` compile its members again).
 fn mark_sources_changed(build: &BuildArgs, dir: Option<&Path>) -> Result<()> {
-    let mut metadata_cmd = cargo_metadata::MetadataCommand::new();
-    metadata_cmd.no_deps();
-    if let Some(dir) = dir {
-        metadata_cmd.current_dir(dir);
-    }
-    if let Some(path) = &build.manifest_path {
-        metadata_cmd.manifest_path(path);
-    }
-    let metadata = metadata_cmd
-        .exec()
-        .context("`cargo metadata` failed: is this a cargo project?")?;
+    let metadata = workspace_metadata(build, dir)?;
     let target_dir = metadata.target_directory.as_std_path();
     let now = std::time::SystemTime::now();
     for package in metadata.workspace_packages() {

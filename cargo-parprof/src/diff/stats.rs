@@ -59,14 +59,7 @@ pub fn moderated_t(a: &[f64], b: &[f64], prior_sd: f64, prior_df: f64) -> Option
     let var = (own_df * sample_var + prior_df * prior_sd * prior_sd) / df;
     let (difference, sd) = (mb - ma, var.sqrt());
     let se = sd * (1.0 / n + 1.0 / m).sqrt();
-    let p = if se > 0.0 && se.is_finite() {
-        two_sided_t_p(difference / se, df)
-    } else if difference == 0.0 {
-        1.0
-    } else {
-        // No variation at all, and no prior: any difference is certain.
-        0.0
-    };
+    let p = p_of(difference, se, df);
     Some(TTest {
         difference,
         sample_sd: sample_var.sqrt(),
@@ -74,6 +67,18 @@ pub fn moderated_t(a: &[f64], b: &[f64], prior_sd: f64, prior_df: f64) -> Option
         df,
         p,
     })
+}
+
+/// The two-sided p of an estimate with standard error `se` on `df` degrees of freedom. With no
+/// variation at all (and no prior), any difference is certain, none is not.
+fn p_of(estimate: f64, se: f64, df: f64) -> f64 {
+    if se > 0.0 && se.is_finite() {
+        two_sided_t_p(estimate / se, df)
+    } else if estimate == 0.0 {
+        1.0
+    } else {
+        0.0
+    }
 }
 
 /// P(|T| ≥ |t|) for Student's t distribution with `df` degrees of freedom:
@@ -98,13 +103,7 @@ pub fn moderated_paired_t(d: &[f64], prior_sd: f64, prior_df: f64) -> Option<TTe
     let df = n - 1.0 + prior_df;
     let sd = (((n - 1.0) * sample_var + prior_df * prior_sd * prior_sd) / df).sqrt();
     let se = sd / n.sqrt();
-    let p = if se > 0.0 && se.is_finite() {
-        two_sided_t_p(mean / se, df)
-    } else if mean == 0.0 {
-        1.0
-    } else {
-        0.0
-    };
+    let p = p_of(mean, se, df);
     Some(TTest {
         difference: mean,
         sample_sd: sample_var.sqrt(),
