@@ -33,12 +33,14 @@
 //! of its latency the core overlaps with the work around it depends on the program's code,
 //! which a reference of one fixed shape does not stand for.
 //!
-//! A pair also costs more in a long stretch of pairs than in a short one, which the references
-//! (short stretches) do not see: probed against plain blocks of a 16-round body, alternating,
-//! timed by `rdtsc` in blocks without a context switch, a pair cost 14.0 ns in blocks of 256
-//! calls, 15.8–17.1 in blocks of 2048 and 16.8–18.5 in blocks of 30 000, whose events fill the
-//! core's 1 MiB L2 cache (the `nested_probes` parent makes 120 000 calls in a row). Tried
-//! against it, 20 runs each: references of 2048 calls narrowed the 16-round parent's gap from
+//! The gap matches what a pair costs in long stretches of pairs against short ones: probed
+//! against plain blocks of a 16-round body, alternating, timed by `rdtsc` in blocks without a
+//! context switch, a pair cost 14.0 ns in blocks of 256 calls, 15.8–17.1 in blocks of 2048 and
+//! 16.8–18.5 in blocks of 30 000, whose events fill the core's 1 MiB L2 cache (the
+//! `nested_probes` parent makes 120 000 calls in a row; in one of its runs the references read
+//! 14.3 ns and the pairs cost the parent 16.4). Yet windows of 256 calls read 15.9 ns both
+//! inside a continuous stream of pairs and alternating with plain ones, in another harness:
+//! what makes the program's pairs dearer is not settled. Tried against it, 20 runs each: references of 2048 calls narrowed the 16-round parent's gap from
 //! 1.4 to 1.0 ns (10 runs of 20 within 10 %) at eight times their cost; the start-up pair
 //! measured in rounds of 32 Ki calls made calibration uncertain (15 runs said so) and the
 //! median error no smaller; a writer that does not preempt the program when woken
