@@ -1399,6 +1399,23 @@ mod tests {
     }
 
     #[test]
+    fn symbols_appended_to_version_2_records_make_a_version_3_file() {
+        use crate::recording::run_folder::{RECORDS_FILE, append_symbols, load};
+        let recording = example();
+        let dir = tempfile::tempdir().unwrap();
+        let mut records = encode_records(&recording);
+        records[VERSION_OFFSET as usize..][..4].copy_from_slice(&2u32.to_le_bytes());
+        std::fs::write(dir.path().join(RECORDS_FILE), &records).unwrap();
+        let loaded = load(dir.path()).unwrap();
+        assert!(loaded.recording.needs_symbols());
+        let records_len = loaded.records_len.unwrap();
+        append_symbols(dir.path(), records_len, &recording.kernel).unwrap();
+        let file = std::fs::read(dir.path().join(RECORDS_FILE)).unwrap();
+        assert_eq!(file, encode(&recording));
+        assert_eq!(load(dir.path()).unwrap().recording, recording);
+    }
+
+    #[test]
     fn a_deep_recursion_costs_its_new_frames_only() {
         // 1,000 samples, each one frame deeper than the last: as whole stacks, 500,500 frames.
         let mut recording = example();
