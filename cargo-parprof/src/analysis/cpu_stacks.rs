@@ -255,8 +255,10 @@ fn program_frames<'a>(
     }
     match stack {
         Some(stack) if !stack.is_empty() => {
-            let frames: Vec<(FrameRef, NameClass)> =
-                stack.into_iter().map(|f| (FrameRef(f), classes.of(f))).collect();
+            let frames: Vec<(FrameRef, NameClass)> = stack
+                .into_iter()
+                .map(|f| (FrameRef(f), classes.of(f)))
+                .collect();
             let frames = without_profiler_frames_by(
                 frames,
                 |(_, class)| class.profiler,
@@ -355,11 +357,7 @@ type StackKey = (String, Vec<String>);
 type SharedStack = (Option<StackId>, *const [u64], u32);
 
 fn shared_stack(stack: Option<StackId>, sample: &CpuSample) -> SharedStack {
-    (
-        stack,
-        Arc::as_ptr(&sample.callchain),
-        sample.tid,
-    )
+    (stack, Arc::as_ptr(&sample.callchain), sample.tid)
 }
 
 fn sampled_stacks(stacks: BTreeMap<StackKey, u64>) -> Vec<SampledStack> {

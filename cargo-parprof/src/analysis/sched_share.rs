@@ -366,7 +366,10 @@ mod tests {
             ),
         ]);
         assert_eq!(classify(drop.iter().rev()), Hit::Profiler);
-        assert_eq!(classify(stack(&[("[libc.so.6]", false)]).iter().rev()), Hit::Unknown);
+        assert_eq!(
+            classify(stack(&[("[libc.so.6]", false)]).iter().rev()),
+            Hit::Unknown
+        );
     }
 
     #[test]

@@ -66,8 +66,8 @@ use super::counters::{
     UnavailableCounter,
 };
 use super::kernel_records::{
-    CallChain, Capabilities, CpuSample, Frame, KernelRecords, StackId,
-    StackInterner, SwitchKind, SwitchRecord, ThreadStart, UnwindCounts,
+    CallChain, Capabilities, CpuSample, Frame, KernelRecords, StackId, StackInterner, SwitchKind,
+    SwitchRecord, ThreadStart, UnwindCounts,
 };
 use super::run::{Recording, RunMeta};
 use parprof_rt::codec::{put_varint, read_full, read_varint};
@@ -466,7 +466,10 @@ pub fn write_symbols(kernel: &KernelRecords, out: impl Write) -> io::Result<()> 
         kernel.stacks.nodes(),
         |b, (parent, frame)| {
             put_varint(b, parent.into());
-            put_varint(b, functions.ids[&*frame.function] * 2 + u64::from(frame.inlined));
+            put_varint(
+                b,
+                functions.ids[&*frame.function] * 2 + u64::from(frame.inlined),
+            );
         },
     )?;
     let put_id = |b: &mut Vec<u8>, id: &StackId| put_varint(b, (*id).into());
@@ -477,7 +480,11 @@ pub fn write_symbols(kernel: &KernelRecords, out: impl Write) -> io::Result<()> 
         &kernel.switch_sample_stacks,
         put_id,
     )?;
-    let counts = [kernel.sample_stacks.len(), kernel.switch_sample_stacks.len()].map(|n| n as u64);
+    let counts = [
+        kernel.sample_stacks.len(),
+        kernel.switch_sample_stacks.len(),
+    ]
+    .map(|n| n as u64);
     w.part(PartKind::SymbolsEnd, &put_counts(&counts))?;
     w.out.flush()
 }
@@ -984,7 +991,12 @@ impl Decoder {
                     })?;
                 }
             }
-            _ => return Err(format!("a {kind:?} part in a version {} file", self.version)),
+            _ => {
+                return Err(format!(
+                    "a {kind:?} part in a version {} file",
+                    self.version
+                ));
+            }
         }
         Ok(())
     }
@@ -1315,7 +1327,7 @@ mod tests {
         let mut recording = example();
         let one = encode(&recording).len();
         let sample = recording.kernel.samples[0].clone();
-        let stack = recording.kernel.sample_stacks[0].clone();
+        let stack = recording.kernel.sample_stacks[0];
         recording.kernel.samples.extend(vec![sample; 1000]);
         recording.kernel.sample_stacks.extend(vec![stack; 1000]);
         let per_sample = (encode(&recording).len() - one) as f64 / 1000.0;
@@ -1395,7 +1407,10 @@ mod tests {
         mixed[VERSION_OFFSET as usize..][..4].copy_from_slice(&2u32.to_le_bytes());
         write_symbols(&recording.kernel, &mut mixed).unwrap();
         let err = read(mixed.as_slice()).unwrap_err();
-        assert!(err.to_string().contains("StackNodes part in a version 2"), "{err}");
+        assert!(
+            err.to_string().contains("StackNodes part in a version 2"),
+            "{err}"
+        );
     }
 
     #[test]

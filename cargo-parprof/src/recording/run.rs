@@ -187,7 +187,13 @@ mod tests {
         let (stacks, ids) = StackTree::of_stacks(&[vec![main.clone()], vec![main]]);
         (recording.kernel.stacks, recording.kernel.sample_stacks) = (stacks, ids.clone());
         recording.release_call_chains();
-        assert!(recording.kernel.samples.iter().all(|s| s.callchain.is_empty()));
+        assert!(
+            recording
+                .kernel
+                .samples
+                .iter()
+                .all(|s| s.callchain.is_empty())
+        );
         assert!(recording.addresses.sample_pids.is_empty());
         assert_eq!(recording.kernel.sample_stacks, ids);
         assert!(!recording.needs_symbols());
