@@ -7,7 +7,8 @@
 //! The global pool has 2 workers (`one_item_tasks [N] [WORKERS]`). Prints `leaves=<n>`: the
 //! one-item pieces the iterator ran, counted by the program (`fold` makes one accumulator per
 //! piece); the iterator splits by `join` down to them, so the region has 2·(leaves − 1) + 1
-//! tasks. Then `work_ns=<n>`: the loop's own wall time.
+//! tasks. Then `work_ns=<n>`: the loop's own wall time, and `cpu_ns=<n>`: the CPU time of every
+//! thread of the process meanwhile.
 
 use rayon::prelude::*;
 use std::time::Instant;
@@ -23,6 +24,7 @@ fn main() {
         .build_global()
         .expect("the global pool is built once");
     let start = Instant::now();
+    let cpu = parprof_suite::process_cpu_ns();
     let sum = (0..items)
         .into_par_iter()
         .with_max_len(1)
@@ -35,7 +37,8 @@ fn main() {
         )
         .reduce(|| 0, u64::wrapping_add);
     let work_ns = start.elapsed().as_nanos();
+    let cpu_ns = parprof_suite::process_cpu_ns() - cpu;
     println!("sum={sum}");
     println!("leaves={}", LEAVES.total());
-    println!("work_ns={work_ns}");
+    println!("work_ns={work_ns} cpu_ns={cpu_ns}");
 }

@@ -478,6 +478,11 @@ struct Tracker {
     /// The mark the previous counted hook read: a window opens only at a hook that reads a new
     /// one.
     last_mark: u64,
+    /// A window is due: the next task begin, fork return or sleep opens one.
+    window_due: bool,
+    /// The region whose tasks' hooks may take [`Tracker::fast_hook`] ([`NO_REGION`]: none):
+    /// `last_counters` are its counters, and no window would open early at its tasks.
+    fast_region: u32,
 }
 
 /// What the event clock says of the stretch a counted hook ends and of the one it starts: the
@@ -511,6 +516,10 @@ pub(crate) fn hook(kind: EventKind, region: u32, aux: u16, flags: u8) -> bool {
     // SAFETY: the tracker is this thread's alone and no reference to it outlives a call; hooks
     // do not run inside one another.
     let t = unsafe { &mut *tracker };
+    if t.fast_hook(kind, region, flags) {
+        crate::hook_spin::spin_if_asked();
+        return true;
+    }
     let recorded = t.on_hook(kind, region, aux, flags);
     if kind == EventKind::RegionBegin {
         t.take_pending_items(region);
@@ -611,6 +620,112 @@ impl Tracker {
             draw: 0x9E37_79B9,
             timed_from: 0,
             last_mark: 0,
+            window_due: false,
+            fast_region: NO_REGION,
+        }
+    }
+
+    /// The counted path of a task's begin or end or a fork's return where only counts change,
+    /// taken by nearly every hook of a job-heavy run: no mark since the previous hook (a stretch
+    /// that holds no mark is credited no time), no stretch being timed or starting, no search
+    /// to close, the frames as a recursion leaves them. Does what [`Tracker::on_hook`] would,
+    /// with none of its other cases; returns false, having changed nothing, where it must take
+    /// the hook.
+    #[inline(always)]
+    fn fast_hook(&mut self, kind: EventKind, region: u32, flags: u8) -> bool {
+        if region != self.fast_region
+            || self.countdown <= 1
+            || state_clock::now() != self.last_mark
+            || !recorder::is_on()
+        {
+            return false;
+        }
+        // SAFETY: `fast_region` is set only with `last_counters` its counters (see
+        // `arm_fast_path`; `counters_cold` unsets it).
+        let c = unsafe { &*self.last_counters };
+        let searched = self.rounds != 0 || self.sleeps != 0;
+        match kind {
+            EventKind::TaskBegin => {
+                let origin = flags as usize & 3;
+                if self.in_uc {
+                    // User code ends: the stretch is the enclosing frame's, the task a bypass.
+                    if self.frames.last().is_none_or(|top| top.region != region) {
+                        return false;
+                    }
+                    c.user_code_stretches.add(1);
+                    c.bypasses.add(1);
+                } else if searched {
+                    return false;
+                } else if origin <= TaskOrigin::Local as usize {
+                    c.local.count.add(1);
+                } else {
+                    c.steal.count.add(1);
+                }
+                self.frames.push(Frame {
+                    region,
+                    begin: self.since,
+                    task: true,
+                    entry: origin == TaskOrigin::Injected as usize,
+                    nested: 0,
+                    has_nested: false,
+                    exact: false,
+                    timed_begin: 0,
+                });
+                c.tasks[origin].add(1);
+                self.in_uc = true;
+            }
+            EventKind::TaskEnd => {
+                // The top task ends, of no time by the marks.
+                let Some(&top) = self.frames.last().filter(|_| self.in_uc) else {
+                    return false;
+                };
+                if !top.task
+                    || top.region != region
+                    || top.timed_begin != 0
+                    || top.begin != self.since
+                {
+                    return false;
+                }
+                self.frames.pop();
+                if let Some(outer) = self.frames.iter_mut().rev().find(|f| f.task) {
+                    outer.has_nested = true;
+                }
+                c.user_code_stretches.add(1);
+                c.task_ends.add(1);
+                if !top.has_nested {
+                    c.leaves.add(1);
+                }
+                self.last_region = region;
+                self.in_uc = false;
+            }
+            EventKind::TaskResume => {
+                if self.in_uc || searched {
+                    return false;
+                }
+                c.resume.count.add(1);
+                self.in_uc = true;
+            }
+            _ => return false,
+        }
+        self.countdown -= 1;
+        true
+    }
+
+    /// After a counted hook of `region`: its next hooks may take [`Tracker::fast_hook`] unless a
+    /// stretch is being timed or a task of the region would open a window early.
+    #[inline(always)]
+    fn arm_fast_path(&mut self, region: u32) {
+        let early_at_its_tasks = region != self.paused_region && self.early_windows < EARLY_WINDOWS;
+        if self.detail
+            || !self.started
+            || self.timed_from != 0
+            || self.window_due
+            || early_at_its_tasks
+        {
+            self.fast_region = NO_REGION;
+        } else {
+            self.counters(region);
+            self.fast_region = region;
         }
     }
 
@@ -639,6 +754,10 @@ impl Tracker {
         let fresh_mark = mark != self.last_mark;
         self.last_mark = mark;
         let ts = mark.max(self.since);
+        // A window is due from the first mark read past the window length (most hooks read no
+        // new mark and look no further) until a hook that can open it.
+        self.window_due |= fresh_mark
+            && ts.wrapping_sub(self.window_start) >= WINDOW_TICKS.load(Ordering::Relaxed);
         if always {
             recorder::stamp(kind, region, aux, flags);
         }
@@ -654,16 +773,13 @@ impl Tracker {
             EventKind::TaskBegin | EventKind::TaskResume | EventKind::SleepBegin
         );
         if resumes_here {
-            // On time only at the first hook after a mark (see below): most hooks read no new
-            // mark and look no further.
-            let on_time = fresh_mark
-                && ts.wrapping_sub(self.window_start) >= WINDOW_TICKS.load(Ordering::Relaxed);
+            let on_time = self.window_due;
             let early = kind == EventKind::TaskBegin
                 && region != self.paused_region
                 && self.early_windows < EARLY_WINDOWS;
             // The counts stop at the last mark and the events start now: the time between is
-            // held by neither. On time, a window waits for the first hook after a mark, where
-            // that is a stretch at most. A task of another region (its probe calls would go
+            // held by neither. On time, a window waits for the first hook after a mark that can
+            // open it, where that is a stretch or two at most. A task of another region (its probe calls would go
             // under the wrong one) and a thread going to sleep (its sleep may outlast the last
             // snapshot, where no count would hold it) open a short window at once, a few per
             // window length, and leave that time out.
@@ -674,6 +790,7 @@ impl Tracker {
         }
         let timing = self.timing();
         self.apply(ts, kind, region, flags, true, timing);
+        self.arm_fast_path(region);
         true
     }
 
@@ -759,6 +876,7 @@ impl Tracker {
             detail(frame.region, u16::from(frame.task), DETAIL_FRAME);
         }
         self.detail = true;
+        self.fast_region = NO_REGION;
         let written = 1 + (self.frames.len() - skipped) as u32;
         if early {
             if into_sleep {
@@ -771,6 +889,7 @@ impl Tracker {
         } else {
             self.early_windows = 0;
             self.sleep_windows = 0;
+            self.window_due = false;
             self.window_start = ts;
             self.window_events = written;
         }
@@ -837,6 +956,7 @@ impl Tracker {
 
     #[cold]
     fn counters_cold(&mut self, region: u32) -> &'static Counters {
+        self.fast_region = NO_REGION;
         let counters = match self.counters.iter().find(|(r, _)| *r == region) {
             Some(&(_, c)) => c,
             None => {

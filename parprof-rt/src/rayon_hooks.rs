@@ -146,6 +146,12 @@ impl Fork {
         Fork(Tag::here())
     }
 
+    /// The join whose second half's job carries `tag` (made on this thread just before).
+    #[inline(always)]
+    pub fn of(tag: Tag) -> Fork {
+        Fork(tag)
+    }
+
     /// The first half, run directly by the joining worker.
     #[inline(always)]
     pub fn inline_task(&self) -> Task {

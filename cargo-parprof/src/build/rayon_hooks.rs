@@ -39,34 +39,61 @@ pub fn prepare(program: &Program, build_dir: &Path) -> Result<PreparedCopy, Rayo
 }
 
 const HOOK_POINTS: &[HookPoint] = &[
-    // Every job carries the tag of the thread that created it…
+    // Every job carries the tag of the thread that created it, in the job itself: a tag in
+    // `JobRef` made it 24 bytes, returned through memory from every deque pop (a stall that
+    // cost nested parallel iterators more than the hooks did)…
     HookPoint {
         file: "src/job.rs",
-        anchor: "    execute_fn: unsafe fn(*const ()),\n}",
-        replacement: "    execute_fn: unsafe fn(*const ()),\n    parprof_tag: ::parprof_rt::rayon_hooks::Tag,\n}",
+        anchor: "    result: UnsafeCell<JobResult<R>>,\n}",
+        replacement: "    result: UnsafeCell<JobResult<R>>,\n    pub(super) parprof_tag: ::parprof_rt::rayon_hooks::Tag,\n}",
     },
     HookPoint {
         file: "src/job.rs",
-        anchor: "            execute_fn: <T as Job>::execute,\n",
-        replacement: "            execute_fn: <T as Job>::execute,\n            parprof_tag: ::parprof_rt::rayon_hooks::Tag::here(),\n",
+        anchor: "            result: UnsafeCell::new(JobResult::None),\n",
+        replacement: "            result: UnsafeCell::new(JobResult::None),\n            parprof_tag: ::parprof_rt::rayon_hooks::Tag::here(),\n",
     },
-    // …and running it is a task of that tag's region.
     HookPoint {
         file: "src/job.rs",
-        anchor: "    pub(super) unsafe fn execute(self) {\n",
-        replacement: "    pub(super) unsafe fn execute(self) {\n        let _parprof_task = ::parprof_rt::rayon_hooks::Task::begin(self.parprof_tag);\n",
+        anchor: "    BODY: FnOnce() + Send,\n{\n    job: BODY,\n}",
+        replacement: "    BODY: FnOnce() + Send,\n{\n    job: BODY,\n    parprof_tag: ::parprof_rt::rayon_hooks::Tag,\n}",
     },
-    // A FIFO spawn's queue wrapper is not a task: the job it runs is.
     HookPoint {
         file: "src/job.rs",
-        anchor: "        self.inner.push(job_ref);\n        JobRef::new(self)\n",
-        replacement: "        self.inner.push(job_ref);\n        let mut fifo = JobRef::new(self);\n        fifo.parprof_tag = ::parprof_rt::rayon_hooks::Tag::NONE;\n        fifo\n",
+        anchor: "        Box::new(HeapJob { job })",
+        replacement: "        Box::new(HeapJob { job, parprof_tag: ::parprof_rt::rayon_hooks::Tag::here() })",
+    },
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "    BODY: Fn() + Send + Sync,\n{\n    job: BODY,\n}",
+        replacement: "    BODY: Fn() + Send + Sync,\n{\n    job: BODY,\n    parprof_tag: ::parprof_rt::rayon_hooks::Tag,\n}",
+    },
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "        Arc::new(ArcJob { job })",
+        replacement: "        Arc::new(ArcJob { job, parprof_tag: ::parprof_rt::rayon_hooks::Tag::here() })",
+    },
+    // …and running it is a task of that tag's region (a FIFO scope's indirection runs the job
+    // it holds, which is the task).
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "        let this = &*(this as *const Self);\n        let abort = unwind::AbortIfPanic;\n",
+        replacement: "        let this = &*(this as *const Self);\n        let _parprof_task = ::parprof_rt::rayon_hooks::Task::begin(this.parprof_tag);\n        let abort = unwind::AbortIfPanic;\n",
+    },
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "        let this = Box::from_raw(this as *mut Self);\n        (this.job)();\n",
+        replacement: "        let this = Box::from_raw(this as *mut Self);\n        let _parprof_task = ::parprof_rt::rayon_hooks::Task::begin(this.parprof_tag);\n        (this.job)();\n",
+    },
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "        let this = Arc::from_raw(this as *mut Self);\n        (this.job)();\n",
+        replacement: "        let this = Arc::from_raw(this as *mut Self);\n        let _parprof_task = ::parprof_rt::rayon_hooks::Task::begin(this.parprof_tag);\n        (this.job)();\n",
     },
     // A join's first half runs inline…
     HookPoint {
         file: "src/join/mod.rs",
         anchor: "        let status_a = unwind::halt_unwinding(call_a(oper_a, injected));\n",
-        replacement: "        let parprof_fork = ::parprof_rt::rayon_hooks::Fork::here();\n        let status_a = {\n            let _parprof_task = parprof_fork.inline_task();\n            unwind::halt_unwinding(call_a(oper_a, injected))\n        };\n",
+        replacement: "        let parprof_fork = ::parprof_rt::rayon_hooks::Fork::of(job_b.parprof_tag);\n        let status_a = {\n            let _parprof_task = parprof_fork.inline_task();\n            unwind::halt_unwinding(call_a(oper_a, injected))\n        };\n",
     },
     // …its second half, popped back, runs without a job…
     HookPoint {

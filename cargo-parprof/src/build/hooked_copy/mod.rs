@@ -455,7 +455,7 @@ mod tests {
         });
         hooked_copy(&RAYON_CORE, &rayon_core, "path = \"x\"", hooked.path()).unwrap();
         let job = std::fs::read_to_string(hooked.path().join("src/job.rs")).unwrap();
-        assert!(job.contains("Task::begin(self.parprof_tag)"), "{job}");
+        assert!(job.contains("Task::begin(this.parprof_tag)"), "{job}");
         let lib = std::fs::read_to_string(hooked.path().join("src/lib.rs")).unwrap();
         let mark = hook_marker::mark(&rayon_core.version.to_string());
         assert!(lib.contains(&mark), "{lib}");
@@ -469,8 +469,8 @@ mod tests {
         let rayon_core = changed_rayon_core(sources.path(), |name, text| {
             if name == "src/job.rs" {
                 text.replace(
-                    "execute_fn: unsafe fn(*const ()),",
-                    "run: unsafe fn(*const ()),",
+                    "result: UnsafeCell<JobResult<R>>,",
+                    "outcome: UnsafeCell<JobResult<R>>,",
                 )
             } else {
                 text
