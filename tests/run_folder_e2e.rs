@@ -257,6 +257,7 @@ fn a_run_saved_before_its_symbols_is_symbolised_by_report() {
     assert!(!symbolised.recording.needs_symbols());
     assert_eq!(symbolised.recording.kernel, {
         let mut k = unsymbolised.recording.kernel.clone();
+        k.stacks = symbolised.recording.kernel.stacks.clone();
         k.sample_stacks = symbolised.recording.kernel.sample_stacks.clone();
         k.switch_sample_stacks = symbolised.recording.kernel.switch_sample_stacks.clone();
         k

@@ -175,7 +175,8 @@ pub fn report_saved(
         }
         let (mut loaded, cut_note) = load(&run_dir, request.partial)?;
         symbolise_saved(&mut loaded, &run_dir);
-        let recording = loaded.recording;
+        let mut recording = loaded.recording;
+        recording.release_call_chains();
         let options = options(&recording.run.options);
         let mut analysis = analyse(&recording, &run_dir, &options)?;
         analysis.notes.extend(cut_note);

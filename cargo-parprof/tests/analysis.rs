@@ -9,7 +9,8 @@ use cargo_parprof::analysis::{
 };
 use cargo_parprof::recording::Thresholds;
 use cargo_parprof::recording::kernel_records::{
-    Capabilities, Capability, CpuSample, Frame, KernelRecords, Stack, SwitchKind, SwitchRecord,
+    Capabilities, Capability, CpuSample, Frame, KernelRecords, StackId, StackInterner, SwitchKind,
+    SwitchRecord,
 };
 use cargo_parprof::report;
 use parprof_rt::trace::{
@@ -17,6 +18,7 @@ use parprof_rt::trace::{
     NO_WORKER, SiteKind, SiteRecord, TaskOrigin, ThreadRecord,
 };
 use std::path::Path;
+use std::sync::Arc;
 
 const MAIN: u32 = 100;
 const WORKER: u32 = 101;
@@ -151,6 +153,10 @@ fn kernel() -> KernelRecords {
         cpu: 0,
         callchain: vec![0x2, 0x1].into(),
     };
+    let f = vec![frame("main", false), frame("app::f", false)];
+    let g = [f.clone(), vec![frame("app::g", true)]].concat();
+    let mut stacks = StackInterner::default();
+    let mut stack = |frames: Vec<Frame>| -> StackId { stacks.intern(&frames) };
     KernelRecords {
         capabilities: Capabilities {
             context_switches: Capability::yes(),
@@ -168,29 +174,11 @@ fn kernel() -> KernelRecords {
         // The main thread started before the run: no thread was created during it.
         thread_starts: Vec::new(),
         samples: vec![sample(10_950), sample(11_300), sample(11_450)],
-        sample_stacks: [
-            vec![frame("main", false), frame("app::f", false)],
-            vec![
-                frame("main", false),
-                frame("app::f", false),
-                frame("app::g", true),
-            ],
-            vec![frame("main", false), frame("app::f", false)],
-        ]
-        .map(Stack::from)
-        .into(),
+        sample_stacks: [f.clone(), g.clone(), f.clone()].map(&mut stack).into(),
         // The stacks where the thread stopped: preempted in `f`, blocked in `g`.
         switch_samples: vec![sample(11_000), sample(11_225)],
-        switch_sample_stacks: [
-            vec![frame("main", false), frame("app::f", false)],
-            vec![
-                frame("main", false),
-                frame("app::f", false),
-                frame("app::g", true),
-            ],
-        ]
-        .map(Stack::from)
-        .into(),
+        switch_sample_stacks: [f, g].map(&mut stack).into(),
+        stacks: Arc::new(stacks.finish()),
         sample_period_ns: 1_000,
         lost_records: 2,
         malformed_records: 1,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use cargo_parprof::record::collect::{CollectOptions, SIMULATE_REFUSED_ENV};
 use cargo_parprof::record::launch::{RunOutcome, run_and_collect};
-use cargo_parprof::recording::kernel_records::{KernelRecords, SwitchKind};
+use cargo_parprof::recording::kernel_records::{Frame, KernelRecords, SwitchKind};
 
 const HELPER_ENV: &str = "PARPROF_TEST_HELPER";
 
@@ -142,8 +142,10 @@ fn busy_child_is_sampled_with_symbolised_stacks() {
     assert!(k.samples.iter().all(|s| !s.callchain.is_empty()));
     assert!(k.sample_period_ns > 0);
     assert_eq!(k.sample_stacks.len(), k.samples.len());
-    let in_spin = k
-        .sample_stacks
+    let stacks: Vec<Vec<&Frame>> = (k.sample_stacks.iter())
+        .map(|&id| k.stacks.frames(id))
+        .collect();
+    let in_spin = stacks
         .iter()
         .filter(|stack| {
             stack
@@ -154,20 +156,19 @@ fn busy_child_is_sampled_with_symbolised_stacks() {
     assert!(
         in_spin >= 1,
         "no sample in spin_for_a_while; stacks: {:?}",
-        &k.sample_stacks[..3.min(k.sample_stacks.len())]
+        &stacks[..3.min(stacks.len())]
     );
     // Roots come first: the spin function is called from main, so it is never a stack's
     // first frame.
     assert!(
-        k.sample_stacks.iter().all(|stack| !stack
+        stacks.iter().all(|stack| !stack
             .first()
             .is_some_and(|f| f.function.contains("spin_for_a_while"))),
         "a stack starts at its leaf"
     );
-    let named = k
-        .sample_stacks
+    let named = stacks
         .iter()
-        .flat_map(|s| s.iter())
+        .flatten()
         .filter(|f| !f.function.starts_with('['))
         .count();
     assert!(named >= 1);

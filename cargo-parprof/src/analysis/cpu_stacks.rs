@@ -3,7 +3,7 @@
 use super::model::{CpuSamples, OffCpuStacks, SampledStack, ThreadSummary, TimedSample};
 use super::offcpu::{OffCpu, OffCpuIndex};
 use super::threads::WRITER_THREAD;
-use crate::recording::kernel_records::{CpuSample, Frame, KernelRecords, Stack, SwitchRecord};
+use crate::recording::kernel_records::{CpuSample, Frame, KernelRecords, StackId, SwitchRecord};
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hash};
@@ -245,7 +245,7 @@ impl NameClasses {
 /// [`FoldedFrames`]): the profiler's own (`None`: its frames with nothing of the program
 /// under them, or its writer thread) left out, recursion folded.
 fn program_frames<'a>(
-    stack: Option<&'a Stack>,
+    stack: Option<Vec<&'a Frame>>,
     callchain: &[u64],
     role: Option<&str>,
     classes: &mut NameClasses,
@@ -255,8 +255,10 @@ fn program_frames<'a>(
     }
     match stack {
         Some(stack) if !stack.is_empty() => {
-            let frames: Vec<(FrameRef, NameClass)> =
-                stack.iter().map(|f| (FrameRef(f), classes.of(f))).collect();
+            let frames: Vec<(FrameRef, NameClass)> = stack
+                .into_iter()
+                .map(|f| (FrameRef(f), classes.of(f)))
+                .collect();
             let frames = without_profiler_frames_by(
                 frames,
                 |(_, class)| class.profiler,
@@ -349,17 +351,13 @@ fn thread_root(role: Option<&str>, tid: u32) -> String {
 /// A folded stack: its thread's role and its frames, root first.
 type StackKey = (String, Vec<String>);
 
-/// A sample's stack as the samples that have it share it: the allocations of its symbolised
-/// stack (when it has one) and of its call chain, and its thread. Folding depends on nothing
-/// else, so each distinct one is folded once, however many samples a long run has of it.
-type SharedStack = (Option<*const [Frame]>, *const [u64], u32);
+/// A sample's stack as the samples that have it share it: its symbolised stack (when it has
+/// one), the allocation of its call chain, and its thread. Folding depends on nothing else, so
+/// each distinct one is folded once, however many samples a long run has of it.
+type SharedStack = (Option<StackId>, *const [u64], u32);
 
-fn shared_stack(stack: Option<&Stack>, sample: &CpuSample) -> SharedStack {
-    (
-        stack.map(Arc::as_ptr),
-        Arc::as_ptr(&sample.callchain),
-        sample.tid,
-    )
+fn shared_stack(stack: Option<StackId>, sample: &CpuSample) -> SharedStack {
+    (stack, Arc::as_ptr(&sample.callchain), sample.tid)
 }
 
 fn sampled_stacks(stacks: BTreeMap<StackKey, u64>) -> Vec<SampledStack> {
@@ -395,11 +393,12 @@ pub(crate) fn fold(
     let mut unsymbolised = 0;
     let mut profiler = 0;
     for (i, sample) in kernel.samples.iter().enumerate() {
-        let stack = kernel.sample_stacks.get(i);
+        let stack = kernel.sample_stacks.get(i).copied();
         let folded = *folded_once
             .entry(shared_stack(stack, sample))
             .or_insert_with(|| {
                 let role = roles.get(&sample.tid).copied();
+                let stack = stack.map(|id| kernel.stacks.frames(id));
                 let frames = program_frames(stack, &sample.callchain, role, &mut classes)?;
                 let symbolised = frames.symbolised();
                 let identity = frames.identity().map(|frames| (sample.tid, frames));
@@ -504,11 +503,12 @@ pub(crate) fn fold_switch_outs(
         let interval = &list[j];
         let ns = interval.end - interval.start;
         result.total_ns += ns;
-        let stack = kernel.switch_sample_stacks.get(i);
+        let stack = kernel.switch_sample_stacks.get(i).copied();
         let folded = *folded_once
             .entry((shared_stack(stack, sample), interval.preempted))
             .or_insert_with(|| {
                 let role = roles.get(&sample.tid).copied();
+                let stack = stack.map(|id| kernel.stacks.frames(id));
                 let mut frames =
                     program_frames(stack, &sample.callchain, role, &mut classes)?.names();
                 frames.push(leaf(interval.preempted).to_owned());
@@ -583,7 +583,7 @@ fn leaf(preempted: bool) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recording::kernel_records::{CpuSample, SwitchKind};
+    use crate::recording::kernel_records::{CpuSample, StackTree, SwitchKind};
 
     fn frame(function: &str, inlined: bool) -> Frame {
         Frame {
@@ -737,7 +737,15 @@ mod tests {
         ];
         let mut switches = switches.to_vec();
         switches.sort_by_key(|s| s.time_ns);
-        let user: Stack = [frame("main", false), frame("wait_for_input", false)].into();
+        let user = vec![frame("main", false), frame("wait_for_input", false)];
+        let (stacks, switch_sample_stacks) = StackTree::of_stacks(&[
+            user.clone(),
+            vec![frame("parprof_rt::writer::run", false)],
+            user.clone(),
+            user.clone(),
+            user.clone(),
+            user,
+        ]);
         let kernel = KernelRecords {
             switch_samples: vec![
                 sample(1_040, 1),
@@ -748,14 +756,8 @@ mod tests {
                 // Far from every switch-out of its thread: not one of them.
                 sample(700_000, 1),
             ],
-            switch_sample_stacks: vec![
-                user.clone(),
-                [frame("parprof_rt::writer::run", false)].into(),
-                user.clone(),
-                user.clone(),
-                user.clone(),
-                user,
-            ],
+            stacks,
+            switch_sample_stacks,
             ..KernelRecords::default()
         };
         let threads = [thread(1, "poller"), thread(9, WRITER_THREAD)];
@@ -801,6 +803,14 @@ mod tests {
             cpu: 0,
             callchain: callchain.into(),
         };
+        let (stacks, sample_stacks) = StackTree::of_stacks(&[
+            vec![frame("main", false), frame("work", true)],
+            vec![frame("main", false), frame("work", true)],
+            vec![],
+            vec![],
+            vec![frame("start", false), frame("parprof_rt::clock::now", true)],
+            vec![frame("start", false), frame("write", false)],
+        ]);
         let kernel = KernelRecords {
             samples: vec![
                 sample(1, vec![2, 1]),
@@ -810,16 +820,8 @@ mod tests {
                 sample(2, vec![4, 3]),
                 sample(9, vec![6, 5]),
             ],
-            sample_stacks: [
-                vec![frame("main", false), frame("work", true)],
-                vec![frame("main", false), frame("work", true)],
-                vec![],
-                vec![],
-                vec![frame("start", false), frame("parprof_rt::clock::now", true)],
-                vec![frame("start", false), frame("write", false)],
-            ]
-            .map(Stack::from)
-            .into(),
+            stacks,
+            sample_stacks,
             sample_period_ns: 1000,
             ..KernelRecords::default()
         };

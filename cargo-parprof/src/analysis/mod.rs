@@ -664,6 +664,7 @@ fn stream_trace(
         &lifecycle.region_runs,
         &kernel.samples,
         &kernel.sample_stacks,
+        &kernel.stacks,
         |ns| source.ticks(ns),
     );
     diagnoses::diagnose_regions(
@@ -822,7 +823,8 @@ impl Context<'_> {
                 .map(|(i, s)| outside_regions::WorkerSample {
                     tid: s.tid,
                     tick: self.source.ticks(s.time_ns),
-                    stack: self.kernel.sample_stacks.get(i),
+                    stack: (self.kernel.sample_stacks.get(i))
+                        .map(|&id| self.kernel.stacks.leaf_first(id)),
                 });
         let found = outside_regions::program_time_outside_regions(
             samples,

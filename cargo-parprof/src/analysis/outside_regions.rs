@@ -9,7 +9,7 @@
 //! is not busy).
 
 use super::blocked_where::is_program_frame;
-use crate::recording::kernel_records::Stack;
+use crate::recording::kernel_records::Frame;
 use std::collections::HashSet;
 
 /// What the workers ran outside every region.
@@ -23,17 +23,17 @@ pub(crate) struct OutsideRegions {
 }
 
 /// A worker's cpu-clock sample: its thread, its time on the trace's tick time line, and its
-/// symbolised stack (root first) when there is one.
-pub(crate) struct WorkerSample<'a> {
+/// symbolised stack (its frames in any order) when there is one.
+pub(crate) struct WorkerSample<F> {
     pub tid: u32,
     pub tick: u64,
-    pub stack: Option<&'a Stack>,
+    pub stack: Option<F>,
 }
 
 /// The samples of `workers` outside `runs` (the union of every region's runs: sorted, disjoint
 /// tick intervals) in the program's own code; `None` when there are none.
-pub(crate) fn program_time_outside_regions<'a>(
-    samples: impl IntoIterator<Item = WorkerSample<'a>>,
+pub(crate) fn program_time_outside_regions<'f, F: IntoIterator<Item = &'f Frame>>(
+    samples: impl IntoIterator<Item = WorkerSample<F>>,
     workers: &HashSet<u32>,
     runs: &[(u64, u64)],
     period_ns: u64,
@@ -46,7 +46,7 @@ pub(crate) fn program_time_outside_regions<'a>(
         }
         let in_program = s
             .stack
-            .is_some_and(|frames| frames.iter().any(|f| is_program_frame(&f.function)));
+            .is_some_and(|frames| frames.into_iter().any(|f| is_program_frame(&f.function)));
         if in_program {
             count += 1;
             busy_workers.insert(s.tid);
@@ -68,10 +68,9 @@ fn in_runs(runs: &[(u64, u64)], tick: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recording::kernel_records::Frame;
     use std::sync::Arc;
 
-    fn stack(functions: &[&str]) -> Stack {
+    fn stack(functions: &[&str]) -> Vec<Frame> {
         functions
             .iter()
             .map(|f| Frame {

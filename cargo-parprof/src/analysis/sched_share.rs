@@ -27,9 +27,8 @@ use super::cpu_stacks::{is_profiler_frame, is_runtime_library_frame, type_path};
 use super::hook_time;
 use super::lifecycle::RegionReport;
 use super::model::SchedShare;
-use crate::recording::kernel_records::{CpuSample, Frame, Stack};
+use crate::recording::kernel_records::{CpuSample, Frame, StackId, StackTree};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// Samples in UC under which a region's share is not told. Ten give a share to ±16 points
 /// at worst (said with it): a short region of tiny tasks (25 ms on 2 workers, 10 samples in
@@ -97,9 +96,9 @@ fn is_job_start(function: &str) -> bool {
     JOB_STARTS.iter().any(|f| function.contains(f))
 }
 
-/// Classifies a symbolised stack (root first) by the code its innermost frame hit.
-pub fn classify(stack: &[Frame]) -> Hit {
-    let mut frames = stack.iter().rev().map(|f| &*f.function);
+/// Classifies a symbolised stack, given innermost frame first, by the code that frame hit.
+pub fn classify<'f>(leaf_first: impl Iterator<Item = &'f Frame>) -> Hit {
+    let mut frames = leaf_first.map(|f| &*f.function);
     let innermost = loop {
         let Some(function) = frames.next() else {
             return Hit::Unknown;
@@ -179,20 +178,22 @@ pub fn measure(
     regions: &mut [RegionReport],
     runs: &RegionRuns,
     samples: &[CpuSample],
-    stacks: &[Stack],
+    stacks: &[StackId],
+    tree: &StackTree,
     to_ticks: impl Fn(u64) -> u64,
 ) {
     if stacks.len() != samples.len() {
         return;
     }
     let mut counts = vec![Counts::default(); regions.len()];
-    let mut by_stack: HashMap<usize, Hit> = HashMap::new();
-    for (sample, stack) in samples.iter().zip(stacks) {
+    let mut by_stack: HashMap<StackId, Hit> = HashMap::new();
+    for (sample, &stack) in samples.iter().zip(stacks) {
         let Some(at) = region_of(regions, runs, sample.tid, to_ticks(sample.time_ns)) else {
             continue;
         };
-        let key = Arc::as_ptr(stack).cast::<Frame>() as usize;
-        let hit = *by_stack.entry(key).or_insert_with(|| classify(stack));
+        let hit = *by_stack
+            .entry(stack)
+            .or_insert_with(|| classify(tree.leaf_first(stack)));
         counts[at].add(hit);
     }
     for (region, c) in regions.iter_mut().zip(counts) {
@@ -254,7 +255,7 @@ mod tests {
             ),
             ("rayon::iter::len::MaxLenProducer::split_at", true),
         ]);
-        assert_eq!(classify(&split), Hit::Sched);
+        assert_eq!(classify(split.iter().rev()), Hit::Sched);
         // The user's closure inlined into rayon's helper is the task's own code.
         let closure = stack(&[
             WORKER,
@@ -265,14 +266,14 @@ mod tests {
             ),
             ("app::main::{closure}", true),
         ]);
-        assert_eq!(classify(&closure), Hit::Own);
+        assert_eq!(classify(closure.iter().rev()), Hit::Own);
         // A trait method of a user type is the user's; rayon's type implementing a std trait
         // is rayon's.
         let user_impl = stack(&[
             EXECUTE,
             ("<app::Tree as rayon::iter::Producer>::split_at", false),
         ]);
-        assert_eq!(classify(&user_impl), Hit::Own);
+        assert_eq!(classify(user_impl.iter().rev()), Hit::Own);
         let rayon_impl = stack(&[
             EXECUTE,
             (
@@ -280,7 +281,7 @@ mod tests {
                 false,
             ),
         ]);
-        assert_eq!(classify(&rayon_impl), Hit::Sched);
+        assert_eq!(classify(rayon_impl.iter().rev()), Hit::Sched);
     }
 
     #[test]
@@ -292,14 +293,14 @@ mod tests {
             ("core::option::Option::unwrap", true),
             ("alloc::sync::Arc::deref", true),
         ]);
-        assert_eq!(classify(&by_rayon), Hit::Sched);
+        assert_eq!(classify(by_rayon.iter().rev()), Hit::Sched);
         let by_user = stack(&[
             EXECUTE,
             ("app::hash_row", false),
             ("core::slice::iter::Iter::next", true),
             ("[libc.so.6]", false),
         ]);
-        assert_eq!(classify(&by_user), Hit::Own);
+        assert_eq!(classify(by_user.iter().rev()), Hit::Own);
         // Crossbeam's deque, pushed to by a join in a task: the scheduler's.
         let push = stack(&[
             ("app::quicksort", false),
@@ -307,7 +308,7 @@ mod tests {
             ("crossbeam_deque::deque::Worker::push", true),
             ("core::sync::atomic::atomic_load", true),
         ]);
-        assert_eq!(classify(&push), Hit::Sched);
+        assert_eq!(classify(push.iter().rev()), Hit::Sched);
     }
 
     #[test]
@@ -319,20 +320,20 @@ mod tests {
             ("rayon_core::registry::WorkerThread::take_local_job", true),
             ("crossbeam_deque::deque::Worker::pop", false),
         ]);
-        assert_eq!(classify(&pop), Hit::Search);
+        assert_eq!(classify(pop.iter().rev()), Hit::Search);
         let steal = stack(&[
             WORKER,
             ("rayon_core::registry::WorkerThread::find_work", true),
             ("crossbeam_deque::deque::Stealer::steal", false),
             ("core::sync::atomic::atomic_load", true),
         ]);
-        assert_eq!(classify(&steal), Hit::Search);
+        assert_eq!(classify(steal.iter().rev()), Hit::Search);
         let asleep = stack(&[
             WORKER,
             ("rayon_core::sleep::Sleep::sleep", false),
             ("[libc.so.6]", false),
         ]);
-        assert_eq!(classify(&asleep), Hit::Search);
+        assert_eq!(classify(asleep.iter().rev()), Hit::Search);
         // A job stolen and run from the wait loop: its rayon frames are the scheduler's.
         let stolen = stack(&[
             WORKER,
@@ -342,7 +343,7 @@ mod tests {
                 false,
             ),
         ]);
-        assert_eq!(classify(&stolen), Hit::Sched);
+        assert_eq!(classify(stolen.iter().rev()), Hit::Sched);
     }
 
     #[test]
@@ -356,7 +357,7 @@ mod tests {
             ("parprof_rt::lifecycle_totals::Tracker::on_hook", true),
             ("core::core_arch::x86::rdtsc::_rdtsc", true),
         ]);
-        assert_eq!(classify(&hook), Hit::Profiler);
+        assert_eq!(classify(hook.iter().rev()), Hit::Profiler);
         let drop = stack(&[
             ("app::main", false),
             (
@@ -364,8 +365,11 @@ mod tests {
                 true,
             ),
         ]);
-        assert_eq!(classify(&drop), Hit::Profiler);
-        assert_eq!(classify(&stack(&[("[libc.so.6]", false)])), Hit::Unknown);
+        assert_eq!(classify(drop.iter().rev()), Hit::Profiler);
+        assert_eq!(
+            classify(stack(&[("[libc.so.6]", false)]).iter().rev()),
+            Hit::Unknown
+        );
     }
 
     #[test]

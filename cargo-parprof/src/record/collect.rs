@@ -749,6 +749,7 @@ impl Parsed {
                 thread_starts,
                 call_chains: unwinder.map(|u| u.counts()).unwrap_or_default(),
                 samples,
+                stacks: Default::default(),
                 sample_stacks: Vec::new(),
                 switch_samples,
                 switch_sample_stacks: Vec::new(),

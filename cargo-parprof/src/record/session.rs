@@ -81,6 +81,7 @@ pub fn record_once<T>(
         return Ok((then(&recording)?, exit_code));
     }
     recording.addresses.symbolize(&mut recording.kernel);
+    recording.release_call_chains();
     let symbolised = &recording;
     std::thread::scope(|scope| {
         let saving =

@@ -20,7 +20,9 @@ use rayon::prelude::*;
 pub use crate::recording::address_spaces::{
     ExecEvent, ForkEvent, Mapping, SampleAddresses, SideBand,
 };
-use crate::recording::kernel_records::{CpuSample, Frame, Interner, KernelRecords, Stack};
+use crate::recording::kernel_records::{
+    CpuSample, Frame, Interner, KernelRecords, StackId, StackInterner, StackTree,
+};
 
 impl SampleAddresses {
     /// Fills in the symbolised stacks of `kernel`'s samples and switch samples, from the
@@ -30,13 +32,14 @@ impl SampleAddresses {
     /// distinct address of both lists is symbolised once, the files in parallel (each file's
     /// symbol table and its debug information on a core of their own, where there are cores).
     pub fn symbolize(&self, kernel: &mut KernelRecords) {
-        let [stacks, switch_stacks] = symbolize_lists(
+        let (tree, [stacks, switch_stacks]) = symbolize_lists(
             [
                 (&kernel.samples, &self.sample_pids),
                 (&kernel.switch_samples, &self.switch_sample_pids),
             ],
             &self.side_band,
         );
+        kernel.stacks = Arc::new(tree);
         kernel.sample_stacks = stacks;
         kernel.switch_sample_stacks = switch_stacks;
     }
@@ -181,27 +184,26 @@ fn module_label(m: &Mapping) -> String {
 
 /// Symbolises each sample's call chain (leaf first, raw instruction pointers) into frames,
 /// root first, for each list of samples; `pids[i]` is the process of `samples[i]`. Each result
-/// has one stack per sample of its list.
+/// has one stack per sample of its list, in the tree returned with them.
 ///
 /// A long run repeats a few thousand distinct call chains millions of times, so the memory
 /// here follows the distinct ones: each is resolved to sites once and symbolised once, each
-/// address of a file once (whichever list has it), each function name and each stack is
-/// stored once and shared by every sample that has it.
+/// address of a file once (whichever list has it), each function name once, and the stacks
+/// as a prefix tree shared by every sample.
 pub fn symbolize_lists<const N: usize>(
     lists: [(&[CpuSample], &[u32]); N],
     side: &SideBand,
-) -> [Vec<Stack>; N] {
+) -> (StackTree, [Vec<StackId>; N]) {
     let spaces = AddressSpaces::new(side);
     let chains = lists.map(|(samples, pids)| distinct_site_chains(samples, pids, &spaces));
     let mut names = Interner::default();
     let resolved = resolve_file_sites(chains.iter().flat_map(|(c, _)| c), &mut names);
-    chains.map(|(chains, chain_of_sample)| {
-        let stacks = stacks_of_chains(&chains, &resolved, &mut names);
-        chain_of_sample
-            .into_iter()
-            .map(|id| Arc::clone(&stacks[id]))
-            .collect()
-    })
+    let mut tree = StackInterner::default();
+    let ids = chains.map(|(chains, chain_of_sample)| {
+        let stacks = stacks_of_chains(&chains, &resolved, &mut names, &mut tree);
+        chain_of_sample.into_iter().map(|id| stacks[id]).collect()
+    });
+    (tree.finish(), ids)
 }
 
 /// The distinct chains of sites of `samples`, and which one each sample has.
@@ -212,7 +214,6 @@ fn distinct_site_chains<'a>(
 ) -> (Vec<Vec<Site<'a>>>, Vec<usize>) {
     // Chains are hundreds of sites deep in a recursion: hashed with the compiler's fast hash.
     let mut chain_ids: FxHashMap<Vec<Site>, usize> = FxHashMap::default();
-    let mut chains: Vec<Vec<Site>> = Vec::new();
     let mut chain_of_sample = Vec::with_capacity(samples.len());
     let mut sites = Vec::new();
     for (i, s) in samples.iter().enumerate() {
@@ -231,12 +232,17 @@ fn distinct_site_chains<'a>(
         let id = match chain_ids.get(&sites) {
             Some(&id) => id,
             None => {
-                chain_ids.insert(sites.clone(), chains.len());
-                chains.push(sites.clone());
-                chains.len() - 1
+                let id = chain_ids.len();
+                chain_ids.insert(sites.clone(), id);
+                id
             }
         };
         chain_of_sample.push(id);
+    }
+    // Each chain held once: the map's keys, in the order of their ids.
+    let mut chains = vec![Vec::new(); chain_ids.len()];
+    for (chain, id) in chain_ids {
+        chains[id] = chain;
     }
     (chains, chain_of_sample)
 }
@@ -277,34 +283,23 @@ fn resolve_file_sites<'c, 's: 'c>(
     resolved
 }
 
-/// Each chain's stack, root first; two chains of sites can still make one stack (the same
-/// file mapped twice), stored once.
+/// Each chain's stack, root first, in `tree`; two chains of sites can still make one stack
+/// (the same file mapped twice), stored once.
 fn stacks_of_chains(
     chains: &[Vec<Site>],
     resolved: &FxHashMap<(&OsStr, u64), Vec<Frame>>,
     names: &mut Interner<str>,
-) -> Vec<Stack> {
+    tree: &mut StackInterner,
+) -> Vec<StackId> {
     let mut unknown = |label: String| Frame {
         function: names.intern(label),
         inlined: false,
     };
-    // Every name here comes from `names`, so a stack is known by its names' addresses: a
-    // deep recursion's stack has hundreds of frames, too many to hash by their text.
-    let mut distinct_stacks: FxHashMap<Vec<(*const u8, bool)>, Stack> = FxHashMap::default();
-    let mut intern = |stack: Vec<Frame>| -> Stack {
-        let key = (stack.iter())
-            .map(|f| (f.function.as_ptr(), f.inlined))
-            .collect();
-        Arc::clone(
-            distinct_stacks
-                .entry(key)
-                .or_insert_with(|| Stack::from(stack)),
-        )
-    };
+    let mut stack = Vec::new();
     chains
         .iter()
         .map(|chain| {
-            let mut stack = Vec::with_capacity(chain.len());
+            stack.clear();
             for site in chain.iter().rev() {
                 match site {
                     Site::Unknown => stack.push(unknown("[unknown]".to_string())),
@@ -315,7 +310,7 @@ fn stacks_of_chains(
                     },
                 }
             }
-            intern(stack)
+            tree.intern(&stack)
         })
         .collect()
 }
@@ -463,8 +458,10 @@ mod tests {
             cpu: 0,
             callchain: vec![0x1010, 0x4010, 0x9999].into(),
         };
-        let [stacks] = symbolize_lists([(&[sample][..], &[1][..])], &side);
-        let names: Vec<&str> = stacks[0].iter().map(|f| &*f.function).collect();
+        let (tree, [stacks]) = symbolize_lists([(&[sample][..], &[1][..])], &side);
+        let names: Vec<&str> = (tree.frames(stacks[0]).iter())
+            .map(|f| &*f.function)
+            .collect();
         assert_eq!(names, ["[unknown]", "[libfoo.so]", "[vdso]"]);
     }
 
@@ -487,20 +484,18 @@ mod tests {
         // Another address in the same mappings: another chain, the same frames.
         samples.push(sample(1000, &[0x1020, 0x4020]));
         samples.push(sample(1001, &[0x4010]));
-        let [stacks] = symbolize_lists([(&samples[..], &vec![1; samples.len()][..])], &side);
+        let (tree, [stacks]) =
+            symbolize_lists([(&samples[..], &vec![1; samples.len()][..])], &side);
         assert_eq!(stacks.len(), samples.len());
-        assert!(stacks[..1001].iter().all(|s| Arc::ptr_eq(s, &stacks[0])));
-        let names = |stack: &Stack| {
-            stack
-                .iter()
+        assert!(stacks[..1001].iter().all(|s| *s == stacks[0]));
+        let names = |stack: StackId| {
+            (tree.frames(stack).iter())
                 .map(|f| f.function.to_string())
                 .collect::<Vec<_>>()
         };
-        assert_eq!(names(&stacks[0]), ["[libfoo.so]", "[vdso]"]);
-        assert_eq!(names(&stacks[1001]), ["[libfoo.so]"]);
-        assert!(Arc::ptr_eq(
-            &stacks[0][0].function,
-            &stacks[1001][0].function
-        ));
+        assert_eq!(names(stacks[0]), ["[libfoo.so]", "[vdso]"]);
+        assert_eq!(names(stacks[1001]), ["[libfoo.so]"]);
+        // The shorter stack is the longer one's parent: a prefix tree, each frame once.
+        assert_eq!(tree.nodes().count(), 2);
     }
 }

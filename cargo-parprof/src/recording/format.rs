@@ -1,4 +1,4 @@
-//! The encoding of `records.ppr`, version 2 (also described in `docs/run-folder.md`).
+//! The encoding of `records.ppr`, version 3 (also described in `docs/run-folder.md`).
 //!
 //! ```text
 //! preamble   magic "PPRUNREC" (8 bytes), version u32
@@ -29,20 +29,30 @@
 //! | 17 | switch sample processes | as 16, of the switch samples |
 //! | 12 | end | v count of the lists 5 to 10 read so far (the stacks' are 0 here), then of each counter series' samples, then of the lists 13 to 17 |
 //! | 2 | functions | v count, then per name: v len, UTF-8 |
-//! | 4 | stacks | v count, then per stack: v n, n × v (function id × 2 + inlined) (root first) |
+//! | 19 | stack nodes | v count, then per node: v parent stack id, v (function id × 2 + inlined) |
 //! | 8 | cpu sample stacks | v count, then v stack id each |
 //! | 10 | switch sample stacks | as 8 |
 //! | 18 | symbols end | v count of the lists 8 and 10 |
 //!
 //! The file is written once, up to the end part, as soon as the program ended; the symbols
-//! (parts 2, 4, 8, 10 and 18) are appended once the samples are symbolised. A file without
+//! (parts 2, 19, 8, 10 and 18) are appended once the samples are symbolised. A file without
 //! them, or cut inside them (the profiler killed while symbolising), holds every record and
 //! what symbolising needs (parts 13 to 17): `cargo parprof report` symbolises it again.
-//! Version 1 files wrote the symbols before the end part, without 13 to 18; they are read too.
 //!
-//! Samples share few distinct call chains and stacks, so those are stored once (parts 2-4,
-//! ids in the order written) and samples refer to them: a sample with its stack costs about
-//! 16 bytes.
+//! The stacks are a prefix tree ([`super::kernel_records::StackTree`]): stack id 0 is the stack without frames, and
+//! the n-th node written is stack id n, its parent's stack with one frame inside it (parents
+//! come before their children). A deep recursion makes nearly every sample's stack distinct;
+//! as nodes, a stack costs only the frames it does not share with those written before it.
+//!
+//! Older versions are read too: version 2 wrote each distinct stack whole (part 4: v count,
+//! then per stack: v n, n × v (function id × 2 + inlined), root first; the samples' stack ids
+//! index that list), version 1 also wrote its symbols before the end part, without 13 to 18.
+//! Symbols appended to a version 2 file are version 3's, and its preamble says 3 from then on
+//! (its records are the same).
+//!
+//! Samples share few distinct call chains and stacks, so those are stored once (parts 2, 3 and
+//! 19, ids in the order written) and samples refer to them: a sample with its stack costs
+//! about 16 bytes.
 //!
 //! The meta part is JSON because it is small and holds nested, evolving types; the lists that
 //! can run into millions are binary.
@@ -56,23 +66,26 @@ use super::counters::{
     UnavailableCounter,
 };
 use super::kernel_records::{
-    CallChain, Capabilities, CpuSample, Frame, KernelRecords, Stack, SwitchKind, SwitchRecord,
-    ThreadStart, UnwindCounts,
+    CallChain, Capabilities, CpuSample, Frame, KernelRecords, StackId, StackInterner, SwitchKind,
+    SwitchRecord, ThreadStart, UnwindCounts,
 };
 use super::run::{Recording, RunMeta};
 use parprof_rt::codec::{put_varint, read_full, read_varint};
 pub use parprof_rt::trace::Completeness;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 pub const MAGIC: [u8; 8] = *b"PPRUNREC";
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// The oldest version read: its symbols come before its end part, and it has no addresses.
 const FIRST_VERSION: u32 = 1;
+/// The last version that wrote each stack whole (part 4) rather than as nodes (part 19).
+const LAST_WHOLE_STACKS_VERSION: u32 = 2;
+/// Where the version is in the file.
+pub const VERSION_OFFSET: u64 = MAGIC.len() as u64;
 /// The writer closes a part once its payload reaches this size.
 const TARGET_PART_LEN: usize = 1 << 20;
 /// No part is longer: the reader refuses a longer one before allocating for it.
@@ -98,6 +111,7 @@ enum PartKind {
     SamplePids = 16,
     SwitchSamplePids = 17,
     SymbolsEnd = 18,
+    StackNodes = 19,
 }
 
 impl PartKind {
@@ -122,6 +136,7 @@ impl PartKind {
             SamplePids,
             SwitchSamplePids,
             SymbolsEnd,
+            StackNodes,
         ]
         .into_iter()
         .find(|k| *k as u32 == raw)
@@ -200,6 +215,7 @@ impl Meta {
             switches: _,
             thread_starts: _,
             samples: _,
+            stacks: _,
             sample_stacks: _,
             switch_samples: _,
             switch_sample_stacks: _,
@@ -377,39 +393,9 @@ impl<W: Write> PartWriter<W> {
     }
 }
 
-/// The symbolised stacks of both sample lists and their functions, each stored once.
-struct SymbolTables<'a> {
-    functions: Table<&'a str>,
-    /// A stack as its frames' codes (function id × 2 + inlined).
-    stacks: Table<Vec<u64>>,
-    /// The id of each shared stack met so far: samples share their stack's allocation, so
-    /// each distinct stack is encoded once, not once per sample.
-    shared_stacks: HashMap<*const [Frame], u64>,
-}
-
 /// The id of each sample's call chain in `table`.
 fn callchain_ids<'a>(table: &mut Table<&'a [u64]>, samples: &'a [CpuSample]) -> Vec<u64> {
     samples.iter().map(|s| table.id(&s.callchain)).collect()
-}
-
-impl<'a> SymbolTables<'a> {
-    fn stack_ids(&mut self, stacks: &'a [Stack]) -> Vec<u64> {
-        stacks
-            .iter()
-            .map(|stack| {
-                if let Some(&id) = self.shared_stacks.get(&Arc::as_ptr(stack)) {
-                    return id;
-                }
-                let codes = stack
-                    .iter()
-                    .map(|f| self.functions.id(&f.function) * 2 + u64::from(f.inlined))
-                    .collect();
-                let id = self.stacks.id(codes);
-                self.shared_stacks.insert(Arc::as_ptr(stack), id);
-                id
-            })
-            .collect()
-    }
 }
 
 fn put_sample(buf: &mut Vec<u8>, (sample, callchain): (&CpuSample, &u64)) {
@@ -465,30 +451,40 @@ pub fn write_records(recording: &Recording, out: impl Write) -> io::Result<()> {
 /// Appends the symbolised stacks of `kernel`'s samples to its records written by
 /// [`write_records`].
 pub fn write_symbols(kernel: &KernelRecords, out: impl Write) -> io::Result<()> {
-    let mut tables = SymbolTables {
-        functions: Table::new(),
-        stacks: Table::new(),
-        shared_stacks: HashMap::new(),
-    };
-    let sample_stacks = tables.stack_ids(&kernel.sample_stacks);
-    let switch_sample_stacks = tables.stack_ids(&kernel.switch_sample_stacks);
+    let mut functions = Table::new();
+    for (_, frame) in kernel.stacks.nodes() {
+        functions.id(&*frame.function);
+    }
     let mut w = PartWriter { out };
-    w.list(PartKind::Functions, &[], &tables.functions.items, |b, f| {
+    w.list(PartKind::Functions, &[], &functions.items, |b, f| {
         put_varint(b, f.len() as u64);
         b.extend_from_slice(f.as_bytes());
     })?;
-    w.list(PartKind::Stacks, &[], &tables.stacks.items, |b, s| {
-        put_codes(b, s)
-    })?;
-    let put_id = |b: &mut Vec<u8>, id: &u64| put_varint(b, *id);
-    w.list(PartKind::SampleStacks, &[], &sample_stacks, put_id)?;
+    w.list(
+        PartKind::StackNodes,
+        &[],
+        kernel.stacks.nodes(),
+        |b, (parent, frame)| {
+            put_varint(b, parent.into());
+            put_varint(
+                b,
+                functions.ids[&*frame.function] * 2 + u64::from(frame.inlined),
+            );
+        },
+    )?;
+    let put_id = |b: &mut Vec<u8>, id: &StackId| put_varint(b, (*id).into());
+    w.list(PartKind::SampleStacks, &[], &kernel.sample_stacks, put_id)?;
     w.list(
         PartKind::SwitchSampleStacks,
         &[],
-        &switch_sample_stacks,
+        &kernel.switch_sample_stacks,
         put_id,
     )?;
-    let counts = [sample_stacks.len(), switch_sample_stacks.len()].map(|n| n as u64);
+    let counts = [
+        kernel.sample_stacks.len(),
+        kernel.switch_sample_stacks.len(),
+    ]
+    .map(|n| n as u64);
     w.part(PartKind::SymbolsEnd, &put_counts(&counts))?;
     w.out.flush()
 }
@@ -841,7 +837,9 @@ struct Decoder {
     records_len: Option<u64>,
     functions: Vec<Arc<str>>,
     callchains: Vec<CallChain>,
-    stacks: Vec<Stack>,
+    stacks: StackInterner,
+    /// Version 2's stack ids (its list of whole stacks): each stack's id in `stacks`.
+    whole_stacks: Vec<StackId>,
 }
 
 impl Decoder {
@@ -853,11 +851,13 @@ impl Decoder {
             records_len: None,
             functions: Vec::new(),
             callchains: Vec::new(),
-            stacks: Vec::new(),
+            stacks: StackInterner::default(),
+            whole_stacks: Vec::new(),
         }
     }
 
-    fn finish(self, completeness: Completeness) -> Loaded {
+    fn finish(mut self, completeness: Completeness) -> Loaded {
+        self.recording.kernel.stacks = Arc::new(self.stacks.finish());
         Loaded {
             recording: self.recording,
             completeness,
@@ -878,6 +878,7 @@ impl Decoder {
         let k = &mut self.recording.kernel;
         k.sample_stacks.clear();
         k.switch_sample_stacks.clear();
+        self.stacks = StackInterner::default();
         self.finish(Completeness::Complete)
     }
 
@@ -887,6 +888,7 @@ impl Decoder {
             kind,
             PartKind::Functions
                 | PartKind::Stacks
+                | PartKind::StackNodes
                 | PartKind::SampleStacks
                 | PartKind::SwitchSampleStacks
                 | PartKind::SymbolsEnd
@@ -906,10 +908,7 @@ impl Decoder {
             PartKind::Callchains => self
                 .callchains
                 .extend(c.list(|c| c.list(|c| Ok(c.varint()?)).map(CallChain::from))?),
-            PartKind::Stacks => {
-                let stacks = stack_table(c, &self.functions)?;
-                self.stacks.extend(stacks);
-            }
+            PartKind::Stacks | PartKind::StackNodes => self.stack_part(kind, c)?,
             PartKind::Switches => k.switches.extend(c.list(|c| {
                 Ok(SwitchRecord {
                     time_ns: c.varint()?,
@@ -931,8 +930,14 @@ impl Decoder {
             })?),
             PartKind::Samples => k.samples.extend(samples(c, &self.callchains)?),
             PartKind::SwitchSamples => k.switch_samples.extend(samples(c, &self.callchains)?),
-            PartKind::SampleStacks => k.sample_stacks.extend(stacks(c, &self.stacks)?),
-            PartKind::SwitchSampleStacks => k.switch_sample_stacks.extend(stacks(c, &self.stacks)?),
+            PartKind::SampleStacks => {
+                let ids = self.stack_ids(c)?;
+                self.recording.kernel.sample_stacks.extend(ids);
+            }
+            PartKind::SwitchSampleStacks => {
+                let ids = self.stack_ids(c)?;
+                self.recording.kernel.switch_sample_stacks.extend(ids);
+            }
             PartKind::CounterSamples => {
                 let index = c.varint()?;
                 let series = usize::try_from(index)
@@ -957,6 +962,58 @@ impl Decoder {
             PartKind::End | PartKind::SymbolsEnd => return self.end_part(kind, c),
         }
         Ok(false)
+    }
+
+    /// Decodes a part of the stacks: whole (version 2 and before) or as nodes.
+    fn stack_part(&mut self, kind: PartKind, c: &mut Cursor<'_>) -> Result<(), String> {
+        let whole = self.version <= LAST_WHOLE_STACKS_VERSION;
+        let functions = &self.functions;
+        let frame = |c: &mut Cursor<'_>| -> Result<Frame, String> {
+            let code = c.varint()?;
+            Ok(Frame {
+                function: Arc::clone(lookup(functions, code / 2, "function")?),
+                inlined: code % 2 == 1,
+            })
+        };
+        match kind {
+            PartKind::Stacks if whole => {
+                for _ in 0..c.count()? {
+                    let frames = c.list(frame)?;
+                    self.whole_stacks.push(self.stacks.intern(&frames));
+                }
+            }
+            PartKind::StackNodes if !whole => {
+                for _ in 0..c.count()? {
+                    let parent = c.u32()?;
+                    let frame = frame(c)?;
+                    self.stacks.push(parent, frame).ok_or_else(|| {
+                        format!("stack id {parent} refers to no stack read before it")
+                    })?;
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "a {kind:?} part in a version {} file",
+                    self.version
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The samples' stack ids of a part, as ids into the tree.
+    fn stack_ids(&self, c: &mut Cursor<'_>) -> Result<Vec<StackId>, String> {
+        c.list(|c| {
+            let id = c.varint()?;
+            if self.version <= LAST_WHOLE_STACKS_VERSION {
+                Ok(*lookup(&self.whole_stacks, id, "stack")?)
+            } else {
+                u32::try_from(id)
+                    .ok()
+                    .filter(|id| self.stacks.contains(*id))
+                    .ok_or_else(|| format!("stack id {id} refers to no stack read before it"))
+            }
+        })
     }
 
     /// Decodes a part of what symbolising the samples needs.
@@ -1055,20 +1112,6 @@ fn mapping(c: &mut Cursor<'_>) -> Result<Mapping, String> {
     })
 }
 
-/// Stacks of frames, each frame a function id × 2 + inlined.
-fn stack_table(c: &mut Cursor<'_>, functions: &[Arc<str>]) -> Result<Vec<Stack>, String> {
-    c.list(|c| {
-        c.list(|c| {
-            let code = c.varint()?;
-            Ok(Frame {
-                function: Arc::clone(lookup(functions, code / 2, "function")?),
-                inlined: code % 2 == 1,
-            })
-        })
-        .map(Stack::from)
-    })
-}
-
 fn samples(c: &mut Cursor<'_>, callchains: &[CallChain]) -> Result<Vec<CpuSample>, String> {
     c.list(|c| {
         Ok(CpuSample {
@@ -1080,10 +1123,6 @@ fn samples(c: &mut Cursor<'_>, callchains: &[CallChain]) -> Result<Vec<CpuSample
     })
 }
 
-fn stacks(c: &mut Cursor<'_>, stacks: &[Stack]) -> Result<Vec<Stack>, String> {
-    c.list(|c| Ok(Arc::clone(lookup(stacks, c.varint()?, "stack")?)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1092,6 +1131,7 @@ mod tests {
     use crate::recording::address_spaces::SideBand;
     use crate::recording::kernel_records::Capability;
     use crate::recording::kernel_records::CpuQuota;
+    use crate::recording::kernel_records::StackTree;
     use proptest::prelude::*;
 
     fn encode(recording: &Recording) -> Vec<u8> {
@@ -1115,7 +1155,9 @@ mod tests {
             cpu: 1,
             callchain: callchain.into(),
         };
-        let stack: Stack = [frame("main", false), frame("app::work", true)].into();
+        let stack = vec![frame("main", false), frame("app::work", true)];
+        let (stacks, ids) =
+            StackTree::of_stacks(&[stack.clone(), stack, vec![frame("main", false)]]);
         Recording {
             run: RunMeta {
                 child_pid: 4242,
@@ -1159,9 +1201,10 @@ mod tests {
                 ],
                 thread_starts: vec![ThreadStart { time_ns: 5, tid: 8 }],
                 samples: vec![sample(11, 7, &[3, 2, 1]), sample(12, 8, &[3, 2, 1])],
-                sample_stacks: vec![stack.clone(), stack.clone()],
+                stacks,
+                sample_stacks: ids[..2].to_vec(),
                 switch_samples: vec![sample(13, 7, &[u64::MAX])],
-                switch_sample_stacks: vec![[frame("main", false)].into()],
+                switch_sample_stacks: ids[2..].to_vec(),
                 call_chains: UnwindCounts {
                     to_the_root: 1,
                     joined_to_frame_pointers: 2,
@@ -1227,6 +1270,7 @@ mod tests {
     /// `recording` as read from records whose symbols were never written.
     fn without_stacks(recording: &Recording) -> Recording {
         let mut r = recording.clone();
+        r.kernel.stacks = Arc::default();
         r.kernel.sample_stacks.clear();
         r.kernel.switch_sample_stacks.clear();
         r
@@ -1283,7 +1327,7 @@ mod tests {
         let mut recording = example();
         let one = encode(&recording).len();
         let sample = recording.kernel.samples[0].clone();
-        let stack = recording.kernel.sample_stacks[0].clone();
+        let stack = recording.kernel.sample_stacks[0];
         recording.kernel.samples.extend(vec![sample; 1000]);
         recording.kernel.sample_stacks.extend(vec![stack; 1000]);
         let per_sample = (encode(&recording).len() - one) as f64 / 1000.0;
@@ -1292,25 +1336,117 @@ mod tests {
 
     #[test]
     fn read_samples_share_their_stacks_call_chains_and_names_in_memory() {
-        let mut recording = example();
-        // Equal stacks in allocations of their own are still written once.
-        let copy: Stack = recording.kernel.sample_stacks[0].to_vec().into();
-        recording.kernel.sample_stacks[1] = copy;
+        let recording = example();
         let k = read(encode(&recording).as_slice())
             .unwrap()
             .recording
             .kernel;
         assert_eq!(k, recording.kernel);
-        assert!(Arc::ptr_eq(&k.sample_stacks[0], &k.sample_stacks[1]));
+        assert_eq!(k.sample_stacks[0], k.sample_stacks[1]);
         assert!(Arc::ptr_eq(
             &k.samples[0].callchain,
             &k.samples[1].callchain
         ));
-        let main = |stack: &Stack| Arc::clone(&stack[0].function);
+        // The switch sample's stack (main) is the cpu samples' (main, app::work) parent.
+        assert_eq!(
+            k.stacks.leaf_first(k.sample_stacks[0]).nth(1),
+            k.stacks.leaf_first(k.switch_sample_stacks[0]).next()
+        );
+        let main = |id: StackId| Arc::clone(&k.stacks.frames(id)[0].function);
         assert!(Arc::ptr_eq(
-            &main(&k.sample_stacks[0]),
-            &main(&k.switch_sample_stacks[0])
+            &main(k.sample_stacks[0]),
+            &main(k.switch_sample_stacks[0])
         ));
+    }
+
+    /// `recording`'s symbols as version 2 wrote them: each distinct stack whole.
+    fn encode_version_2(recording: &Recording) -> Vec<u8> {
+        let mut bytes = encode_records(recording);
+        bytes[VERSION_OFFSET as usize..][..4].copy_from_slice(&2u32.to_le_bytes());
+        let k = &recording.kernel;
+        let mut functions = Table::new();
+        let mut stacks = Table::new();
+        let mut ids = |list: &[StackId]| -> Vec<u64> {
+            (list.iter())
+                .map(|&id| {
+                    let codes: Vec<u64> = (k.stacks.frames(id).iter())
+                        .map(|f| functions.id(&*f.function) * 2 + u64::from(f.inlined))
+                        .collect();
+                    stacks.id(codes)
+                })
+                .collect()
+        };
+        let (sample_ids, switch_ids) = (ids(&k.sample_stacks), ids(&k.switch_sample_stacks));
+        let mut w = PartWriter { out: &mut bytes };
+        w.list(PartKind::Functions, &[], &functions.items, |b, f| {
+            put_varint(b, f.len() as u64);
+            b.extend_from_slice(f.as_bytes());
+        })
+        .unwrap();
+        w.list(PartKind::Stacks, &[], &stacks.items, |b, s| put_codes(b, s))
+            .unwrap();
+        for (kind, ids) in [
+            (PartKind::SampleStacks, &sample_ids),
+            (PartKind::SwitchSampleStacks, &switch_ids),
+        ] {
+            w.list(kind, &[], ids, |b, id| put_varint(b, *id)).unwrap();
+        }
+        let counts = [sample_ids.len(), switch_ids.len()].map(|n| n as u64);
+        w.part(PartKind::SymbolsEnd, &put_counts(&counts)).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn version_2_records_read_as_the_same_stacks() {
+        let recording = example();
+        let loaded = read(encode_version_2(&recording).as_slice()).unwrap();
+        assert_eq!(loaded.completeness, Completeness::Complete);
+        assert_eq!(loaded.recording, recording);
+        // Version 3's nodes in a version 2 file, and the other way round, are corrupt.
+        let mut mixed = encode_records(&recording);
+        mixed[VERSION_OFFSET as usize..][..4].copy_from_slice(&2u32.to_le_bytes());
+        write_symbols(&recording.kernel, &mut mixed).unwrap();
+        let err = read(mixed.as_slice()).unwrap_err();
+        assert!(
+            err.to_string().contains("StackNodes part in a version 2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn symbols_appended_to_version_2_records_make_a_version_3_file() {
+        use crate::recording::run_folder::{RECORDS_FILE, append_symbols, load};
+        let recording = example();
+        let dir = tempfile::tempdir().unwrap();
+        let mut records = encode_records(&recording);
+        records[VERSION_OFFSET as usize..][..4].copy_from_slice(&2u32.to_le_bytes());
+        std::fs::write(dir.path().join(RECORDS_FILE), &records).unwrap();
+        let loaded = load(dir.path()).unwrap();
+        assert!(loaded.recording.needs_symbols());
+        let records_len = loaded.records_len.unwrap();
+        append_symbols(dir.path(), records_len, &recording.kernel).unwrap();
+        let file = std::fs::read(dir.path().join(RECORDS_FILE)).unwrap();
+        assert_eq!(file, encode(&recording));
+        assert_eq!(load(dir.path()).unwrap().recording, recording);
+    }
+
+    #[test]
+    fn a_deep_recursion_costs_its_new_frames_only() {
+        // 1,000 samples, each one frame deeper than the last: as whole stacks, 500,500 frames.
+        let mut recording = example();
+        let frames: Vec<Frame> = (0..1000)
+            .map(|depth| frame(if depth % 2 == 0 { "a" } else { "b" }, false))
+            .collect();
+        let stacks: Vec<Vec<Frame>> = (1..=frames.len()).map(|n| frames[..n].to_vec()).collect();
+        let (tree, ids) = StackTree::of_stacks(&stacks);
+        assert_eq!(tree.nodes().count(), 1000);
+        let k = &mut recording.kernel;
+        let sample = k.samples[0].clone();
+        (k.stacks, k.samples, k.sample_stacks) = (tree, vec![sample; ids.len()], ids);
+        recording.addresses.sample_pids = vec![7; 1000];
+        let bytes = encode(&recording);
+        assert!(bytes.len() < 12_000, "{} bytes", bytes.len());
+        assert_eq!(read(bytes.as_slice()).unwrap().recording, recording);
     }
 
     #[test]
@@ -1379,8 +1515,8 @@ mod tests {
         };
         assert!(matches!(with(0, b'X'), Err(RecordsError::NotRecords)));
         assert!(matches!(
-            with(8, 3),
-            Err(RecordsError::FutureVersion { found: 3, .. })
+            with(8, 4),
+            Err(RecordsError::FutureVersion { found: 4, .. })
         ));
         assert!(matches!(
             with(8, 0),
@@ -1421,11 +1557,11 @@ mod tests {
         let mut bytes = encode(&Recording::default());
         bytes.truncate(bytes.len() - end_part_len(&Recording::default()));
         let mut w = PartWriter { out: &mut bytes };
-        // A sample stack list naming stack 0 while no stack was read.
-        w.part(PartKind::SampleStacks, &[1, 0]).unwrap();
+        // A sample stack list naming stack 1 while no stack was read (0 is the empty stack).
+        w.part(PartKind::SampleStacks, &[1, 1]).unwrap();
         let err = read(bytes.as_slice()).unwrap_err();
         assert!(
-            err.to_string().contains("stack id 0 refers to no stack"),
+            err.to_string().contains("stack id 1 refers to no stack"),
             "{err}"
         );
     }
@@ -1435,7 +1571,7 @@ mod tests {
             function: function.into(),
             inlined,
         });
-        let stack = prop::collection::vec(frame, 0..4).prop_map(Stack::from);
+        let stack = prop::collection::vec(frame, 0..4);
         let sample = (
             any::<u64>(),
             any::<u32>(),
@@ -1498,9 +1634,12 @@ mod tests {
                             tid: s.tid,
                         })
                         .collect();
-                    (k.switches, k.samples, k.sample_stacks) = (switches, samples, sample_stacks);
-                    (k.switch_samples, k.switch_sample_stacks) =
-                        (switch_samples, switch_sample_stacks);
+                    let both = [&sample_stacks[..], &switch_sample_stacks[..]].concat();
+                    let (tree, mut ids) = StackTree::of_stacks(&both);
+                    let switch_ids = ids.split_off(sample_stacks.len());
+                    (k.switches, k.samples, k.sample_stacks) = (switches, samples, ids);
+                    (k.switch_samples, k.switch_sample_stacks) = (switch_samples, switch_ids);
+                    k.stacks = tree;
                     k.steal_ns = steal_ns;
                     let a = &mut recording.addresses;
                     // Two processes, in runs.

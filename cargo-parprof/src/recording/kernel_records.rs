@@ -116,8 +116,150 @@ pub struct Frame {
     pub inlined: bool,
 }
 
-/// A symbolised stack, root first; shared by the samples that have it.
-pub type Stack = Arc<[Frame]>;
+/// A symbolised stack: its innermost frame's node in the records' [`StackTree`]
+/// ([`EMPTY_STACK`] for a stack without frames).
+pub type StackId = u32;
+
+/// The stack without frames, the root of every [`StackTree`].
+pub const EMPTY_STACK: StackId = 0;
+
+/// The distinct symbolised stacks of a run as a prefix tree: each stack is its parent stack
+/// (one frame shorter, toward the root) and one frame. A deep recursion makes nearly every
+/// sample's stack distinct, hundreds of frames deep; as a tree, a stack costs the frames it
+/// does not share with stacks met before it, so the table follows the code the run went
+/// through, not its length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackTree {
+    /// Index = [`StackId`]; the node at [`EMPTY_STACK`] is the root (its frame is unused).
+    nodes: Vec<StackNode>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct StackNode {
+    parent: StackId,
+    frame: Frame,
+}
+
+impl Default for StackTree {
+    fn default() -> Self {
+        StackTree {
+            nodes: vec![StackNode {
+                parent: EMPTY_STACK,
+                frame: Frame {
+                    function: Arc::from(""),
+                    inlined: false,
+                },
+            }],
+        }
+    }
+}
+
+impl StackTree {
+    /// The stack `parent` with `frame` inside it, as a new node: `None` when `parent` is not
+    /// in the tree.
+    fn push(&mut self, parent: StackId, frame: Frame) -> Option<StackId> {
+        let id = StackId::try_from(self.nodes.len()).ok()?;
+        ((parent as usize) < self.nodes.len()).then(|| {
+            self.nodes.push(StackNode { parent, frame });
+            id
+        })
+    }
+
+    /// Nodes other than the root, in the order added: each after its parent.
+    pub fn nodes(&self) -> impl Iterator<Item = (StackId, &Frame)> {
+        self.nodes[1..].iter().map(|n| (n.parent, &n.frame))
+    }
+
+    /// Whether `id` is a stack of this tree.
+    pub fn contains(&self, id: StackId) -> bool {
+        (id as usize) < self.nodes.len()
+    }
+
+    /// The frames of stack `id`, innermost first (none for an id not in the tree).
+    pub fn leaf_first(&self, id: StackId) -> impl Iterator<Item = &Frame> {
+        let mut at = if self.contains(id) { id } else { EMPTY_STACK };
+        std::iter::from_fn(move || {
+            (at != EMPTY_STACK).then(|| {
+                let node = &self.nodes[at as usize];
+                at = node.parent;
+                &node.frame
+            })
+        })
+    }
+
+    /// The frames of stack `id`, root first.
+    pub fn frames(&self, id: StackId) -> Vec<&Frame> {
+        let mut frames: Vec<&Frame> = self.leaf_first(id).collect();
+        frames.reverse();
+        frames
+    }
+}
+
+/// Builds a [`StackTree`] from whole stacks, each distinct one stored once.
+#[derive(Default)]
+pub struct StackInterner {
+    tree: StackTree,
+    /// Each node by its parent and frame (the frame's name by its address: the names are
+    /// interned, and a deep recursion repeats the same few hundreds of times).
+    children: rustc_hash::FxHashMap<(StackId, usize, bool), StackId>,
+}
+
+impl StackInterner {
+    /// The id of the stack of `frames`, root first.
+    pub fn intern<'f>(&mut self, frames: impl IntoIterator<Item = &'f Frame>) -> StackId {
+        frames.into_iter().fold(EMPTY_STACK, |parent, frame| {
+            let key = (
+                parent,
+                Arc::as_ptr(&frame.function).cast::<u8>() as usize,
+                frame.inlined,
+            );
+            let tree = &mut self.tree;
+            *(self.children.entry(key)).or_insert_with(|| {
+                // Fewer nodes than frames sampled: more than 4 G of them cannot be recorded.
+                tree.push(parent, frame.clone())
+                    .expect("fewer than 2^32 stacks, each parent added before its children")
+            })
+        })
+    }
+
+    /// Adds the stack `parent` with `frame` inside it as the next node, without looking it up
+    /// (the records' reader adds the nodes as they were written, each once); `None` when
+    /// `parent` is not in the tree.
+    pub fn push(&mut self, parent: StackId, frame: Frame) -> Option<StackId> {
+        self.tree.push(parent, frame)
+    }
+
+    /// Whether `id` is a stack of the tree so far.
+    pub fn contains(&self, id: StackId) -> bool {
+        self.tree.contains(id)
+    }
+
+    pub fn finish(self) -> StackTree {
+        self.tree
+    }
+}
+
+#[cfg(test)]
+impl StackTree {
+    /// The tree of `stacks` (root first, their names shared as the symbolizer shares them)
+    /// and each one's id.
+    pub fn of_stacks(stacks: &[Vec<Frame>]) -> (Arc<StackTree>, Vec<StackId>) {
+        let mut names = Interner::<str>::default();
+        let mut tree = StackInterner::default();
+        let ids = (stacks.iter())
+            .map(|stack| {
+                let shared: Vec<Frame> = (stack.iter())
+                    .map(|f| Frame {
+                        function: names.intern(&*f.function),
+                        inlined: f.inlined,
+                    })
+                    .collect();
+                tree.intern(&shared)
+            })
+            .collect();
+        (Arc::new(tree.finish()), ids)
+    }
+}
 
 /// Values stored once however often they recur: call chains, stacks and function names,
 /// which a long run repeats millions of times.
@@ -155,13 +297,16 @@ pub struct KernelRecords {
     pub thread_starts: Vec<ThreadStart>,
     /// Sorted by time.
     pub samples: Vec<CpuSample>,
-    /// Symbolised stacks of `samples`, in the same order (empty when not symbolised).
-    pub sample_stacks: Vec<Stack>,
+    /// The symbolised stacks of both sample lists.
+    pub stacks: Arc<StackTree>,
+    /// Symbolised stacks of `samples` in `stacks`, in the same order (empty when not
+    /// symbolised).
+    pub sample_stacks: Vec<StackId>,
     /// One sample per switch-out of a thread, with the user call chain where it stopped;
     /// sorted by time.
     pub switch_samples: Vec<CpuSample>,
     /// Symbolised stacks of `switch_samples`, as `sample_stacks`.
-    pub switch_sample_stacks: Vec<Stack>,
+    pub switch_sample_stacks: Vec<StackId>,
     /// How the samples' call chains were obtained.
     pub call_chains: UnwindCounts,
     /// Sampling period of cpu-clock samples, in ns.
@@ -214,7 +359,7 @@ impl KernelRecords {
 /// (`stacks` is empty or parallel to `samples`).
 fn retain_with_stacks(
     samples: &mut Vec<CpuSample>,
-    stacks: &mut Vec<Stack>,
+    stacks: &mut Vec<StackId>,
     keep: impl Fn(&CpuSample) -> bool,
 ) {
     let kept: Vec<bool> = samples.iter().map(&keep).collect();

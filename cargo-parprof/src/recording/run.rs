@@ -3,9 +3,10 @@
 
 use super::address_spaces::SampleAddresses;
 use super::counters::CounterRecords;
-use super::kernel_records::KernelRecords;
+use super::kernel_records::{CallChain, KernelRecords};
 use super::thresholds::Thresholds;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The period of the utilization over time unless `--period` says otherwise, in ns.
 pub const DEFAULT_PERIOD_NS: u64 = 1_000_000;
@@ -22,6 +23,23 @@ pub struct Recording {
 }
 
 impl Recording {
+    /// Drops what only symbolising needed, once every sample has its stack: the samples' call
+    /// chains (a deep recursion's are nearly all distinct: a tenth of a long run's records in
+    /// memory) and their processes. The analysis folds the stacks; a sample whose stack has no
+    /// frame had an empty call chain.
+    pub fn release_call_chains(&mut self) {
+        if self.needs_symbols() {
+            return;
+        }
+        let none: CallChain = Arc::from([]);
+        let k = &mut self.kernel;
+        for sample in k.samples.iter_mut().chain(&mut k.switch_samples) {
+            sample.callchain = Arc::clone(&none);
+        }
+        self.addresses.sample_pids = Vec::new();
+        self.addresses.switch_sample_pids = Vec::new();
+    }
+
     /// Whether a list of samples has no stacks yet: the run was saved before its samples
     /// were symbolised, and never after.
     pub fn needs_symbols(&self) -> bool {
@@ -140,4 +158,44 @@ pub enum Harness {
     Program,
     Criterion,
     Divan,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recording::kernel_records::{CpuSample, Frame, StackTree};
+
+    #[test]
+    fn call_chains_are_released_once_every_sample_has_its_stack() {
+        let sample = CpuSample {
+            time_ns: 1,
+            tid: 7,
+            cpu: 0,
+            callchain: vec![0x10, 0x20].into(),
+        };
+        let mut recording = Recording::default();
+        recording.kernel.samples = vec![sample.clone(), sample];
+        recording.addresses.sample_pids = vec![7, 7];
+        // Not symbolised yet: the chains are what symbolising needs.
+        let unsymbolised = recording.clone();
+        recording.release_call_chains();
+        assert_eq!(recording, unsymbolised);
+        let main = Frame {
+            function: "main".into(),
+            inlined: false,
+        };
+        let (stacks, ids) = StackTree::of_stacks(&[vec![main.clone()], vec![main]]);
+        (recording.kernel.stacks, recording.kernel.sample_stacks) = (stacks, ids.clone());
+        recording.release_call_chains();
+        assert!(
+            recording
+                .kernel
+                .samples
+                .iter()
+                .all(|s| s.callchain.is_empty())
+        );
+        assert!(recording.addresses.sample_pids.is_empty());
+        assert_eq!(recording.kernel.sample_stacks, ids);
+        assert!(!recording.needs_symbols());
+    }
 }

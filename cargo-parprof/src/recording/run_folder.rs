@@ -51,16 +51,21 @@ pub fn save(dir: &Path, recording: &Recording) -> Result<u64, RunFolderError> {
 /// Appends the symbolised stacks of `kernel`'s samples to the records saved in the run folder
 /// `dir` without them, `records_len` bytes long ([`Loaded::records_len`]: what a symbolising
 /// cut short left after them goes). Should this be cut short, the records stay whole and
-/// their samples are read without stacks, to be symbolised again.
+/// their samples are read without stacks, to be symbolised again. The symbols are this
+/// version's, so the file says it is of this version (an older one's records are the same).
 pub fn append_symbols(
     dir: &Path,
     records_len: u64,
     kernel: &KernelRecords,
 ) -> Result<(), RunFolderError> {
+    use std::io::{Seek, SeekFrom, Write};
     let path = dir.join(RECORDS_FILE);
     let append = || -> std::io::Result<()> {
-        let file = std::fs::OpenOptions::new().append(true).open(&path)?;
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path)?;
         file.set_len(records_len)?;
+        file.seek(SeekFrom::Start(format::VERSION_OFFSET))?;
+        file.write_all(&format::VERSION.to_le_bytes())?;
+        file.seek(SeekFrom::End(0))?;
         let mut out = BufWriter::new(file);
         format::write_symbols(kernel, &mut out)?;
         out.into_inner().map_err(|e| e.into_error())?.sync_all()
