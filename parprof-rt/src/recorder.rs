@@ -215,34 +215,8 @@ fn stamp_attention(ring: &Ring, kind: EventKind, id: u32, aux: u16, flags: u8) -
 fn push(ring: &Ring, event: Event) {
     match ring.push(event) {
         Push::Stored => {}
-        // A calibration's or an in-run reference's own event: that measurement holds the wake
-        // (a reference's whole time is removed, and its event, stamped at its start and
-        // recorded at its end, must follow no event stamped later).
-        Push::StoredWakeWriter if event.id == sampling::CALIBRATION_SITE => wake_writer(),
-        Push::StoredWakeWriter => wake_writer_measured(ring),
+        Push::StoredWakeWriter => wake_writer(),
         Push::Full => wait_for_room(ring, event),
-    }
-}
-
-/// Wakes the writer from a recording thread and records how long that took (a
-/// [`EventKind::BufferStall`] with [`crate::trace::BUFFER_WRITER_WOKEN`]), so that the analysis
-/// removes it like probe overhead. Calibration and the in-run references, medians over rounds,
-/// leave out a cost this rare (one push in 32 Ki), yet waking a sleeping writer is a system
-/// call: 0.1 to 5 µs on this project's VM (2 EPYC vCPUs under KVM; perf's cpu-clock samples
-/// put about 1 % of a program that records every call in it, 0.2–0.3 ns a timed pair), and
-/// up to 1 ms where the woken writer takes the thread's CPU (that part is switched-out time,
-/// which the analysis removes once).
-#[cold]
-#[inline(never)]
-fn wake_writer_measured(ring: &Ring) {
-    let began = clock::now();
-    wake_writer();
-    let took = clock::now().saturating_sub(began).min(u64::from(u32::MAX)) as u32;
-    let woken = Event::writer_woken(began, took);
-    // The event that filled the quarter may have taken the last slot (the writer that far
-    // behind): then the thread waits like for any other event.
-    if ring.push(woken) == Push::Full {
-        wait_for_room(ring, woken);
     }
 }
 

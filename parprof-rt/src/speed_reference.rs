@@ -40,12 +40,15 @@
 //! `nested_probes` parent makes 120 000 calls in a row; in one of its runs the references read
 //! 14.3 ns and the pairs cost the parent 16.4). Yet windows of 256 calls read 15.9 ns both
 //! inside a continuous stream of pairs and alternating with plain ones, in another harness:
-//! what makes the program's pairs dearer is not settled. Tried against it, 20 runs each: references of 2048 calls narrowed the 16-round parent's gap from
-//! 1.4 to 1.0 ns (10 runs of 20 within 10 %) at eight times their cost; the start-up pair
+//! what makes the program's pairs dearer is not settled. Tried against it, 20 runs each:
+//! references of 2048 calls narrowed the 16-round parent's gap from 1.4 to 1.0 ns (10 runs of 20
+//! within 10 %) at eight times their cost; the start-up pair
 //! measured in rounds of 32 Ki calls made calibration uncertain (15 runs said so) and the
 //! median error no smaller; a writer that does not preempt the program when woken
-//! (`SCHED_BATCH`) left the gap as it was. The wakes themselves, a cost too rare for medians,
-//! are measured where they happen (the recorder's `wake_writer_measured`).
+//! (`SCHED_BATCH`) left the gap as it was. The writer's wakes (a system call at every quarter of a
+//! ring, too rare for medians) were measured where they happen and removed like overhead: 3 → 6
+//! and 8 of 20 runs within 10 %, but their events, stamped after events recorded later with
+//! earlier stamps, broke the probes' time order (criterion's batches lost calls): taken back.
 //!
 //! A reference costs about 3 µs untimed, 9 µs timed (0.3 % and 0.9 % of a thread's time at
 //! one per millisecond). Shorter rounds do not track the probe's cost: 64 calls read 6×
