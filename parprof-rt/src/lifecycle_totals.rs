@@ -630,7 +630,8 @@ impl Tracker {
     /// that holds no mark is credited no time), no stretch being timed or starting, no search
     /// to close, the frames as a recursion leaves them. Does what [`Tracker::on_hook`] would,
     /// with none of its other cases; returns false, having changed nothing, where it must take
-    /// the hook.
+    /// the hook. (A search opens only through the general path, which then leaves the fast path
+    /// unarmed until a gap's close has counted it.)
     #[inline(always)]
     fn fast_hook(&mut self, kind: EventKind, region: u32, flags: u8) -> bool {
         if region != self.fast_region
@@ -643,7 +644,6 @@ impl Tracker {
         // SAFETY: `fast_region` is set only with `last_counters` its counters (see
         // `arm_fast_path`; `counters_cold` unsets it).
         let c = unsafe { &*self.last_counters };
-        let searched = self.rounds != 0 || self.sleeps != 0;
         match kind {
             EventKind::TaskBegin => {
                 let origin = flags as usize & 3;
@@ -654,8 +654,6 @@ impl Tracker {
                     }
                     c.user_code_stretches.add(1);
                     c.bypasses.add(1);
-                } else if searched {
-                    return false;
                 } else if origin <= TaskOrigin::Local as usize {
                     c.local.count.add(1);
                 } else {
@@ -699,7 +697,7 @@ impl Tracker {
                 self.in_uc = false;
             }
             EventKind::TaskResume => {
-                if self.in_uc || searched {
+                if self.in_uc {
                     return false;
                 }
                 c.resume.count.add(1);
@@ -712,13 +710,16 @@ impl Tracker {
     }
 
     /// After a counted hook of `region`: its next hooks may take [`Tracker::fast_hook`] unless a
-    /// stretch is being timed or a task of the region would open a window early.
+    /// stretch is being timed, a search is open (its gap's close counts it) or a task of the
+    /// region would open a window early.
     #[inline(always)]
     fn arm_fast_path(&mut self, region: u32) {
         let early_at_its_tasks = region != self.paused_region && self.early_windows < EARLY_WINDOWS;
         if self.detail
             || !self.started
             || self.timed_from != 0
+            || self.rounds != 0
+            || self.sleeps != 0
             || self.window_due
             || early_at_its_tasks
         {
