@@ -100,6 +100,9 @@ pub fn ensure_init() {
 thread_local! {
     /// This thread's ring; null until the thread first records (and again once it exits).
     static RING: Cell<*const Ring> = const { Cell::new(std::ptr::null()) };
+    /// The writer's wake that this thread made and has not stored yet (see
+    /// [`wake_writer_measured`]).
+    static WAKE_TO_STORE: Cell<Option<Event>> = const { Cell::new(None) };
     /// Closes this thread's ring when the thread exits, so the writer flushes and frees it.
     static THREAD_EXIT: ThreadExit = const { ThreadExit { ring: std::cell::RefCell::new(None) } };
 }
@@ -118,8 +121,10 @@ impl Drop for ThreadExit {
         full_detail::detach_thread();
         let _ = RING.try_with(|r| r.set(std::ptr::null()));
         if let Some(ring) = self.ring.borrow_mut().take() {
+            let now = clock::now();
+            store_wake_before(&ring, now);
             if sampling::has_pending() {
-                write_unrecorded(&ring, clock::now());
+                write_unrecorded(&ring, now);
             }
             ring.close();
             wake_writer();
@@ -189,7 +194,7 @@ fn stamp_attention(ring: &Ring, kind: EventKind, id: u32, aux: u16, flags: u8) -
             slices::checkpoint();
             if !slice_child::active() {
                 let took = clock::now().saturating_sub(began).min(u64::from(u32::MAX)) as u32;
-                push(ring, Event::new(began, EventKind::SliceCheckpoint, took));
+                push_in_order(ring, Event::new(began, EventKind::SliceCheckpoint, took));
             }
         }
     }
@@ -204,7 +209,17 @@ fn stamp_attention(ring: &Ring, kind: EventKind, id: u32, aux: u16, flags: u8) -
     if detail && kind == EventKind::Exit {
         full_detail::event(kind, id);
     }
-    let ts = push_now(ring, kind, id, aux, flags);
+    let ts = clock::now();
+    push_in_order(
+        ring,
+        Event {
+            ts,
+            id,
+            aux,
+            kind: kind as u8,
+            flags,
+        },
+    );
     if detail && kind == EventKind::Enter {
         full_detail::event(kind, id);
     }
@@ -215,9 +230,63 @@ fn stamp_attention(ring: &Ring, kind: EventKind, id: u32, aux: u16, flags: u8) -
 fn push(ring: &Ring, event: Event) {
     match ring.push(event) {
         Push::Stored => {}
-        Push::StoredWakeWriter => wake_writer(),
+        // Calibration's and an in-run reference's own events: their measurement holds the
+        // wake (a reference's whole time is removed).
+        Push::StoredWakeWriter if event.id == sampling::CALIBRATION_SITE => wake_writer(),
+        Push::StoredWakeWriter => wake_writer_measured(),
         Push::Full => wait_for_room(ring, event),
     }
+}
+
+/// Wakes the writer from a recording thread and keeps how long that took, as a
+/// [`EventKind::BufferStall`] with [`crate::trace::BUFFER_WRITER_WOKEN`] that the analysis
+/// removes like probe overhead. Calibration and the in-run references, medians over rounds,
+/// leave out a cost this rare (one event in 32 Ki), yet waking a sleeping writer is a system
+/// call of 0.1 to 5 µs on this project's VM (2 EPYC vCPUs under KVM), and up to a millisecond
+/// where the woken writer takes the thread's CPU (that part is switched-out time, which the
+/// analysis removes once).
+///
+/// The wake's event is stamped when the wake began, yet the event whose push woke the writer
+/// may have been stamped earlier still, and so may events pushed after it (an in-run
+/// reference's, stamped at its start; counts of unrecorded calls written before it): the wake is
+/// stored before the thread's next event stamped after it began ([`store_wake_before`]), so
+/// that a thread's events stay in time order.
+#[cold]
+#[inline(never)]
+fn wake_writer_measured() {
+    let began = clock::now();
+    wake_writer();
+    let took = clock::now().saturating_sub(began).min(u64::from(u32::MAX)) as u32;
+    let wake = match WAKE_TO_STORE.get() {
+        // A second wake before the first was stored (events stamped before the first pushed
+        // meanwhile): one event for both, at the first's time, lasting as long as both did.
+        Some(earlier) => Event::writer_woken(earlier.ts, earlier.id.saturating_add(took)),
+        None => Event::writer_woken(began, took),
+    };
+    WAKE_TO_STORE.set(Some(wake));
+    attention::set(attention::WOKE);
+}
+
+/// Stores `event` after the writer's wake that the thread holds, if that began by the event's
+/// stamp. A wake that storing them makes begins after the stamp: it waits for a later event.
+fn push_in_order(ring: &Ring, event: Event) {
+    store_wake_before(ring, event.ts);
+    push(ring, event);
+}
+
+/// Stores the writer's wake that the thread holds, if it began by `ts`: the thread is about to
+/// store an event stamped `ts`, and every event it stored since the wake was stamped before it.
+fn store_wake_before(ring: &Ring, ts: u64) {
+    if attention::get() & attention::WOKE == 0 {
+        return;
+    }
+    let Some(wake) = WAKE_TO_STORE.get().filter(|w| w.ts <= ts) else {
+        return;
+    };
+    // Cleared first: storing the wake may wake the writer again.
+    WAKE_TO_STORE.set(None);
+    attention::clear(attention::WOKE);
+    push(ring, wake);
 }
 
 /// Stores an event that the caller measured (its own `ts`, taken before the work it
@@ -226,7 +295,7 @@ fn push(ring: &Ring, event: Event) {
 pub(crate) fn record_measured(event: Event) {
     with_current_ring(|ring| {
         write_pending_unrecorded(ring, event.ts);
-        push(ring, event)
+        push_in_order(ring, event)
     });
 }
 
@@ -251,7 +320,7 @@ fn write_pending_unrecorded(ring: &Ring, ts: u64) {
 #[inline(never)]
 pub(crate) fn write_unrecorded(ring: &Ring, ts: u64) {
     sampling::take_pending(|calls| {
-        push(
+        push_in_order(
             ring,
             Event::unrecorded(ts, calls.site, calls.count, calls.nested),
         );
@@ -284,6 +353,8 @@ fn wait_for_room(ring: &Ring, event: Event) {
         }
     }
     let waited = clock::now().saturating_sub(stalled_at).min(u32::MAX as u64) as u32;
+    // A wake the thread holds began before the wait, and after `event` was stamped.
+    store_wake_before(ring, stalled_at);
     let stall = Event::new(stalled_at, EventKind::BufferStall, waited);
     if ring.push(stall) == Push::Full {
         ring.count_lost();
@@ -395,9 +466,14 @@ pub(crate) fn wake_writer() {
 /// at exit, where the thread (the main thread) may be past its thread-local storage.
 pub(crate) fn write_unrecorded_at_exit() {
     let ring = RING.try_with(|r| r.get()).unwrap_or(std::ptr::null());
-    if !ring.is_null() && sampling::has_pending() {
+    if !ring.is_null() {
         // SAFETY: as in `stamp`: the thread is alive and its ring with it.
-        write_unrecorded(unsafe { &*ring }, clock::now());
+        let ring = unsafe { &*ring };
+        let now = clock::now();
+        store_wake_before(ring, now);
+        if sampling::has_pending() {
+            write_unrecorded(ring, now);
+        }
     }
 }
 

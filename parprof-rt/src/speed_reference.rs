@@ -46,9 +46,13 @@
 //! measured in rounds of 32 Ki calls made calibration uncertain (15 runs said so) and the
 //! median error no smaller; a writer that does not preempt the program when woken
 //! (`SCHED_BATCH`) left the gap as it was. The writer's wakes (a system call at every quarter of a
-//! ring, too rare for medians) were measured where they happen and removed like overhead: 3 → 6
-//! and 8 of 20 runs within 10 %, but their events, stamped after events recorded later with
-//! earlier stamps, broke the probes' time order (criterion's batches lost calls): taken back.
+//! ring, too rare for medians) are measured where they happen and removed like overhead (the
+//! recorder's `wake_writer_measured`; their events are stored in time order). With every call
+//! timed, runs of one build with the writer held back (no drain, no wake, a ring that held the
+//! whole run) left the 16-round parent +4 to +9 % (5 runs of 6; one +17 %) where the writer
+//! running as usual left +8 to +20 % (10 runs) and the writer woken but draining nothing +7 to
+//! +12 % (6 runs): the wakes make much of the writer's share, and the 8-round parent kept +42 to
+//! +66 % without the writer as with it (its pairs cost more around a shorter body).
 //!
 //! A reference costs about 3 µs untimed, 9 µs timed (0.3 % and 0.9 % of a thread's time at
 //! one per millisecond). Shorter rounds do not track the probe's cost: 64 calls read 6×

@@ -58,10 +58,11 @@ use std::io::{self, Read, Write};
 /// First eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"PPTRACE\0";
 /// Version of the format written by this crate.
-pub const VERSION: u32 = 11;
-/// The oldest version readers accept: versions 7 to 10 differ only by fields at the end of
+pub const VERSION: u32 = 12;
+/// The oldest version readers accept: versions 7 to 11 differ only by fields at the end of
 /// [`LifecycleTotals`] (two, one, and the iterators' items since version 11) and of
-/// [`SiteRecord`] (the caller and the entry kind, since version 10), read as absent.
+/// [`SiteRecord`] (the caller and the entry kind, since version 10), read as absent, and by
+/// the writer's wakes ([`BUFFER_WRITER_WOKEN`], since version 12), which they do not have.
 pub const OLDEST_READABLE: u32 = 7;
 /// Upper bound on a chunk payload; a larger length is corruption, not a reason to allocate.
 pub const MAX_CHUNK_LEN: u32 = 64 << 20;
@@ -80,6 +81,12 @@ pub const ENTER_NOT_SAMPLED: u8 = 1;
 /// `Event::flags` of an [`EventKind::Unrecorded`] event whose calls were nested in an
 /// unrecorded activation of the same site. Traces written before this flag have none.
 pub const UNRECORDED_NESTED: u8 = 1;
+
+/// `Event::flags` of an [`EventKind::BufferStall`] that is no wait: the thread woke the writer
+/// (its ring filled another quarter), a system call when the writer sleeps, once per 32 Ki
+/// events. Removed like a wait, for its measured duration; not counted as a stall. Stamped when
+/// the wake began and stored before the thread's next event stamped after that, in time order.
+pub const BUFFER_WRITER_WOKEN: u8 = 1;
 
 /// `Event::flags` of an [`EventKind::Detail`]: per-job events stop here.
 pub const DETAIL_PAUSE: u8 = 0;
@@ -159,7 +166,9 @@ pub enum EventKind {
     TaskResume = 7,
     /// The thread waited for room in its buffer because the writer fell behind: the wait
     /// began at `ts` and lasted `id` ticks. Like probe overhead, it is removed from every
-    /// enclosing probed interval. Recording is lossless at this price.
+    /// enclosing probed interval. Recording is lossless at this price. With `flags`
+    /// [`BUFFER_WRITER_WOKEN`] (since version 12) the thread did not wait but woke the writer,
+    /// for `id` ticks, removed likewise.
     BufferStall = 8,
     /// A searching rayon worker's round over the deques and the injector found nothing
     /// (rayon-core hooks); `aux` counts the failed rounds of this search so far (rayon sleeps
@@ -280,6 +289,17 @@ impl Event {
             aux: 0,
             kind: kind as u8,
             flags: 0,
+        }
+    }
+
+    /// The thread woke the writer at `ts`, for `took` ticks (see [`BUFFER_WRITER_WOKEN`]).
+    pub const fn writer_woken(ts: u64, took: u32) -> Event {
+        Event {
+            ts,
+            id: took,
+            aux: 0,
+            kind: EventKind::BufferStall as u8,
+            flags: BUFFER_WRITER_WOKEN,
         }
     }
 
@@ -1486,6 +1506,9 @@ fn decode_events(c: &mut Cursor) -> Result<Chunk, &'static str> {
         }
         if kind == EventKind::Enter && e.flags & !ENTER_NOT_SAMPLED != 0 {
             return Err("unknown flags of a probe entry");
+        }
+        if kind == EventKind::BufferStall && e.flags & !BUFFER_WRITER_WOKEN != 0 {
+            return Err("unknown flags of a buffer stall");
         }
         if kind == EventKind::Detail && e.flags > DETAIL_FRAME {
             return Err("unknown flags of a detail event");

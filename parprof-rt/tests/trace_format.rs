@@ -39,10 +39,10 @@ fn arb_event() -> impl Strategy<Value = Event> {
             id,
             aux,
             kind: kind as u8,
-            // A task's origin takes 0–3; entries and unrecorded calls have one flag; a detail
-            // event pauses, resumes or tells a frame.
+            // A task's origin takes 0–3; entries, unrecorded calls and buffer stalls (a writer
+            // woken) have one flag; a detail event pauses, resumes or tells a frame.
             flags: match kind {
-                EventKind::Enter | EventKind::Unrecorded => flags % 2,
+                EventKind::Enter | EventKind::Unrecorded | EventKind::BufferStall => flags % 2,
                 EventKind::Detail => flags % 3,
                 _ => flags,
             },
@@ -264,8 +264,12 @@ fn a_flipped_bit_is_a_checksum_error_at_the_chunk_offset() {
 }
 
 #[test]
-fn unknown_flags_of_an_entry_or_unrecorded_calls_are_corruption() {
-    for kind in [EventKind::Enter, EventKind::Unrecorded] {
+fn unknown_flags_of_an_entry_unrecorded_calls_or_a_stall_are_corruption() {
+    for kind in [
+        EventKind::Enter,
+        EventKind::Unrecorded,
+        EventKind::BufferStall,
+    ] {
         let chunks = [Chunk::Events {
             tid: 1,
             events: vec![Event {

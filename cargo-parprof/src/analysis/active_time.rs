@@ -22,7 +22,9 @@ use super::in_run_speed::{SpeedFollower, SpeedTotals};
 use super::model::Anomalies;
 use super::offcpu::{OffCpu, OffCpuCursor, OffCpuIndex, SwitchedOut};
 use super::spans::{LongestSpans, TickSpan, TickSpanKind};
-use parprof_rt::trace::{Calibration, DETAIL_FRAME, DETAIL_RESUME, Event, EventKind};
+use parprof_rt::trace::{
+    BUFFER_WRITER_WOKEN, Calibration, DETAIL_FRAME, DETAIL_RESUME, Event, EventKind,
+};
 use std::collections::{BTreeSet, HashMap};
 
 /// What calls add up to, in ticks: the same figures per probe site and per call path.
@@ -643,6 +645,8 @@ impl Totals<'_> {
     /// The ticks of overhead that `event` starts on its thread's time line.
     fn overhead_of(&mut self, thread: &mut ThreadState<'_>, event: &Event, kind: EventKind) -> u64 {
         match kind {
+            // The runtime woke the writer for `id` ticks: removed like overhead, no stall.
+            EventKind::BufferStall if event.flags & BUFFER_WRITER_WOKEN != 0 => event.id as u64,
             // The runtime waited `id` ticks for room in its buffer: removed like overhead.
             EventKind::BufferStall => {
                 self.buffer_stalls.count += 1;
@@ -1494,6 +1498,25 @@ mod tests {
                 ticks: 40
             }
         );
+        assert!(result.uncalibrated.is_empty());
+    }
+
+    #[test]
+    fn a_writer_woken_is_removed_for_its_measured_duration_and_is_no_stall() {
+        let result = run_on_cpu(
+            &calibration(2.0, 2.0),
+            &[
+                Event::new(0, EventKind::Enter, F),
+                Event::new(10, EventKind::Enter, G),
+                Event::writer_woken(11, 30),
+                Event::new(100, EventKind::Exit, G),
+                Event::new(200, EventKind::Exit, F),
+            ],
+        );
+        // G: its entry 10..12 and the wake 11..41 make 10..41; F: 0..2, 10..41, 100..102.
+        assert_eq!(result.probes[&G].overhead, 31);
+        assert_eq!(result.probes[&F].overhead, 35);
+        assert_eq!(result.buffer_stalls, BufferStallTicks::default());
         assert!(result.uncalibrated.is_empty());
     }
 
