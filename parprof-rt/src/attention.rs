@@ -6,7 +6,7 @@
 //! may interrupt that thread's own read-modify-write of the byte. The handler's update runs
 //! to completion before the interrupted one resumes, so only the handler's bit can be lost
 //! (the thread stores the value it read before the signal): a lost checkpoint arm is
-//! harmless, the next period arms again. [`PENDING`], [`DETAIL`] and [`WOKE`] are only changed
+//! harmless, the next period arms again. [`PENDING`], [`DETAIL`] and [`HELD`] are only changed
 //! by the thread itself and are never lost. The byte is an atomic only so that the handler's access
 //! is defined behaviour; loads and stores are separate (no locked instruction).
 
@@ -18,9 +18,9 @@ pub(crate) const PENDING: u8 = 1;
 pub(crate) const CHECKPOINT: u8 = 2;
 /// Every probe event goes to the detailed instrumentation (a slice, or `PARPROF_DETAIL=full`).
 pub(crate) const DETAIL: u8 = 4;
-/// The thread woke the writer and holds the wake's event, to be stored before its next event
-/// stamped after the wake began.
-pub(crate) const WOKE: u8 = 8;
+/// The thread holds events (the writer's wake, a wait for room) to be stored before its next
+/// event stamped after them.
+pub(crate) const HELD: u8 = 8;
 
 thread_local! {
     // Const-initialised and without a destructor: a signal handler may touch it at any time.

@@ -100,9 +100,9 @@ pub fn ensure_init() {
 thread_local! {
     /// This thread's ring; null until the thread first records (and again once it exits).
     static RING: Cell<*const Ring> = const { Cell::new(std::ptr::null()) };
-    /// The writer's wake that this thread made and has not stored yet (see
-    /// [`wake_writer_measured`]).
-    static WAKE_TO_STORE: Cell<Option<Event>> = const { Cell::new(None) };
+    /// The events this thread holds, to be stored before its next event stamped after them (see
+    /// [`hold`]).
+    static HELD: Cell<Held> = const { Cell::new(Held { wake: None, stall: None }) };
     /// Closes this thread's ring when the thread exits, so the writer flushes and frees it.
     static THREAD_EXIT: ThreadExit = const { ThreadExit { ring: std::cell::RefCell::new(None) } };
 }
@@ -122,7 +122,7 @@ impl Drop for ThreadExit {
         let _ = RING.try_with(|r| r.set(std::ptr::null()));
         if let Some(ring) = self.ring.borrow_mut().take() {
             let now = clock::now();
-            store_wake_before(&ring, now);
+            store_held_before(&ring, now);
             if sampling::has_pending() {
                 write_unrecorded(&ring, now);
             }
@@ -238,55 +238,94 @@ fn push(ring: &Ring, event: Event) {
     }
 }
 
-/// Wakes the writer from a recording thread and keeps how long that took, as a
+/// Wakes the writer from a recording thread and holds how long that took ([`hold`]), as a
 /// [`EventKind::BufferStall`] with [`crate::trace::BUFFER_WRITER_WOKEN`] that the analysis
 /// removes like probe overhead. Calibration and the in-run references, medians over rounds,
 /// leave out a cost this rare (one event in 32 Ki), yet waking a sleeping writer is a system
 /// call of 0.1 to 5 µs on this project's VM (2 EPYC vCPUs under KVM), and up to a millisecond
 /// where the woken writer takes the thread's CPU (that part is switched-out time, which the
 /// analysis removes once).
-///
-/// The wake's event is stamped when the wake began, yet the event whose push woke the writer
-/// may have been stamped earlier still, and so may events pushed after it (an in-run
-/// reference's, stamped at its start; counts of unrecorded calls written before it): the wake is
-/// stored before the thread's next event stamped after it began ([`store_wake_before`]), so
-/// that a thread's events stay in time order.
 #[cold]
 #[inline(never)]
 fn wake_writer_measured() {
     let began = clock::now();
     wake_writer();
     let took = clock::now().saturating_sub(began).min(u64::from(u32::MAX)) as u32;
-    let wake = match WAKE_TO_STORE.get() {
-        // A second wake before the first was stored (events stamped before the first pushed
-        // meanwhile): one event for both, at the first's time, lasting as long as both did.
-        Some(earlier) => Event::writer_woken(earlier.ts, earlier.id.saturating_add(took)),
-        None => Event::writer_woken(began, took),
-    };
-    WAKE_TO_STORE.set(Some(wake));
-    attention::set(attention::WOKE);
+    hold(Event::writer_woken(began, took));
 }
 
-/// Stores `event` after the writer's wake that the thread holds, if that began by the event's
-/// stamp. A wake that storing them makes begins after the stamp: it waits for a later event.
+/// Events a thread made while it stored another: they are stamped when they began, and the
+/// event being stored, or events stored after it, may have been stamped earlier (counts of
+/// unrecorded calls, an in-run reference, an event held before).
+#[derive(Clone, Copy)]
+struct Held {
+    /// The writer's wake ([`wake_writer_measured`]).
+    wake: Option<Event>,
+    /// The wait for room ([`wait_for_room`]).
+    stall: Option<Event>,
+}
+
+/// Holds `event` (a wake or a wait for room, whose `id` is its duration) until the thread's next
+/// event stamped after it began ([`push_in_order`]), so that a thread's events stay in time
+/// order. A second of a kind before the first is stored joins it: one event at the first's
+/// time, lasting as long as both did.
+fn hold(event: Event) {
+    let mut held = HELD.get();
+    let slot = if event.flags & crate::trace::BUFFER_WRITER_WOKEN != 0 {
+        &mut held.wake
+    } else {
+        &mut held.stall
+    };
+    *slot = Some(match *slot {
+        Some(first) => Event {
+            id: first.id.saturating_add(event.id),
+            ..first
+        },
+        None => event,
+    });
+    HELD.set(held);
+    attention::set(attention::HELD);
+}
+
+/// Stores `event` after the events the thread holds that began by its stamp. Events held while
+/// storing them begin after the stamp: they wait for a later event. An in-run reference's own
+/// calls (every call recorded) store none: the writer leaves them out of the trace, and the
+/// reference's event, stamped at its start, comes after them.
 fn push_in_order(ring: &Ring, event: Event) {
-    store_wake_before(ring, event.ts);
+    let reference_call = event.id == sampling::CALIBRATION_SITE
+        && matches!(event.kind(), EventKind::Enter | EventKind::Exit);
+    if !reference_call {
+        store_held_before(ring, event.ts);
+    }
     push(ring, event);
 }
 
-/// Stores the writer's wake that the thread holds, if it began by `ts`: the thread is about to
-/// store an event stamped `ts`, and every event it stored since the wake was stamped before it.
-fn store_wake_before(ring: &Ring, ts: u64) {
-    if attention::get() & attention::WOKE == 0 {
+/// Stores the events the thread holds that began by `ts`, earliest first: the thread is about to
+/// store an event stamped `ts`, and every event it stored since they began was stamped before
+/// them.
+fn store_held_before(ring: &Ring, ts: u64) {
+    if attention::get() & attention::HELD == 0 {
         return;
     }
-    let Some(wake) = WAKE_TO_STORE.get().filter(|w| w.ts <= ts) else {
-        return;
+    let held = HELD.get();
+    let due = |e: Option<Event>| e.filter(|e| e.ts <= ts);
+    let (wake, stall) = (due(held.wake), due(held.stall));
+    let rest = Held {
+        wake: held.wake.filter(|_| wake.is_none()),
+        stall: held.stall.filter(|_| stall.is_none()),
     };
-    // Cleared first: storing the wake may wake the writer again.
-    WAKE_TO_STORE.set(None);
-    attention::clear(attention::WOKE);
-    push(ring, wake);
+    // Set first: storing them may hold new ones.
+    HELD.set(rest);
+    if rest.wake.is_none() && rest.stall.is_none() {
+        attention::clear(attention::HELD);
+    }
+    let (first, second) = match (wake, stall) {
+        (Some(w), Some(s)) if s.ts < w.ts => (Some(s), Some(w)),
+        pair => pair,
+    };
+    for event in [first, second].into_iter().flatten() {
+        push(ring, event);
+    }
 }
 
 /// Stores an event that the caller measured (its own `ts`, taken before the work it
@@ -327,8 +366,9 @@ pub(crate) fn write_unrecorded(ring: &Ring, ts: u64) {
     });
 }
 
-/// The writer fell behind: wait until it makes room, then store the event and a
-/// [`EventKind::BufferStall`] that lets the analysis remove the wait like probe overhead.
+/// The writer fell behind: wait until it makes room, then store the event and hold a
+/// [`EventKind::BufferStall`] that lets the analysis remove the wait like probe overhead (stamped
+/// when the wait began: the events stored next may have been stamped before, see [`hold`]).
 /// Only a writer that is gone (stopped, or failed to write) makes events lost, counted.
 #[cold]
 #[inline(never)]
@@ -353,12 +393,7 @@ fn wait_for_room(ring: &Ring, event: Event) {
         }
     }
     let waited = clock::now().saturating_sub(stalled_at).min(u32::MAX as u64) as u32;
-    // A wake the thread holds began before the wait, and after `event` was stamped.
-    store_wake_before(ring, stalled_at);
-    let stall = Event::new(stalled_at, EventKind::BufferStall, waited);
-    if ring.push(stall) == Push::Full {
-        ring.count_lost();
-    }
+    hold(Event::new(stalled_at, EventKind::BufferStall, waited));
 }
 
 #[cold]
@@ -470,7 +505,7 @@ pub(crate) fn write_unrecorded_at_exit() {
         // SAFETY: as in `stamp`: the thread is alive and its ring with it.
         let ring = unsafe { &*ring };
         let now = clock::now();
-        store_wake_before(ring, now);
+        store_held_before(ring, now);
         if sampling::has_pending() {
             write_unrecorded(ring, now);
         }
