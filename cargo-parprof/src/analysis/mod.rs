@@ -250,6 +250,14 @@ pub fn analyse_with_counters(
         source: &source,
         span,
     };
+    // First, so that the spans it kept (up to a run of them in memory) are gone before the
+    // off-CPU stacks build their index of the switches; its notes keep their place.
+    let mut counter_notes = Vec::new();
+    let mut counters_analysis = cx.attribute_counters(
+        streamed.counter_spans,
+        &streamed.contents.sites,
+        &mut counter_notes,
+    );
     let threads = cx.threads(&streamed.activity, &streamed.contents);
     let folded = cpu_stacks::fold(kernel, &threads, span.origin_ns);
     let offcpu_stacks = cpu_stacks::fold_switch_outs(kernel, &switches, &threads);
@@ -268,8 +276,7 @@ pub fn analyse_with_counters(
     ));
     notes.extend(lifecycle_notes(&regions, &opts.thresholds));
     notes.extend(cx.outside_regions_note(&streamed.lifecycle.workers, &streamed.lifecycle.runs));
-    let mut counters_analysis =
-        cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites, &mut notes);
+    notes.extend(counter_notes);
     if let Some(counters) = counters_analysis.as_mut() {
         sampled_tasks::from_regions(&mut counters.items, &regions);
     }
