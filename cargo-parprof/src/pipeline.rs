@@ -46,7 +46,7 @@ pub fn analyse(
             .kernel
             .switches
             .iter()
-            .any(|s| pids.contains(&s.tid))
+            .any(|s| pids.contains(&{ s.tid }))
     });
     let mut analysis =
         analysis::analyse_with_counters(run_dir, &kernel, &recording.counters, &analysis_opts)?;
