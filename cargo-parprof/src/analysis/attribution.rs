@@ -48,9 +48,6 @@ pub fn process_series(series: &CounterSeries) -> Vec<CounterPoint> {
             }),
         }
     }
-    // A series derived from switch records has a point at nearly every switch: up to half
-    // of its list would be room it grew into.
-    out.shrink_to_fit();
     out
 }
 

@@ -3,9 +3,6 @@
 
 use std::cmp::{Ordering, Reverse};
 
-/// Candidates added at least at a time when their list grows.
-const MIN_GROWTH: usize = 1024;
-
 /// A span on the tick time line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TickSpan {
@@ -96,16 +93,8 @@ impl LongestSpans {
             self.leave_out(&span);
             return;
         }
-        let most = self.capacity.saturating_add(self.capacity / 2 + 1);
-        let len = self.candidates.len();
-        if len == self.candidates.capacity() {
-            // Doubling, but never beyond the most it holds (left to itself, the last doubling
-            // could take a third more than that).
-            self.candidates
-                .reserve_exact(len.max(MIN_GROWTH).min(most.saturating_sub(len).max(1)));
-        }
         self.candidates.push(span);
-        if self.candidates.len() >= most {
+        if self.candidates.len() >= self.capacity.saturating_add(self.capacity / 2 + 1) {
             self.select();
         }
     }
@@ -136,7 +125,6 @@ impl LongestSpans {
     pub(crate) fn into_sorted(mut self) -> KeptSpans {
         self.select();
         let mut spans = self.candidates;
-        spans.shrink_to_fit();
         spans.sort_by_key(|s| (s.tid, s.start, Reverse(s.end), s.kind));
         KeptSpans {
             spans,

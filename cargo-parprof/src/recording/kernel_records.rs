@@ -172,11 +172,6 @@ impl StackTree {
         self.nodes[1..].iter().map(|n| (n.parent, &n.frame))
     }
 
-    /// Gives back the room the nodes grew into.
-    pub fn shrink_to_fit(&mut self) {
-        self.nodes.shrink_to_fit();
-    }
-
     /// Whether `id` is a stack of this tree.
     pub fn contains(&self, id: StackId) -> bool {
         (id as usize) < self.nodes.len()

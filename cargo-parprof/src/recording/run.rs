@@ -26,13 +26,11 @@ impl Recording {
     /// Drops what only symbolising needed, once every sample has its stack: the samples' call
     /// chains (a deep recursion's are nearly all distinct: a tenth of a long run's records in
     /// memory) and their processes. The analysis folds the stacks; a sample whose stack has no
-    /// frame had an empty call chain. The lists are complete then, and give back the room
-    /// they grew into (up to half of each, a long run's largest allocations).
+    /// frame had an empty call chain.
     pub fn release_call_chains(&mut self) {
         if self.needs_symbols() {
             return;
         }
-        self.fit_lists();
         let none: CallChain = Arc::from([]);
         let k = &mut self.kernel;
         for sample in k.samples.iter_mut().chain(&mut k.switch_samples) {
@@ -40,27 +38,6 @@ impl Recording {
         }
         self.addresses.sample_pids = Vec::new();
         self.addresses.switch_sample_pids = Vec::new();
-    }
-
-    /// Gives back what the lists reserved beyond their length.
-    fn fit_lists(&mut self) {
-        let k = &mut self.kernel;
-        k.switches.shrink_to_fit();
-        k.thread_starts.shrink_to_fit();
-        k.samples.shrink_to_fit();
-        k.sample_stacks.shrink_to_fit();
-        k.switch_samples.shrink_to_fit();
-        k.switch_sample_stacks.shrink_to_fit();
-        if let Some(stacks) = Arc::get_mut(&mut k.stacks) {
-            stacks.shrink_to_fit();
-        }
-        for series in &mut self.counters.counters {
-            series.cpu_samples.shrink_to_fit();
-        }
-        let side_band = &mut self.addresses.side_band;
-        side_band.maps.shrink_to_fit();
-        side_band.forks.shrink_to_fit();
-        side_band.execs.shrink_to_fit();
     }
 
     /// Whether a list of samples has no stacks yet: the run was saved before its samples

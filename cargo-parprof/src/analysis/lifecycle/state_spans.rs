@@ -37,13 +37,7 @@ impl<T: Ord> Longest<T> {
     }
 
     pub(super) fn offer(&mut self, item: T) {
-        let len = self.kept.len();
-        if len < self.capacity {
-            if len == self.kept.capacity() {
-                // Doubling, but never beyond the capacity.
-                self.kept
-                    .reserve_exact(len.max(1024).min(self.capacity - len));
-            }
+        if self.kept.len() < self.capacity {
             self.kept.push(Reverse(item));
             return;
         }
