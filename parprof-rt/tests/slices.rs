@@ -359,16 +359,30 @@ fn page_fault_mean(r: &Run, site: &str) -> (f64, u64) {
 
 fn pages_with_slices() {
     let steps = 1500;
-    let r = run(
-        "pages",
-        &[
-            ("SLICES_TEST_ARGS", &format!("1 {steps}")),
-            (
-                "PARPROF_SLICES",
-                "period_ns=10000000,length_ns=5000000,load=1.0",
-            ),
-        ],
-    );
+    let env = [
+        ("SLICES_TEST_ARGS", format!("1 {steps}")),
+        (
+            "PARPROF_SLICES",
+            "period_ns=10000000,length_ns=5000000,load=1.0".to_owned(),
+        ),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut r = run("pages", &env);
+    // Slices run at SCHED_IDLE, on CPUs no other program wants: beside CPU-bound programs a
+    // slice child gets no CPU before the program ends and is killed having run nothing. Such
+    // a run says nothing of the slices' figures; it is taken again once, and a machine busy
+    // all along leaves them unchecked, said.
+    let starved = |r: &Run| {
+        !r.results.slices.is_empty()
+            && r.results
+                .slices
+                .iter()
+                .all(|s| s.end == SliceEnd::Killed && s.cpu_ns == 0)
+    };
+    if starved(&r) {
+        eprintln!("pages: every slice child was killed before it ran (no idle CPU): taken again");
+        r = run("pages", &env);
+    }
     assert_lines_once(
         &r.stdout,
         (0..steps).map(|s| format!("t0 step {s}")),
@@ -399,6 +413,10 @@ fn pages_with_slices() {
         res.slices.len(),
         res.unavailable
     );
+    if starved(&r) {
+        eprintln!("pages: no idle CPU for a SCHED_IDLE slice in two runs: its figures not checked");
+        return;
+    }
     assert!(completed >= 1, "{res:#?}");
     assert!(calls >= 1);
     assert!((mean - PAGES as f64).abs() <= 0.15 * PAGES as f64, "{mean}");
