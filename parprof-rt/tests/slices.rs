@@ -268,7 +268,34 @@ struct Run {
     dir: tempfile::TempDir,
 }
 
+/// Runs of a role taken when every slice child starved: see [`run`].
+const ATTEMPTS: usize = 3;
+
+/// Runs the program in `role` with `env`. Slices run at SCHED_IDLE, on CPUs no other program
+/// wants: beside CPU-bound programs a slice child may get no CPU before the program ends and
+/// be killed having run nothing, a run that says nothing of slices. Such a run is taken again,
+/// up to [`ATTEMPTS`] runs in all.
 fn run(role: &str, env: &[(&str, &str)]) -> Run {
+    let starved = |r: &Run| {
+        !r.results.slices.is_empty()
+            && r.results
+                .slices
+                .iter()
+                .all(|s| s.end == SliceEnd::Killed && s.cpu_ns == 0)
+    };
+    let mut r = run_once(role, env);
+    for _ in 1..ATTEMPTS {
+        if !starved(&r) {
+            break;
+        }
+        eprintln!("{role}: every slice child was killed before it ran (no idle CPU): taken again");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        r = run_once(role, env);
+    }
+    r
+}
+
+fn run_once(role: &str, env: &[(&str, &str)]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let mut cmd = Command::new(std::env::current_exe().unwrap());
@@ -359,30 +386,16 @@ fn page_fault_mean(r: &Run, site: &str) -> (f64, u64) {
 
 fn pages_with_slices() {
     let steps = 1500;
-    let env = [
-        ("SLICES_TEST_ARGS", format!("1 {steps}")),
-        (
-            "PARPROF_SLICES",
-            "period_ns=10000000,length_ns=5000000,load=1.0".to_owned(),
-        ),
-    ];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let mut r = run("pages", &env);
-    // Slices run at SCHED_IDLE, on CPUs no other program wants: beside CPU-bound programs a
-    // slice child gets no CPU before the program ends and is killed having run nothing. Such
-    // a run says nothing of the slices' figures; it is taken again once, and a machine busy
-    // all along leaves them unchecked, said.
-    let starved = |r: &Run| {
-        !r.results.slices.is_empty()
-            && r.results
-                .slices
-                .iter()
-                .all(|s| s.end == SliceEnd::Killed && s.cpu_ns == 0)
-    };
-    if starved(&r) {
-        eprintln!("pages: every slice child was killed before it ran (no idle CPU): taken again");
-        r = run("pages", &env);
-    }
+    let r = run(
+        "pages",
+        &[
+            ("SLICES_TEST_ARGS", &format!("1 {steps}")),
+            (
+                "PARPROF_SLICES",
+                "period_ns=10000000,length_ns=5000000,load=1.0",
+            ),
+        ],
+    );
     assert_lines_once(
         &r.stdout,
         (0..steps).map(|s| format!("t0 step {s}")),
@@ -413,10 +426,6 @@ fn pages_with_slices() {
         res.slices.len(),
         res.unavailable
     );
-    if starved(&r) {
-        eprintln!("pages: no idle CPU for a SCHED_IDLE slice in two runs: its figures not checked");
-        return;
-    }
     assert!(completed >= 1, "{res:#?}");
     assert!(calls >= 1);
     assert!((mean - PAGES as f64).abs() <= 0.15 * PAGES as f64, "{mean}");
