@@ -675,7 +675,8 @@ fn sched_in_words(r: &RegionReport, f: &Figures) -> String {
     let s = &r.sched;
     if s.share_of_uc.is_none() {
         return format!(
-            "rayon's code inside the tasks not told ({} CPU samples in them, too few)",
+            "rayon's code inside the tasks not told ({} CPU samples in them, too few: \
+             `--frequency 4999` takes more)",
             s.own_samples + s.sched_samples
         );
     }

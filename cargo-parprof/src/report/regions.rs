@@ -30,7 +30,8 @@ pub(crate) fn impact_text(region: &RegionReport, d: &Diagnosis) -> String {
             format!("{lost}: more than {:.0}× faster if fixed", i.speedup_low)
         }
         None => format!(
-            "{lost}: at least {:.2}× faster if fixed (the measurement bounds it only from below)",
+            "{lost}: at least {:.2}× faster if fixed (the samples bound it only from below: \
+             `--frequency 4999` takes more)",
             i.speedup_low
         ),
         Some(high) if high - i.speedup_low < 0.005 => {
