@@ -46,7 +46,7 @@ pub fn analyse(
             .kernel
             .switches
             .iter()
-            .any(|s| pids.contains(&s.tid))
+            .any(|s| pids.contains(&{ s.tid }))
     });
     let mut analysis =
         analysis::analyse_with_counters(run_dir, &kernel, &recording.counters, &analysis_opts)?;
@@ -177,6 +177,7 @@ pub fn report_saved(
         symbolise_saved(&mut loaded, &run_dir);
         let mut recording = loaded.recording;
         recording.release_call_chains();
+        crate::record::session::return_freed_memory();
         let options = options(&recording.run.options);
         let mut analysis = analyse(&recording, &run_dir, &options)?;
         analysis.notes.extend(cut_note);

@@ -93,7 +93,7 @@ fn sleeping_shell_blocks_voluntarily() {
         run.started_ns + run.wall_ns + 1_000_000_000,
     );
     assert!(
-        k.switches.iter().all(|s| (lo..hi).contains(&s.time_ns)),
+        k.switches.iter().all(|s| (lo..hi).contains(&{ s.time_ns })),
         "records not on CLOCK_MONOTONIC"
     );
     let voluntary = k

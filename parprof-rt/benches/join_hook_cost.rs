@@ -35,10 +35,9 @@ fn one_join(i: u64) {
         black_box(i);
     }
     {
-        let _local = fork.local_task();
+        let _local = fork.local_task_then_resume();
         black_box(job_tag);
     }
-    fork.resume();
 }
 
 /// The child: a worker of a pool, in a region, times bursts of joins and prints the fastest

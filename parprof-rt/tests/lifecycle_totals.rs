@@ -138,9 +138,11 @@ fn child_runs_joins() {
                         let fork = Fork::here();
                         drop(fork.inline_task());
                         if i % 3 != 0 {
-                            drop(fork.local_task());
+                            // Popped back: its end is the join's return.
+                            drop(fork.local_task_then_resume());
+                        } else {
+                            fork.resume();
                         }
-                        fork.resume();
                     }
                 })
             })

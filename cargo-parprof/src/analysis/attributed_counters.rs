@@ -1253,16 +1253,30 @@ fn read_times(
     read_interval_ns: u64,
     to_ticks: &dyn Fn(u64) -> u64,
 ) -> Vec<u64> {
-    let mut times: Vec<u64> = series.iter().flatten().map(|p| p.time_ns).collect();
-    times.sort_unstable();
     let mut kept: Vec<u64> = Vec::new();
-    for t in times {
+    let mut keep = |t: u64| {
         if kept
             .last()
             .is_none_or(|&last| t >= last.saturating_add(read_interval_ns / 2).max(last + 1))
         {
             kept.push(t);
         }
+    };
+    if series.iter().all(|s| s.is_sorted_by_key(|p| p.time_ns)) {
+        // Merged as they come: a series derived from switch records has a point at every
+        // switch, a long run's millions, of which only the few reads apart are kept.
+        let mut next = vec![0; series.len()];
+        while let Some((i, t)) = (series.iter().zip(&next).enumerate())
+            .filter_map(|(i, (points, &n))| points.get(n).map(|p| (i, p.time_ns)))
+            .min_by_key(|&(_, t)| t)
+        {
+            next[i] += 1;
+            keep(t);
+        }
+    } else {
+        let mut times: Vec<u64> = series.iter().flatten().map(|p| p.time_ns).collect();
+        times.sort_unstable();
+        times.into_iter().for_each(&mut keep);
     }
     kept.into_iter().map(to_ticks).collect()
 }
@@ -1302,6 +1316,25 @@ mod tests {
         Event {
             flags: 1,
             ..Event::new(ts, kind, id)
+        }
+    }
+
+    #[test]
+    fn read_times_are_the_reads_half_an_interval_apart_whatever_the_order_of_the_points() {
+        let points = |times: &[u64]| -> Vec<CounterPoint> {
+            (times.iter())
+                .map(|&time_ns| CounterPoint {
+                    time_ns,
+                    value: 0.0,
+                })
+                .collect()
+        };
+        let twice = |ns| 2 * ns;
+        // Sorted series are merged as they come; one out of order is sorted with the rest.
+        let sorted = [points(&[0, 3, 10, 12]), points(&[1, 6, 11])];
+        let unsorted = [points(&[0, 3, 10, 12]), points(&[6, 1, 11])];
+        for series in [&sorted, &unsorted] {
+            assert_eq!(read_times(series, 4, &twice), [0, 6, 12, 20, 24]);
         }
     }
 

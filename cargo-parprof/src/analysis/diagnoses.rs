@@ -38,7 +38,7 @@
 //! `benches/predicted_gain.rs` checks the prediction on pairs of programs, bad and fixed.
 
 use super::call_site::RegionKind;
-use super::diagnosis::{Code, Diagnosis, Evidence, Impact};
+use super::diagnosis::{Code, Diagnosis, Evidence, Impact, UNBOUNDED_ABOVE};
 use super::lifecycle::{RegionReport, WaitSource};
 use crate::recording::Thresholds;
 use crate::units::{human_count, human_duration};
@@ -65,6 +65,11 @@ struct Figures {
     /// Of `active_ns`, rayon's code inside the tasks.
     sched_ns: f64,
     inactive_ns: f64,
+    /// One standard error of `active_ns` and of `inactive_ns`: the states' marks and the CPU
+    /// samples; `None` for the active overhead when too few samples told rayon's code in the
+    /// tasks (then left out of it: the overhead is a lower bound).
+    active_uncertainty_ns: Option<f64>,
+    inactive_uncertainty_ns: f64,
 }
 
 impl Figures {
@@ -72,15 +77,32 @@ impl Figures {
     /// the time the workers could run. The region's time follows that time (what other
     /// programs take of the CPUs grows with it), so the plain region without the overhead
     /// takes 1 − share of its time: speedup 1 ÷ (1 − share), time lost elapsed × share.
-    fn impact(&self, overhead_ns: f64) -> Impact {
+    /// `uncertainty_ns`: one standard error of the overhead, `None` when it is a lower bound.
+    fn impact(&self, overhead_ns: f64, uncertainty_ns: Option<f64>) -> Impact {
         let elapsed_ns = self.elapsed_s * 1e9;
-        // Never more than all of it, so the speedup stays finite.
-        let share = (overhead_ns / self.runnable_ns).min(1.0 - 1e-3);
+        let share_of = |ns: f64| (ns / self.runnable_ns).clamp(0.0, 1.0);
+        // Near all of the time the speedup runs away: no more than 1 ÷ UNBOUNDED_ABOVE is
+        // promised.
+        let speedup = |ns: f64| 1.0 / (1.0 - share_of(ns).min(1.0 - UNBOUNDED_ABOVE));
+        let high = uncertainty_ns
+            .map(|u| overhead_ns + u)
+            .filter(|&ns| share_of(ns) < 1.0 - UNBOUNDED_ABOVE)
+            .map(speedup);
         Impact {
-            time_lost_ns: (elapsed_ns * share).round() as u64,
+            time_lost_ns: (elapsed_ns * share_of(overhead_ns)).round() as u64,
             share_of_worker_time: overhead_ns / self.worker_ns,
-            speedup_if_fixed: 1.0 / (1.0 - share),
+            speedup_if_fixed: speedup(overhead_ns),
+            speedup_low: speedup(overhead_ns - uncertainty_ns.unwrap_or(0.0)),
+            speedup_high: high,
         }
+    }
+
+    fn active_impact(&self) -> Impact {
+        self.impact(self.active_ns, self.active_uncertainty_ns)
+    }
+
+    fn inactive_impact(&self) -> Impact {
+        self.impact(self.inactive_ns, Some(self.inactive_uncertainty_ns))
     }
 
     /// The impact of what the workers lost beside the schedule (waiting for a CPU, blocked in
@@ -88,11 +110,15 @@ impl Figures {
     fn impact_of_lost_time(&self, lost_worker_ns: f64) -> Impact {
         let lost_ns = lost_worker_ns / self.workers;
         let elapsed_ns = self.elapsed_s * 1e9;
-        let remaining = (elapsed_ns - lost_ns).max(elapsed_ns * 1e-3);
+        let remaining = (elapsed_ns - lost_ns).max(elapsed_ns * UNBOUNDED_ABOVE);
+        // Switches and blocking are counted from the kernel's records, not sampled.
+        let speedup = elapsed_ns / remaining;
         Impact {
             time_lost_ns: lost_ns.round() as u64,
             share_of_worker_time: lost_worker_ns / self.worker_ns,
-            speedup_if_fixed: elapsed_ns / remaining,
+            speedup_if_fixed: speedup,
+            speedup_low: speedup,
+            speedup_high: Some(speedup),
         }
     }
 }
@@ -153,7 +179,7 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
                 t,
                 ratio,
                 active_share,
-                f.impact(active_ns),
+                f.active_impact(),
                 opened,
             ));
         }
@@ -180,7 +206,7 @@ pub fn diagnose(r: &RegionReport, t: &Thresholds, usable_cpus: Option<f64>) -> V
                 t,
                 ratio,
                 inactive_share,
-                f.impact(inactive_ns),
+                f.inactive_impact(),
                 opened,
             ));
         } else if freq > t.search_wait_per_worker_per_s || few_tasks_per_run(r, &f) {
@@ -246,6 +272,12 @@ fn figures(r: &RegionReport, usable_cpus: Option<f64>) -> Figures {
     let waited_for_others =
         (r.idle_while_others_preempted_ns.max(idle_switched_out)).min(r.inactive_overhead_ns);
     let without_cpu = (p.uc + p.lq + p.gs + waited_for_others) as f64;
+    // The states' shares are estimated from the marks, each within the same error.
+    let states_uncertainty_ns = r.state_share_uncertainty * worker_ns;
+    let sched_uncertainty_ns = r
+        .sched
+        .share_of_uc
+        .map(|_| r.sched.sched_uncertainty_ns as f64);
     Figures {
         workers: r.workers as f64,
         elapsed_s: worker_ns / r.workers as f64 / 1e9,
@@ -257,6 +289,8 @@ fn figures(r: &RegionReport, usable_cpus: Option<f64>) -> Figures {
         active_ns: r.active_overhead_ns.saturating_sub(p.lq + p.gs) as f64,
         sched_ns: r.sched.sched_ns as f64,
         inactive_ns: (r.inactive_overhead_ns - waited_for_others) as f64,
+        active_uncertainty_ns: sched_uncertainty_ns.map(|s| s.hypot(states_uncertainty_ns)),
+        inactive_uncertainty_ns: states_uncertainty_ns,
     }
 }
 
@@ -326,7 +360,7 @@ fn imbalance(
         symptoms: Vec::new(),
         evidence: opened("search_wait_per_worker_per_s", freq, summary),
         threshold: t.search_wait_per_worker_per_s,
-        impact: f.impact(f.inactive_ns),
+        impact: f.inactive_impact(),
         advice: format!(
             "The work is cut into too few, too unequal pieces: workers that finish early cannot help the \
              ones still running. Cut it finer where it is large: `.with_max_len(n)` on the parallel \
@@ -438,7 +472,7 @@ fn slack(
         symptoms: Vec::new(),
         evidence: opened(metric, value, summary),
         threshold,
-        impact: f.impact(inactive_ns),
+        impact: f.inactive_impact(),
         advice: slack_advice(f, workers, few_tasks),
     }
 }
@@ -641,7 +675,8 @@ fn sched_in_words(r: &RegionReport, f: &Figures) -> String {
     let s = &r.sched;
     if s.share_of_uc.is_none() {
         return format!(
-            "rayon's code inside the tasks not told ({} CPU samples in them, too few)",
+            "rayon's code inside the tasks not told ({} CPU samples in them, too few: \
+             `--frequency 4999` takes more)",
             s.own_samples + s.sched_samples
         );
     }
@@ -678,7 +713,7 @@ fn too_fine(
         symptoms: Vec::new(),
         evidence: opened("tasks_per_worker_per_s", rate, summary),
         threshold: t.tasks_per_worker_per_s,
-        impact: f.impact(f.active_ns),
+        impact: f.active_impact(),
         advice: too_fine_advice(r, f, factor, target_ns),
     }
 }
@@ -1311,6 +1346,36 @@ pub(crate) mod tests {
         r.sched = SchedShare::default();
         r.active_overhead_ns = 200_000_000;
         assert!(codes(&r).is_empty());
+    }
+
+    /// Hand-computed, the case above with its uncertainty: 100 of 400 samples in rayon's code,
+    /// ±√(0.2506 × 0.7494 ÷ 400) = ±2.17% of UC's 3.8 s = ±82.3 ms; the states' marks exact.
+    /// Overhead 1.15 s ± 82.3 ms of the 4 s: 1 ÷ (1 − 0.2669) = 1.364× to 1 ÷ (1 − 0.3081) =
+    /// 1.445×. With rayon's share at nearly all of UC (99.5%) even the low end leaves the
+    /// region under 5% of its time: more than 20× is not promised, and no high end is stated. With too few samples to tell rayon's share the
+    /// overhead leaves it out and is a lower bound.
+    #[test]
+    fn the_speedup_carries_the_range_its_measurement_leaves() {
+        let mut r = region(MANY, 200_000_000, 0, QUIET);
+        r.sched = crate::analysis::sched_share::share(300, 100, 0, r.state_ns.uc);
+        r.active_overhead_ns = 200_000_000 + r.sched.sched_ns;
+        assert_eq!(r.sched.sched_uncertainty_ns, 82_340_689);
+        let i = diagnose(&r, &Thresholds::default(), None).remove(0).impact;
+        assert!((i.speedup_low - 1.3641).abs() < 1e-4, "{i:?}");
+        assert!((i.speedup_high.unwrap() - 1.4453).abs() < 1e-4, "{i:?}");
+
+        r.sched = crate::analysis::sched_share::share(2, 398, 0, r.state_ns.uc);
+        r.active_overhead_ns = 200_000_000 + r.sched.sched_ns;
+        let i = diagnose(&r, &Thresholds::default(), None).remove(0).impact;
+        assert_eq!(i.speedup_high, None, "{i:?}");
+        assert!((i.speedup_low - 20.0).abs() < 1e-9, "{i:?}");
+        assert_eq!(i.speedup_low, i.speedup_if_fixed);
+
+        r.sched = crate::analysis::sched_share::share(2, 1, 0, r.state_ns.uc);
+        r.active_overhead_ns = 600_000_000;
+        let i = diagnose(&r, &Thresholds::default(), None).remove(0).impact;
+        assert_eq!(i.speedup_high, None, "{i:?}");
+        assert!((i.speedup_low - 1.0 / 0.85).abs() < 1e-9, "{i:?}");
     }
 
     /// Hand-computed: 4 workers for 1 s, of which the hooks took 400 ms of worker time (taken

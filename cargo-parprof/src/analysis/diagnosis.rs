@@ -50,9 +50,21 @@ pub struct Impact {
     pub time_lost_ns: u64,
     /// The explained overhead ÷ worker time.
     pub share_of_worker_time: f64,
-    /// elapsed ÷ (elapsed − time lost).
+    /// elapsed ÷ (elapsed − time lost), at most 1 ÷ [`UNBOUNDED_ABOVE`].
     pub speedup_if_fixed: f64,
+    /// The speedup with the overhead at the low end of its measurement's uncertainty (one
+    /// standard error: the states' marks, the CPU samples).
+    pub speedup_low: f64,
+    /// The same at the high end; `None` when that end leaves the region less than
+    /// [`UNBOUNDED_ABOVE`] of its time (or the samples were too few to tell rayon's code in
+    /// the tasks, which the overhead then leaves out): a share near all of it makes the
+    /// speedup run away, and no such figure is promised.
+    pub speedup_high: Option<f64>,
 }
+
+/// Below this share of its time left, a predicted speedup has no upper bound worth stating:
+/// more than 1 ÷ this (20×) is never promised.
+pub const UNBOUNDED_ABOVE: f64 = 0.05;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Diagnosis {

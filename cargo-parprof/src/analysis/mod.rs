@@ -250,6 +250,8 @@ pub fn analyse_with_counters(
         source: &source,
         span,
     };
+    let (mut counters_analysis, counter_notes) =
+        cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites);
     let threads = cx.threads(&streamed.activity, &streamed.contents);
     let folded = cpu_stacks::fold(kernel, &threads, span.origin_ns);
     let offcpu_stacks = cpu_stacks::fold_switch_outs(kernel, &switches, &threads);
@@ -268,8 +270,7 @@ pub fn analyse_with_counters(
     ));
     notes.extend(lifecycle_notes(&regions, &opts.thresholds));
     notes.extend(cx.outside_regions_note(&streamed.lifecycle.workers, &streamed.lifecycle.runs));
-    let mut counters_analysis =
-        cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites, &mut notes);
+    notes.extend(counter_notes);
     if let Some(counters) = counters_analysis.as_mut() {
         sampled_tasks::from_regions(&mut counters.items, &regions);
     }
@@ -769,15 +770,17 @@ impl Context<'_> {
         })
     }
 
-    /// Method 3: the counters attributed to probes, tasks and regions.
+    /// Method 3: the counters attributed to probes, tasks and regions, and their notes.
+    /// Called first after the trace's pass: the spans it kept (a run of them in memory) are
+    /// freed before the off-CPU stacks index the switches.
     fn attribute_counters(
         &self,
         spans: SpanCollector,
         sites: &HashMap<u32, SiteRecord>,
-        notes: &mut Vec<String>,
-    ) -> Option<CountersAnalysis> {
+    ) -> (Option<CountersAnalysis>, Vec<String>) {
         let converter = &self.source.converter;
-        spans.finish(
+        let mut notes = Vec::new();
+        let counters = spans.finish(
             &AttributionContext {
                 counters: self.counters,
                 sites,
@@ -792,8 +795,9 @@ impl Context<'_> {
                 end_of_run: self.span.end_ticks,
                 origin_ns: self.span.origin_ns,
             },
-            notes,
-        )
+            &mut notes,
+        );
+        (counters, notes)
     }
 
     /// Method 4: parallelism over time.

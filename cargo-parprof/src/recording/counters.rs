@@ -25,7 +25,9 @@ pub struct UnavailableCounter {
 }
 
 /// One reading of a cumulative counter: the count of all threads of the program on `cpu`.
+/// Packed (20 bytes, not 24): a counter derived from switch records has one per switch.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[repr(C, packed)]
 pub struct CounterSample {
     pub time_ns: u64,
     pub cpu: u32,

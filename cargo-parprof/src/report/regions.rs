@@ -1,7 +1,7 @@
 //! What the terminal summary and `report.md` say about parallel regions: the diagnoses first,
 //! then one row per region.
 
-use crate::analysis::diagnosis::Diagnosis;
+use crate::analysis::diagnosis::{Diagnosis, UNBOUNDED_ABOVE};
 use crate::analysis::lifecycle::RegionReport;
 use crate::units::human_duration;
 
@@ -14,16 +14,34 @@ pub(crate) fn diagnosed(
         .flat_map(|r| r.diagnoses.iter().map(move |d| (r, d)))
 }
 
-/// "loses 39.2 ms of its 41.4 ms elapsed (95% of worker time): 18.7× faster if fixed": the
-/// two denominators named, as the region's table gives shares of worker time.
+/// "loses 39.2 ms of its 41.4 ms elapsed (95% of worker time): 18.7× faster if fixed (15.2–24.3×)":
+/// the two denominators named, as the region's table gives shares of worker time, and the
+/// range the measurement's uncertainty leaves — only its low end where the high one runs away.
 pub(crate) fn impact_text(region: &RegionReport, d: &Diagnosis) -> String {
-    format!(
-        "loses {} of its {} elapsed ({:.0}% of worker time): {:.2}× faster if fixed",
-        human_duration(d.impact.time_lost_ns),
+    let i = &d.impact;
+    let lost = format!(
+        "loses {} of its {} elapsed ({:.0}% of worker time)",
+        human_duration(i.time_lost_ns),
         human_duration(region.elapsed_ns),
-        d.impact.share_of_worker_time * 100.0,
-        d.impact.speedup_if_fixed
-    )
+        i.share_of_worker_time * 100.0,
+    );
+    match i.speedup_high {
+        None if i.speedup_low >= 1.0 / UNBOUNDED_ABOVE - 1e-9 => {
+            format!("{lost}: more than {:.0}× faster if fixed", i.speedup_low)
+        }
+        None => format!(
+            "{lost}: at least {:.2}× faster if fixed (the samples bound it only from below: \
+             `--frequency 4999` takes more)",
+            i.speedup_low
+        ),
+        Some(high) if high - i.speedup_low < 0.005 => {
+            format!("{lost}: {:.2}× faster if fixed", i.speedup_if_fixed)
+        }
+        Some(high) => format!(
+            "{lost}: {:.2}× faster if fixed ({:.2}–{high:.2}×)",
+            i.speedup_if_fixed, i.speedup_low
+        ),
+    }
 }
 
 /// Shares of the region's worker time in UC less the scheduler's part (the tasks' own code,
