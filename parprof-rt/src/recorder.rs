@@ -346,6 +346,14 @@ pub(crate) fn flush_unrecorded(ts: u64) {
     }
 }
 
+/// [`flush_unrecorded`] stamped now, the clock read only when there is something to write.
+#[inline(always)]
+pub(crate) fn flush_unrecorded_now() {
+    if sampling::has_pending() {
+        flush_unrecorded(clock::now());
+    }
+}
+
 fn write_pending_unrecorded(ring: &Ring, ts: u64) {
     if sampling::has_pending() && !slice_child::active() {
         write_unrecorded(ring, ts);

@@ -79,6 +79,13 @@ const HOOK_POINTS: &[HookPoint] = &[
         anchor: "        let this = &*(this as *const Self);\n        let abort = unwind::AbortIfPanic;\n",
         replacement: "        let this = &*(this as *const Self);\n        let _parprof_task = ::parprof_rt::rayon_hooks::Task::begin(this.parprof_tag);\n        let abort = unwind::AbortIfPanic;\n",
     },
+    // A job another thread waits for says so before it releases that thread: the program may
+    // end as soon as it is released, before this thread runs another hook.
+    HookPoint {
+        file: "src/job.rs",
+        anchor: "        (*this.result.get()) = JobResult::call(func);\n        Latch::set(&this.latch);\n",
+        replacement: "        (*this.result.get()) = JobResult::call(func);\n        ::parprof_rt::rayon_hooks::job_done();\n        Latch::set(&this.latch);\n",
+    },
     HookPoint {
         file: "src/job.rs",
         anchor: "        let this = Box::from_raw(this as *mut Self);\n        (this.job)();\n",
