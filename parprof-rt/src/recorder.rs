@@ -166,17 +166,19 @@ pub fn stamp(kind: EventKind, id: u32, aux: u16, flags: u8) -> Option<u64> {
 #[inline(always)]
 fn push_now(ring: &Ring, kind: EventKind, id: u32, aux: u16, flags: u8) -> u64 {
     let ts = clock::now();
-    push(
-        ring,
-        Event {
-            ts,
-            id,
-            aux,
-            kind: kind as u8,
-            flags,
-        },
-    );
+    push(ring, event_at(ts, kind, id, aux, flags));
     ts
+}
+
+#[inline(always)]
+fn event_at(ts: u64, kind: EventKind, id: u32, aux: u16, flags: u8) -> Event {
+    Event {
+        ts,
+        id,
+        aux,
+        kind: kind as u8,
+        flags,
+    }
 }
 
 /// `stamp` for a thread whose attention byte is set.
@@ -210,16 +212,7 @@ fn stamp_attention(ring: &Ring, kind: EventKind, id: u32, aux: u16, flags: u8) -
         full_detail::event(kind, id);
     }
     let ts = clock::now();
-    push_in_order(
-        ring,
-        Event {
-            ts,
-            id,
-            aux,
-            kind: kind as u8,
-            flags,
-        },
-    );
+    push_in_order(ring, event_at(ts, kind, id, aux, flags));
     if detail && kind == EventKind::Enter {
         full_detail::event(kind, id);
     }
