@@ -704,7 +704,9 @@ fn too_fine(
         human_count(rate),
         human_count(t.tasks_per_worker_per_s),
         human_duration(r.task_ns.median),
-        f.active_ns / f.runnable_ns * 100.0,
+        // Its parts are measured apart (marks, samples), each within its error: their sum
+        // may pass all of the time, which it cannot be.
+        (f.active_ns / f.runnable_ns * 100.0).min(100.0),
         (f.active_ns - f.sched_ns) / f.runnable_ns * 100.0,
         sched_in_words(r, f)
     );
