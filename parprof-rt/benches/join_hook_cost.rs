@@ -35,9 +35,10 @@ fn one_join(i: u64) {
         black_box(i);
     }
     {
-        let _local = fork.local_task_then_resume();
+        let _local = fork.local_task();
         black_box(job_tag);
     }
+    fork.resume();
 }
 
 /// The child: a worker of a pool, in a region, times bursts of joins and prints the fastest

@@ -8,7 +8,7 @@
 //! its end the gap after it (whose first part is LQ), a fork's return the user code it
 //! resumes. Tasks with empty bodies run back to back on this thread through the counting path
 //! the workers' hooks take (begin, end: a local task, its region current meanwhile), with and
-//! without a return at each end (as a join's popped-back second half ends, in one call); the fastest of a few loops (a preemption only makes a loop
+//! without a return after each; the fastest of a few loops (a preemption only makes a loop
 //! slower) gives a task's pair of hooks, half of it in UC and half in the gap, and a return.
 //!
 //! The measurement build's dearer hooks (`hook_spin`) are measured here like any others.
@@ -58,12 +58,11 @@ fn tasks(resume: bool) -> u64 {
     for _ in 0..TASKS {
         let previous = thread_context::set_region(REGION);
         lifecycle_totals::hook(EventKind::TaskBegin, REGION, 0, TaskOrigin::Local as u8);
-        if resume {
-            lifecycle_totals::task_end_then_resume(REGION);
-        } else {
-            lifecycle_totals::hook(EventKind::TaskEnd, REGION, 0, 0);
-        }
+        lifecycle_totals::hook(EventKind::TaskEnd, REGION, 0, 0);
         thread_context::set_region(previous);
+        if resume {
+            lifecycle_totals::hook(EventKind::TaskResume, REGION, 0, 0);
+        }
     }
     clock::now().saturating_sub(start)
 }

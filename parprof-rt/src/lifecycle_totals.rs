@@ -528,29 +528,6 @@ pub(crate) fn hook(kind: EventKind, region: u32, aux: u16, flags: u8) -> bool {
     recorded
 }
 
-/// A task's end and, at once, the return of the fork that ran it to the joining code: a join's
-/// second half popped back ends where the join returns, so its two hooks are one call, and
-/// their counted path one check (the same counts as the two hooks made one after the other).
-#[inline(always)]
-pub(crate) fn task_end_then_resume(region: u32) {
-    let mut tracker = TRACKER.with(Cell::get);
-    if tracker.is_null() {
-        tracker = new_tracker();
-    }
-    // SAFETY: as in `hook`.
-    let t = unsafe { &mut *tracker };
-    if !t.fast_end_then_resume(region) {
-        for kind in [EventKind::TaskEnd, EventKind::TaskResume] {
-            if !t.fast_hook(kind, region, 0) {
-                t.on_hook(kind, region, 0, 0);
-            }
-        }
-    }
-    // The measurement build's dearer hooks: each of the two.
-    crate::hook_spin::spin_if_asked();
-    crate::hook_spin::spin_if_asked();
-}
-
 thread_local! {
     /// The items of an indexed iterator bridged on this thread outside every region, while
     /// its bridge runs: the region its first split opens (a pool entry) takes them.
@@ -728,21 +705,6 @@ impl Tracker {
             }
             _ => return false,
         }
-        self.countdown -= 1;
-        true
-    }
-
-    /// [`Tracker::fast_hook`] of a task's end and a fork's return back to back, its checks made
-    /// once: nothing runs between the two, so no mark can fall there that the end did not see.
-    #[inline(always)]
-    fn fast_end_then_resume(&mut self, region: u32) -> bool {
-        if self.countdown <= 2 || !self.fast_hook(EventKind::TaskEnd, region, 0) {
-            return false;
-        }
-        // SAFETY: as in `fast_hook`, which has just checked `region`.
-        let c = unsafe { &*self.last_counters };
-        c.resume.count.add(1);
-        self.in_uc = true;
         self.countdown -= 1;
         true
     }

@@ -163,26 +163,11 @@ impl Fork {
 
     /// The second half, popped back from the joining worker's own deque.
     #[inline(always)]
-    fn local_task(&self) -> Task {
+    pub fn local_task(&self) -> Task {
         if self.0 == Tag::NONE {
             return Task::INERT;
         }
         Task::begin_as(self.0, TaskOrigin::Local)
-    }
-
-    /// The second half, popped back, whose end is the join's return to the code that called
-    /// it (no [`Fork::resume`] after it).
-    #[inline(always)]
-    pub fn local_task_then_resume(&self) -> ResumingTask {
-        let task = self.local_task();
-        let resuming = ResumingTask {
-            region: task.region,
-            previous: task.previous,
-            resumes: self.0.creator() != NOT_A_WORKER,
-        };
-        // Its end is the resuming guard's.
-        std::mem::forget(task);
-        resuming
     }
 
     /// The join returns to the code that called it.
@@ -191,31 +176,6 @@ impl Fork {
         if self.0 != Tag::NONE && self.0.creator() != NOT_A_WORKER {
             lifecycle_totals::hook(EventKind::TaskResume, self.0.region(), 0, 0);
         }
-    }
-}
-
-/// A join's second half popped back: a [`Task`] whose end is also the join's return.
-#[must_use = "the task lasts until this guard is dropped"]
-pub struct ResumingTask {
-    /// As [`Task`]'s.
-    region: u32,
-    previous: u32,
-    /// Whether the join's return is recorded (its fork was made on a worker).
-    resumes: bool,
-}
-
-impl Drop for ResumingTask {
-    #[inline(always)]
-    fn drop(&mut self) {
-        if self.region == 0 {
-            return;
-        }
-        if self.resumes {
-            lifecycle_totals::task_end_then_resume(self.region);
-        } else {
-            lifecycle_totals::hook(EventKind::TaskEnd, self.region, 0, 0);
-        }
-        region::set_region(self.previous);
     }
 }
 

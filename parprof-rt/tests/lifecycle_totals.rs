@@ -138,11 +138,9 @@ fn child_runs_joins() {
                         let fork = Fork::here();
                         drop(fork.inline_task());
                         if i % 3 != 0 {
-                            // Popped back: its end is the join's return.
-                            drop(fork.local_task_then_resume());
-                        } else {
-                            fork.resume();
+                            drop(fork.local_task());
                         }
+                        fork.resume();
                     }
                 })
             })

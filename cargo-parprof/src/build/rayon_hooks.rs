@@ -102,13 +102,13 @@ const HOOK_POINTS: &[HookPoint] = &[
         anchor: "        let status_a = unwind::halt_unwinding(call_a(oper_a, injected));\n",
         replacement: "        let parprof_fork = ::parprof_rt::rayon_hooks::Fork::of(job_b.parprof_tag);\n        let status_a = {\n            let _parprof_task = parprof_fork.inline_task();\n            unwind::halt_unwinding(call_a(oper_a, injected))\n        };\n",
     },
-    // …its second half, popped back, runs without a job, and its end is the join's return…
+    // …its second half, popped back, runs without a job…
     HookPoint {
         file: "src/join/mod.rs",
         anchor: "                let result_b = job_b.run_inline(injected);\n",
-        replacement: "                let result_b = {\n                    let _parprof_task = parprof_fork.local_task_then_resume();\n                    job_b.run_inline(injected)\n                };\n",
+        replacement: "                let result_b = {\n                    let _parprof_task = parprof_fork.local_task();\n                    job_b.run_inline(injected)\n                };\n                parprof_fork.resume();\n",
     },
-    // …or, its second half run elsewhere, the join returns to its caller.
+    // …and the join returns to its caller.
     HookPoint {
         file: "src/join/mod.rs",
         anchor: "        (result_a, job_b.into_result())\n",
