@@ -10,10 +10,11 @@
 #   scripts/predicted-gain-elsewhere.sh run [DIR] [WORKERS] [ROUNDS]
 #       there: for each pair, ROUNDS (default 5) plain runs of the bad and the fixed side,
 #       alternated, and 3 recordings of the bad side with `cargo-parprof record`; prints the
-#       predicted gain, the real gain and predicted ÷ real (goal 0.85–1.18). Then 5 recordings
-#       of a 16 M-key quicksort joined down to single elements, each of which must be
-#       too_fine_granularity. WORKERS defaults to the machine's CPUs. Needs python3 (to read
-#       report.json) and perf_event_open (kernel.perf_event_paranoid <= 2). With KEEP set to a
+#       predicted gain, the real gain and predicted ÷ real (goal 0.85–1.18). With 8 workers or
+#       more, first 5 recordings of a 16 M-key quicksort joined down to single elements, each
+#       of which must be too_fine_granularity, with what profiling costs it. WORKERS defaults
+#       to the machine's CPUs. Needs python3 (to read report.json) and perf_event_open
+#       (kernel.perf_event_paranoid <= 2). With KEEP set to a
 #       folder, each recording's report.json is copied there, and every run's work time
 #       (plain, and the profiling build run without the profiler) is written to KEEP/times.tsv.
 set -euo pipefail
@@ -61,6 +62,42 @@ EOF
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
+# The many-core checks of a 16 M-key quicksort joined down to single elements, 5 recordings,
+# each before a plain run (the first recording is the machine's first): too_fine_granularity in
+# each, and what profiling costs it — the sort's own time under the profiler ÷ plain (goal
+# ≤ 1.15) and the whole `cargo-parprof record` ÷ the plain process (goal ≤ 2.5).
+many_core() {
+    local workers="$1" out="$2" args=(quicksort bad 16000000 "$1")
+    echo "16 M-key quicksort to single elements on $workers workers, 5 recordings:"
+    for i in 1 2 3 4 5; do
+        local t0 t1 t2 plain_out rec_out
+        t0="$(date +%s%N)"
+        rec_out="$("$dir/cargo-parprof" record -o "$out/sort-$i" -- \
+            "$dir/gain_pairs-hooked" "${args[@]}" 2>/dev/null)"
+        t1="$(date +%s%N)"
+        plain_out="$("$dir/gain_pairs-plain" "${args[@]}")"
+        t2="$(date +%s%N)"
+        [[ -n "${KEEP:-}" ]] && cp "$out/sort-$i/report.json" "$KEEP/sort-$workers-$i.json"
+        python3 - "$out/sort-$i/report.json" "$rec_out" "$plain_out" "$((t1 - t0))" \
+            "$((t2 - t1))" "$(du -sm "$out/sort-$i" | cut -f1)" <<'EOF'
+import json, sys
+r = max(json.load(open(sys.argv[1]))["regions"], key=lambda r: r["elapsed_ns"])
+work = [int(l.split("=")[1]) for out in sys.argv[2:4] for l in out.splitlines()
+        if l.startswith("work_ns=")]
+record_ns, plain_ns, mb = int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+s, n = r["state_ns"], lambda k: r["state_ns"][k]
+total = sum(s.values())
+codes = [d["code"] for d in r["diagnoses"]]
+print(f'  {"too_fine_granularity" in codes and "too fine" or "NOT too fine"}: {", ".join(codes) or "none"};'
+      f' LQ {n("LQ") / total:.1%}, GS {n("GS") / total:.1%}, sched {r["sched"]["sched_ns"] / total:.1%}'
+      f' (±{r["sched"]["sched_uncertainty_ns"] / total:.1%}), hooks taken out {sum(r["hook_ns"].values()) / 1e6:.1f} ms;'
+      f' sort {work[0] / 1e6:.0f} ms profiled, {work[1] / 1e6:.0f} ms plain: {work[0] / work[1]:.2f}x;'
+      f' command {record_ns / 1e9:.2f} s, plain process {plain_ns / 1e9:.2f} s: {record_ns / plain_ns:.2f}x;'
+      f' folder {mb} MB')
+EOF
+    done
+}
+
 run() {
     local workers="${3:-$(nproc)}" rounds="${4:-5}" out
     out="$(mktemp -d)"
@@ -73,6 +110,7 @@ run() {
         size=([quicksort]=4000000 [map_reduce]=2000000 [nested]=800000 [imbalance]=3
             [spawn_loop]=8000)
     fi
+    ((workers >= 8)) && many_core "$workers" "$out"
     echo "pair         predicted  real (rounds)                  predicted ÷ real  diagnosis"
     for pair in quicksort map_reduce nested imbalance spawn_loop; do
         local gains=() preds=() code="" min_len=256
@@ -100,24 +138,6 @@ run() {
         printf '%-12s %-10s %-30s %-17s %s\n' "$pair" "$pred" "$real (${gains[*]})" \
             "$(awk -v p="$pred" -v r="$real" 'BEGIN { q = p / r; printf "%.2f %s", q, (q >= 0.85 && q <= 1.18) ? "ok" : "OUT" }')" \
             "$code (predicted ${preds[*]})"
-    done
-    # The many-core check of too_fine_granularity.
-    ((workers >= 8)) || { echo "run folders: $out"; return; }
-    echo "16 M-key quicksort to single elements on $workers workers, 5 recordings:"
-    for i in 1 2 3 4 5; do
-        "$dir/cargo-parprof" record -o "$out/sort-$i" -- \
-            "$dir/gain_pairs-hooked" quicksort bad 16000000 "$workers" >/dev/null 2>&1
-        [[ -n "${KEEP:-}" ]] && cp "$out/sort-$i/report.json" "$KEEP/sort-$workers-$i.json"
-        python3 - "$out/sort-$i/report.json" <<'EOF'
-import json, sys
-r = max(json.load(open(sys.argv[1]))["regions"], key=lambda r: r["elapsed_ns"])
-s, n = r["state_ns"], lambda k: r["state_ns"][k]
-total = sum(s.values())
-codes = [d["code"] for d in r["diagnoses"]]
-print(f'  {"too_fine_granularity" in codes and "too fine" or "NOT too fine"}: {", ".join(codes) or "none"};'
-      f' LQ {n("LQ") / total:.1%}, GS {n("GS") / total:.1%}, sched {r["sched"]["sched_ns"] / total:.1%}'
-      f' (±{r["sched"]["sched_uncertainty_ns"] / total:.1%}), hooks taken out {sum(r["hook_ns"].values()) / 1e6:.1f} ms')
-EOF
     done
     echo "run folders: $out"
 }
