@@ -21,7 +21,7 @@ pub use crate::recording::address_spaces::{
     ExecEvent, ForkEvent, Mapping, SampleAddresses, SideBand,
 };
 use crate::recording::kernel_records::{
-    CpuSample, Frame, Interner, KernelRecords, StackId, StackInterner, StackTree,
+    CpuSample, EMPTY_STACK, Frame, Interner, KernelRecords, StackId, StackInterner, StackTree,
 };
 
 impl SampleAddresses {
@@ -295,22 +295,23 @@ fn stacks_of_chains(
         function: names.intern(label),
         inlined: false,
     };
-    let mut stack = Vec::new();
     chains
         .iter()
         .map(|chain| {
-            stack.clear();
+            let mut stack = EMPTY_STACK;
             for site in chain.iter().rev() {
                 match site {
-                    Site::Unknown => stack.push(unknown("[unknown]".to_string())),
-                    Site::Label(m) => stack.push(unknown(module_label(m))),
+                    Site::Unknown => stack = tree.child(stack, &unknown("[unknown]".to_string())),
+                    Site::Label(m) => stack = tree.child(stack, &unknown(module_label(m))),
                     Site::File(m, off) => match resolved.get(&(m.path.as_os_str(), *off)) {
-                        Some(frames) => stack.extend(frames.iter().cloned()),
-                        None => stack.push(unknown(module_label(m))),
+                        Some(frames) => {
+                            stack = (frames.iter()).fold(stack, |at, f| tree.child(at, f));
+                        }
+                        None => stack = tree.child(stack, &unknown(module_label(m))),
                     },
                 }
             }
-            tree.intern(&stack)
+            stack
         })
         .collect()
 }

@@ -198,37 +198,113 @@ impl StackTree {
 }
 
 /// Builds a [`StackTree`] from whole stacks, each distinct one stored once.
-#[derive(Default)]
+///
+/// A deep recursion makes a million nodes or more, nearly all new: each node's children are
+/// found by walking a list from the node (a new node, the last one added, is at hand in the
+/// cache) rather than by hashing every frame into a table of them all, which cost a cache miss
+/// per frame and a table several times the tree's size. A node with many children (a
+/// dispatcher calling hundreds of functions) keeps them in a table instead.
 pub struct StackInterner {
     tree: StackTree,
-    /// Each node by its parent and frame (the frame's name by its address: the names are
-    /// interned, and a deep recursion repeats the same few hundreds of times).
-    children: rustc_hash::FxHashMap<(StackId, usize, bool), StackId>,
+    /// Per node: its first child ([`EMPTY_STACK`] for none: the root is nobody's child), or
+    /// [`CROWDED`] when its children are in `crowded`.
+    first_child: Vec<StackId>,
+    /// Per node: the next child of its parent ([`EMPTY_STACK`] after the last).
+    next_sibling: Vec<StackId>,
+    /// The children of the crowded nodes, by [`child_key`].
+    crowded: rustc_hash::FxHashMap<(StackId, usize, bool), StackId>,
+}
+
+/// The mark of a node whose children are in [`StackInterner::crowded`]; no node has this id.
+const CROWDED: StackId = StackId::MAX;
+
+/// A node with more children than this keeps them in a table.
+const MAX_LISTED_CHILDREN: usize = 8;
+
+/// A node by its parent and frame (the frame's name by its address: the names are interned,
+/// and a deep recursion repeats the same few hundreds of times).
+fn child_key(parent: StackId, frame: &Frame) -> (StackId, usize, bool) {
+    let name = Arc::as_ptr(&frame.function).cast::<u8>() as usize;
+    (parent, name, frame.inlined)
+}
+
+impl Default for StackInterner {
+    fn default() -> Self {
+        StackInterner {
+            tree: StackTree::default(),
+            first_child: vec![EMPTY_STACK],
+            next_sibling: vec![EMPTY_STACK],
+            crowded: rustc_hash::FxHashMap::default(),
+        }
+    }
 }
 
 impl StackInterner {
     /// The id of the stack of `frames`, root first.
     pub fn intern<'f>(&mut self, frames: impl IntoIterator<Item = &'f Frame>) -> StackId {
-        frames.into_iter().fold(EMPTY_STACK, |parent, frame| {
-            let key = (
-                parent,
-                Arc::as_ptr(&frame.function).cast::<u8>() as usize,
-                frame.inlined,
-            );
-            let tree = &mut self.tree;
-            *(self.children.entry(key)).or_insert_with(|| {
-                // Fewer nodes than frames sampled: more than 4 G of them cannot be recorded.
-                tree.push(parent, frame.clone())
-                    .expect("fewer than 2^32 stacks, each parent added before its children")
-            })
-        })
+        (frames.into_iter()).fold(EMPTY_STACK, |parent, frame| self.child(parent, frame))
+    }
+
+    /// The id of the stack `parent` (an id of this tree) with `frame` inside it, added if
+    /// new.
+    pub fn child(&mut self, parent: StackId, frame: &Frame) -> StackId {
+        let first = self.first_child[parent as usize];
+        if first == CROWDED {
+            return match self.crowded.get(&child_key(parent, frame)) {
+                Some(&id) => id,
+                None => self.add(parent, frame.clone()),
+            };
+        }
+        let mut listed = 0;
+        let mut at = first;
+        while at != EMPTY_STACK {
+            let node = &self.tree.nodes[at as usize].frame;
+            if node.inlined == frame.inlined && Arc::ptr_eq(&node.function, &frame.function) {
+                return at;
+            }
+            listed += 1;
+            at = self.next_sibling[at as usize];
+        }
+        let id = self.add(parent, frame.clone());
+        if listed >= MAX_LISTED_CHILDREN {
+            self.crowd(parent);
+        }
+        id
+    }
+
+    /// Moves the children of `parent` from its list to the table.
+    fn crowd(&mut self, parent: StackId) {
+        let mut at = std::mem::replace(&mut self.first_child[parent as usize], CROWDED);
+        while at != EMPTY_STACK {
+            let key = child_key(parent, &self.tree.nodes[at as usize].frame);
+            self.crowded.insert(key, at);
+            at = self.next_sibling[at as usize];
+        }
     }
 
     /// Adds the stack `parent` with `frame` inside it as the next node, without looking it up
     /// (the records' reader adds the nodes as they were written, each once); `None` when
     /// `parent` is not in the tree.
     pub fn push(&mut self, parent: StackId, frame: Frame) -> Option<StackId> {
-        self.tree.push(parent, frame)
+        self.contains(parent).then(|| self.add(parent, frame))
+    }
+
+    /// Adds a node under `parent`, a node of the tree, among its children.
+    fn add(&mut self, parent: StackId, frame: Frame) -> StackId {
+        let key = child_key(parent, &frame);
+        // Fewer nodes than frames sampled: more than 4 G of them cannot be recorded.
+        let id = (self.tree.push(parent, frame))
+            .filter(|&id| id != CROWDED)
+            .expect("fewer than 2^32 - 1 stacks, each parent added before its children");
+        self.first_child.push(EMPTY_STACK);
+        let first = &mut self.first_child[parent as usize];
+        if *first == CROWDED {
+            self.next_sibling.push(EMPTY_STACK);
+            self.crowded.insert(key, id);
+        } else {
+            self.next_sibling.push(std::mem::replace(first, id));
+        }
+        id
     }
 
     /// Whether `id` is a stack of the tree so far.
@@ -392,5 +468,97 @@ impl CpuQuota {
         let affinity = self.affinity.max(1) as f64;
         self.cgroup_limit
             .map_or(affinity, |limit| limit.min(affinity))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    /// The ids a table of every prefix gives: each new prefix the next id, in the order met.
+    fn ids_by_prefix(stacks: &[Vec<(u8, bool)>]) -> Vec<StackId> {
+        let mut ids: HashMap<&[(u8, bool)], StackId> = HashMap::new();
+        let mut next = EMPTY_STACK;
+        for stack in stacks {
+            for depth in 1..=stack.len() {
+                ids.entry(&stack[..depth]).or_insert_with(|| {
+                    next += 1;
+                    next
+                });
+            }
+        }
+        (stacks.iter())
+            .map(|s| {
+                if s.is_empty() {
+                    EMPTY_STACK
+                } else {
+                    ids[&s[..]]
+                }
+            })
+            .collect()
+    }
+
+    fn interned(stacks: &[Vec<(u8, bool)>]) -> (StackTree, Vec<StackId>) {
+        let names: Vec<Arc<str>> = (0..=u8::MAX).map(|n| Arc::from(format!("f{n}"))).collect();
+        let mut interner = StackInterner::default();
+        let ids = (stacks.iter())
+            .map(|stack| {
+                let frames: Vec<Frame> = (stack.iter())
+                    .map(|&(name, inlined)| Frame {
+                        function: Arc::clone(&names[name as usize]),
+                        inlined,
+                    })
+                    .collect();
+                interner.intern(&frames)
+            })
+            .collect();
+        (interner.finish(), ids)
+    }
+
+    #[test]
+    fn a_node_with_many_children_finds_each_once() {
+        // 40 callees of one function, each met three times, inlined once: 80 children, that
+        // move from the parent's list to a table on the ninth.
+        let stacks: Vec<Vec<(u8, bool)>> = (0..120)
+            .map(|i| vec![(0, false), ((i % 40) as u8 + 1, i % 3 == 0)])
+            .collect();
+        let (tree, ids) = interned(&stacks);
+        assert_eq!(ids, ids_by_prefix(&stacks));
+        assert_eq!(tree.nodes().count(), 1 + 80);
+    }
+
+    #[test]
+    fn pushed_nodes_are_found_by_interning() {
+        let name: Arc<str> = Arc::from("f");
+        let frame = |inlined| Frame {
+            function: Arc::clone(&name),
+            inlined,
+        };
+        let mut interner = StackInterner::default();
+        let outer = interner.push(EMPTY_STACK, frame(false)).unwrap();
+        let inner = interner.push(outer, frame(true)).unwrap();
+        assert_eq!(interner.intern(&[frame(false), frame(true)]), inner);
+        assert_eq!(interner.push(7, frame(false)), None);
+    }
+
+    proptest! {
+        #[test]
+        fn interning_gives_each_prefix_one_id_in_the_order_met(
+            stacks in prop::collection::vec(
+                prop::collection::vec((0u8..24, any::<bool>()), 0..12), 0..200)
+        ) {
+            let (tree, ids) = interned(&stacks);
+            prop_assert_eq!(&ids, &ids_by_prefix(&stacks));
+            for (stack, id) in stacks.iter().zip(&ids) {
+                let frames: Vec<String> = (tree.frames(*id).iter())
+                    .map(|f| format!("{}{}", f.function, f.inlined))
+                    .collect();
+                let expected: Vec<String> =
+                    stack.iter().map(|(n, i)| format!("f{n}{i}")).collect();
+                prop_assert_eq!(frames, expected);
+            }
+        }
     }
 }
