@@ -5,14 +5,15 @@
 #
 #   scripts/predicted-gain-elsewhere.sh pack [DIR]
 #       here: builds examples/gain_pairs twice — plain (`cargo build --release`) and for
-#       profiling (`cargo parprof build`, rayon-core hooked) — and cargo-parprof, and copies the
-#       three executables to DIR (default target/gain-pack)
+#       profiling (`cargo parprof build`, rayon-core hooked) — cargo-parprof and its
+#       report_phases example, and copies the four executables to DIR (default target/gain-pack)
 #   scripts/predicted-gain-elsewhere.sh run [DIR] [WORKERS] [ROUNDS]
 #       there: for each pair, ROUNDS (default 5) plain runs of the bad and the fixed side,
 #       alternated, and 3 recordings of the bad side with `cargo-parprof record`; prints the
 #       predicted gain, the real gain and predicted ÷ real (goal 0.85–1.18). With 8 workers or
 #       more, first 5 recordings of a 16 M-key quicksort joined down to single elements, each
-#       of which must be too_fine_granularity, with what profiling costs it. WORKERS defaults
+#       of which must be too_fine_granularity, with what profiling costs it, and where the
+#       time after the program went in the first (report_phases). WORKERS defaults
 #       to the machine's CPUs. Needs python3 (to read report.json) and perf_event_open
 #       (kernel.perf_event_paranoid <= 2). With KEEP set to a
 #       folder, each recording's report.json is copied there, and every run's work time
@@ -30,9 +31,10 @@ pack() {
     cargo build --quiet --release --example gain_pairs
     cp target/release/examples/gain_pairs "$dir/gain_pairs-plain"
     cp "$(cargo parprof build --example gain_pairs | tail -n 1)" "$dir/gain_pairs-hooked"
-    cargo build --quiet --release -p cargo-parprof --bin cargo-parprof
-    # Its own symbols are not needed to record; the programs keep theirs (line tables).
+    cargo build --quiet --release -p cargo-parprof --bin cargo-parprof --example report_phases
+    # Their own symbols are not needed to record; the programs keep theirs (line tables).
     strip -o "$dir/cargo-parprof" target/release/cargo-parprof
+    strip -o "$dir/report_phases" target/release/examples/report_phases
     du -sh "$dir"/*
 }
 
@@ -96,6 +98,9 @@ print(f'  {"too_fine_granularity" in codes and "too fine" or "NOT too fine"}: {"
       f' folder {mb} MB')
 EOF
     done
+    # Where the time after the program went, phase by phase, on a copy of the first recording.
+    echo "after the program, the first recording's phases again (report_phases):"
+    "$dir/report_phases" "$out/sort-1" | sed 's/^/  /'
 }
 
 run() {
