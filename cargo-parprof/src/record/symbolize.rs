@@ -195,7 +195,11 @@ pub fn symbolize_lists<const N: usize>(
     side: &SideBand,
 ) -> (StackTree, [Vec<StackId>; N]) {
     let spaces = AddressSpaces::new(side);
-    let chains = lists.map(|(samples, pids)| distinct_site_chains(samples, pids, &spaces));
+    // Each list's chains on a core of their own, where there are cores.
+    let chains = std::thread::scope(|scope| {
+        (lists.map(|(samples, pids)| scope.spawn(|| distinct_site_chains(samples, pids, &spaces))))
+            .map(|list| list.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    });
     let mut names = Interner::default();
     let resolved = resolve_file_sites(chains.iter().flat_map(|(c, _)| c), &mut names);
     let mut tree = StackInterner::default();
