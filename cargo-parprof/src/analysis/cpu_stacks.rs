@@ -135,15 +135,19 @@ fn without_profiler_frames_by<F>(
 
 /// A symbolised frame as the folding compares it: by its name (a pointer comparison where the
 /// names are shared, as the symbolizer and the records' loader share them) and whether it was
-/// inlined. Folding a deep recursion's stacks by these instead of by formatted names spares
-/// hundreds of allocations and string comparisons per stack.
+/// inlined; hashed by its name's hash, worked out once per name ([`NameClasses`]). Folding a
+/// deep recursion's stacks by these instead of by formatted names spares hundreds of
+/// allocations, string comparisons and string hashes per stack.
 #[derive(Clone, Copy)]
-struct FrameRef<'a>(&'a Frame);
+struct FrameRef<'a> {
+    frame: &'a Frame,
+    name_hash: u64,
+}
 
 impl PartialEq for FrameRef<'_> {
     fn eq(&self, other: &Self) -> bool {
-        let (a, b) = (&*self.0.function, &*other.0.function);
-        self.0.inlined == other.0.inlined && (std::ptr::eq(a, b) || a == b)
+        let (a, b) = (&*self.frame.function, &*other.frame.function);
+        self.frame.inlined == other.frame.inlined && (std::ptr::eq(a, b) || a == b)
     }
 }
 
@@ -151,14 +155,14 @@ impl Eq for FrameRef<'_> {}
 
 impl std::hash::Hash for FrameRef<'_> {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.0.function.hash(state);
-        self.0.inlined.hash(state);
+        self.name_hash.hash(state);
+        self.frame.inlined.hash(state);
     }
 }
 
 impl AsRef<str> for FrameRef<'_> {
     fn as_ref(&self) -> &str {
-        &self.0.function
+        &self.frame.function
     }
 }
 
@@ -226,6 +230,8 @@ struct NameClasses(FxHashMap<usize, NameClass>);
 struct NameClass {
     profiler: bool,
     thread_start: bool,
+    /// The hash of the name's text: equal names hash alike, shared or not.
+    hash: u64,
 }
 
 impl NameClasses {
@@ -237,6 +243,7 @@ impl NameClasses {
             .or_insert_with(|| NameClass {
                 profiler: is_profiler_frame(function),
                 thread_start: is_thread_start(function),
+                hash: FxBuildHasher.hash_one(&**function),
             })
     }
 }
@@ -257,7 +264,11 @@ fn program_frames<'a>(
         Some(stack) if !stack.is_empty() => {
             let frames: Vec<(FrameRef, NameClass)> = stack
                 .into_iter()
-                .map(|f| (FrameRef(f), classes.of(f)))
+                .map(|frame| {
+                    let class = classes.of(frame);
+                    let name_hash = class.hash;
+                    (FrameRef { frame, name_hash }, class)
+                })
                 .collect();
             let frames = without_profiler_frames_by(
                 frames,
@@ -292,7 +303,7 @@ impl FoldedFrames<'_> {
     fn names(self) -> Vec<String> {
         match self {
             FoldedFrames::Symbolised(frames) => {
-                frames.into_iter().map(|f| frame_name(f.0)).collect()
+                frames.into_iter().map(|f| frame_name(f.frame)).collect()
             }
             FoldedFrames::Addresses(names) => names,
         }
@@ -307,8 +318,8 @@ impl FoldedFrames<'_> {
                     .iter()
                     .map(|f| {
                         (
-                            Arc::as_ptr(&f.0.function).cast::<u8>() as usize,
-                            f.0.inlined,
+                            Arc::as_ptr(&f.frame.function).cast::<u8>() as usize,
+                            f.frame.inlined,
                         )
                     })
                     .collect(),
