@@ -463,6 +463,24 @@ pub(crate) fn fold(
     }
 }
 
+/// [`fold`] and [`fold_switch_outs`], side by side where there are cores: on a deep
+/// recursion each is tens of ms.
+pub(crate) fn fold_both(
+    kernel: &KernelRecords,
+    switches: &[SwitchRecord],
+    threads: &[ThreadSummary],
+    origin_ns: u64,
+) -> (FoldedSamples, Option<OffCpuStacks>) {
+    std::thread::scope(|scope| {
+        let offcpu = scope.spawn(|| fold_switch_outs(kernel, switches, threads));
+        let folded = fold(kernel, threads, origin_ns);
+        let offcpu = offcpu
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (folded, offcpu)
+    })
+}
+
 /// A context-switch sample and its switch-out record are written in the same scheduler call:
 /// further apart than this, they are not the same switch.
 const SWITCH_SAMPLE_SLACK_NS: u64 = 100_000;

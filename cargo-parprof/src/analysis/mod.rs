@@ -253,16 +253,8 @@ pub fn analyse_with_counters(
     let (mut counters_analysis, counter_notes) =
         cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites);
     let threads = cx.threads(&streamed.activity, &streamed.contents);
-    // Two folds of a deep recursion's stacks, each tens of ms: side by side where there are
-    // cores.
-    let (folded, offcpu_stacks) = std::thread::scope(|scope| {
-        let offcpu = scope.spawn(|| cpu_stacks::fold_switch_outs(kernel, &switches, &threads));
-        let folded = cpu_stacks::fold(kernel, &threads, span.origin_ns);
-        let offcpu = offcpu
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (folded, offcpu)
-    });
+    let (folded, offcpu_stacks) =
+        cpu_stacks::fold_both(kernel, &switches, &threads, span.origin_ns);
     let regions = with_blocked_where(streamed.lifecycle.regions, offcpu_stacks.as_ref());
     let lost_events = source.lost_events(&streamed.contents);
     let views = cx.probe_views(
