@@ -40,6 +40,7 @@
 use super::call_site::RegionKind;
 use super::diagnosis::{Code, Diagnosis, Evidence, Impact, UNBOUNDED_ABOVE};
 use super::lifecycle::{RegionReport, WaitSource};
+use super::note::{LifecycleNote, Note};
 use crate::recording::Thresholds;
 use crate::units::{human_count, human_duration};
 
@@ -126,7 +127,7 @@ impl Figures {
 /// A region whose inactive overhead stayed under its threshold only because idle workers
 /// yielded to other programs instead of sleeping (their time off CPU counts as search): the
 /// causes of inactive overhead could not be looked for, which the user is told.
-pub fn hidden_wait_note(r: &RegionReport, t: &Thresholds) -> Option<String> {
+pub fn hidden_wait_note(r: &RegionReport, t: &Thresholds) -> Option<Note> {
     let worker_ns = r.worker_ns();
     // With the hooks, a worker yielding in rayon's idle loop is counted as waiting already.
     if worker_ns <= 0.0 || r.wait_source == WaitSource::Hooks {
@@ -135,15 +136,11 @@ pub fn hidden_wait_note(r: &RegionReport, t: &Thresholds) -> Option<String> {
     let inactive = r.inactive_overhead_ns as f64 / worker_ns;
     let with_yields = (r.inactive_overhead_ns + r.preempted_ns.gs) as f64 / worker_ns;
     (inactive <= t.inactive_overhead && with_yields > t.inactive_overhead).then(|| {
-        format!(
-            "Region `{}`: searching workers were switched out while runnable for {:.1} ms ({:.0}% of worker \
-             time): on a machine busy with other programs, rayon's idle workers yield instead of sleeping. \
-             That time counts as search (GS), not wait (W), so insufficient parallel slack and load imbalance \
-             could not be looked for; profile it on an otherwise idle machine to tell.",
-            r.name,
-            r.preempted_ns.gs as f64 / 1e6,
-            100.0 * r.preempted_ns.gs as f64 / worker_ns
-        )
+        Note::Lifecycle(LifecycleNote::HiddenWait {
+            region: r.name.clone(),
+            preempted_searching_ns: r.preempted_ns.gs,
+            worker_ns,
+        })
     })
 }
 
@@ -874,8 +871,14 @@ pub(crate) mod tests {
         let t = Thresholds::default();
         let mut busy_machine = region(MANY, 0, 100_000_000, QUIET);
         busy_machine.preempted_ns.gs = 500_000_000;
-        let note = hidden_wait_note(&busy_machine, &t).expect("a note");
-        assert!(note.contains("for 500.0 ms (12% of worker time)"), "{note}");
+        assert_eq!(
+            hidden_wait_note(&busy_machine, &t),
+            Some(Note::Lifecycle(LifecycleNote::HiddenWait {
+                region: busy_machine.name.clone(),
+                preempted_searching_ns: 500_000_000,
+                worker_ns: 4e9,
+            }))
+        );
         assert!(codes(&busy_machine).is_empty());
         // Few yields, or a wait already over its threshold (diagnosed as usual): no note.
         busy_machine.preempted_ns.gs = 200_000_000;

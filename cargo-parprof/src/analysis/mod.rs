@@ -23,6 +23,7 @@ mod id_map;
 mod in_run_speed;
 pub mod lifecycle;
 pub mod model;
+mod note;
 pub mod offcpu;
 mod outside_regions;
 mod sampled_tasks;
@@ -35,6 +36,7 @@ pub mod utilization;
 
 pub use cpu_stacks::{INLINED_SUFFIX, fold_recursion};
 pub use model::*;
+pub use note::*;
 pub use trace_file::{TracePick, pick_trace};
 
 use crate::recording::counters::CounterRecords;
@@ -116,8 +118,8 @@ pub struct Analysis {
     /// Times the runtime waited for its writer (removed from probe times like overhead).
     pub buffer_stalls: BufferStalls,
     pub anomalies: Anomalies,
-    /// What could not be measured or may be off, in words for the user.
-    pub notes: Vec<String>,
+    /// What could not be measured or may be off (the views word it).
+    pub notes: Vec<Note>,
 }
 
 #[derive(Clone, Debug)]
@@ -232,7 +234,7 @@ pub fn analyse_with_counters(
     counters: &CounterRecords,
     opts: &AnalysisOptions,
 ) -> Result<Analysis, AnalysisError> {
-    let mut notes = Vec::new();
+    let mut notes: Vec<Note> = Vec::new();
     let mut source = TraceSource::open(trace, opts.child_pid, &mut notes)?;
     let switches = sorted_switches(&kernel.switches);
     let span = RunSpan::of(&source, kernel, &switches);
@@ -333,7 +335,7 @@ impl<'a> MeasuredBatch<'a> {
         source: &TraceSource,
         kernel: &'a KernelRecords,
         opts: &AnalysisOptions,
-        notes: &mut Vec<String>,
+        notes: &mut Vec<Note>,
     ) -> MeasuredBatch<'a> {
         let phases = if opts.bench_phases {
             source.bench_phases(notes)
@@ -433,16 +435,15 @@ impl TraceSource {
     fn open(
         trace: &Path,
         child_pid: Option<u32>,
-        notes: &mut Vec<String>,
+        notes: &mut Vec<Note>,
     ) -> Result<TraceSource, AnalysisError> {
         let path = locate_trace(trace, child_pid, notes)?;
         let opened = match &path {
             Some(path) => open_trace(path, notes)?.filter(|t| of_the_run(t, child_pid, notes)),
             None => {
-                notes.push(format!(
-                    "The program recorded no probes (no trace in {}): only kernel figures and the CPU flamegraph are available.",
-                    trace.display()
-                ));
+                notes.push(Note::Trace(TraceNote::Absent {
+                    folder: trace.to_owned(),
+                }));
                 None
             }
         };
@@ -470,7 +471,7 @@ impl TraceSource {
     }
 
     /// The benchmark phases in the trace, from a scan of its own; what stops it is noted.
-    fn bench_phases(&self, notes: &mut Vec<String>) -> bench_phases::BenchPhases {
+    fn bench_phases(&self, notes: &mut Vec<Note>) -> bench_phases::BenchPhases {
         let Some(path) = self.opened.as_ref().map(|t| &t.path) else {
             return bench_phases::BenchPhases::default();
         };
@@ -479,11 +480,10 @@ impl TraceSource {
             .and_then(|file| TraceReader::new(BufReader::new(file)))
             .and_then(bench_phases::scan);
         scanned.unwrap_or_else(|e| {
-            notes.push(format!(
-                "criterion's iteration counts could not be read from {}: {e}; the profile covers \
-                 the whole run, warm-up included.",
-                path.display()
-            ));
+            notes.push(Note::Trace(TraceNote::BenchPhasesUnread {
+                path: path.clone(),
+                error: e.to_string(),
+            }));
             bench_phases::BenchPhases::default()
         })
     }
@@ -754,7 +754,7 @@ impl Context<'_> {
         views: &ProbeViews,
         unsymbolised_samples: u64,
         lost_events: u64,
-    ) -> Vec<String> {
+    ) -> Vec<Note> {
         measurement_notes(&MeasurementFacts {
             kernel: self.kernel,
             counters_unavailable: !self.counters.unavailable.is_empty(),
@@ -777,7 +777,7 @@ impl Context<'_> {
         &self,
         spans: SpanCollector,
         sites: &HashMap<u32, SiteRecord>,
-    ) -> (Option<CountersAnalysis>, Vec<String>) {
+    ) -> (Option<CountersAnalysis>, Vec<Note>) {
         let converter = &self.source.converter;
         let mut notes = Vec::new();
         let counters = spans.finish(
@@ -801,7 +801,7 @@ impl Context<'_> {
     }
 
     /// Method 4: parallelism over time.
-    fn utilization(&self, notes: &mut Vec<String>) -> Option<utilization::Utilization> {
+    fn utilization(&self, notes: &mut Vec<Note>) -> Option<utilization::Utilization> {
         utilization::of_run(
             &utilization::RunRecords {
                 switches: self.switches,
@@ -818,7 +818,7 @@ impl Context<'_> {
 
 impl Context<'_> {
     /// The note on the program's code that rayon workers ran while no region was open, if any.
-    fn outside_regions_note(&self, workers: &[u32], runs: &[(u64, u64)]) -> Option<String> {
+    fn outside_regions_note(&self, workers: &[u32], runs: &[(u64, u64)]) -> Option<Note> {
         let samples =
             self.kernel
                 .samples
@@ -836,51 +836,37 @@ impl Context<'_> {
             runs,
             self.kernel.sample_period_ns,
         )?;
-        Some(format!(
-            "Rayon workers ran the program's code for about {} ({} cpu-clock samples on {} \
-             worker{}) while no parallel region was open: that work is in no region's figures \
-             or diagnoses (a rayon-core that could not be hooked, or jobs of a region that \
-             outlived it).",
-            crate::units::human_duration(found.busy_ns),
-            found.samples,
-            found.workers,
-            if found.workers == 1 { "" } else { "s" },
-        ))
+        Some(Note::Lifecycle(LifecycleNote::OutsideRegions {
+            busy_ns: found.busy_ns,
+            samples: found.samples,
+            workers: found.workers,
+        }))
     }
 }
 
 /// What the lifecycle could not tell apart, or what hid waits, in words for the user.
-fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds) -> Vec<String> {
+fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds) -> Vec<Note> {
     let mut notes = Vec::new();
     if regions
         .iter()
         .any(|r| r.gs_gs_source == lifecycle::SearchRounds::Estimated)
     {
-        notes.push(
-            "Without context-switch records, the failed search rounds (GS->GS) of rayon workers are estimated \
-             (GS time ÷ 1 µs per round) and sleeping (W) cannot be told from searching (GS)."
-                .to_owned(),
-        );
+        notes.push(Note::Lifecycle(LifecycleNote::SearchRoundsEstimated));
     }
     let counted: u64 = regions.iter().map(|r| r.tasks_counted_in_program).sum();
     if counted > 0 {
         let tasks: u64 = regions.iter().map(|r| r.tasks.total()).sum();
-        notes.push(format!(
-            "Rayon's per-job detail was sampled: {counted} of {tasks} tasks ran while their worker's \
-             per-job events were paused (a worker writes at most {} of them every {} ms, so that \
-             profiling costs follow run time, not the job rate). The program counted those tasks \
-             itself, exactly; their state times by a clock marked every {} µs on average{} and \
-             by one stretch in about {} timed exactly, which also gives their durations. The \
-             timeline, the profile's \
-             markers and the active flamegraph's task frames show the detail windows only; the \
-             counters of the region's tasks are the region's × the workers' user-code share (a \
-             task's own counters are known only in the windows).",
-            parprof_rt::lifecycle_totals::WINDOW_EVENTS,
-            parprof_rt::lifecycle_totals::WINDOW_NS / 1_000_000,
-            parprof_rt::state_clock::MARK_EVERY.as_micros(),
-            marks_uncertainty(regions),
-            parprof_rt::state_clock::TIMED_EVERY,
-        ));
+        notes.push(Note::Lifecycle(LifecycleNote::JobDetailSampled(
+            JobDetailSampling {
+                counted,
+                tasks,
+                window_events: parprof_rt::lifecycle_totals::WINDOW_EVENTS,
+                window_ns: parprof_rt::lifecycle_totals::WINDOW_NS,
+                mark_every: parprof_rt::state_clock::MARK_EVERY,
+                timed_every: parprof_rt::state_clock::TIMED_EVERY,
+                fewest_marks: fewest_marks(regions),
+            },
+        )));
     }
     notes.extend(
         regions
@@ -890,9 +876,9 @@ fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds)
     notes
 }
 
-/// ` (N marks: a state's share of worker time is known to about ±X points)` for the region
-/// whose counted states rest on the fewest marks; empty without marks.
-fn marks_uncertainty(regions: &[lifecycle::RegionReport]) -> String {
+/// The region whose counted states rest on the fewest marks (the widest uncertainty of a
+/// state's share), if any was marked.
+fn fewest_marks(regions: &[lifecycle::RegionReport]) -> Option<RegionMarks> {
     regions
         .iter()
         .filter(|r| r.state_marks > 0)
@@ -900,22 +886,17 @@ fn marks_uncertainty(regions: &[lifecycle::RegionReport]) -> String {
             a.state_share_uncertainty
                 .total_cmp(&b.state_share_uncertainty)
         })
-        .map(|r| {
-            format!(
-                " ({} marks in region `{}`: a state's share of its worker time is known to about \
-                 ±{:.1} points)",
-                r.state_marks,
-                r.name,
-                100.0 * r.state_share_uncertainty
-            )
+        .map(|r| RegionMarks {
+            region: r.name.clone(),
+            marks: r.state_marks,
+            share_uncertainty: r.state_share_uncertainty,
         })
-        .unwrap_or_default()
 }
 
 fn locate_trace(
     trace: &Path,
     child_pid: Option<u32>,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Result<Option<PathBuf>, AnalysisError> {
     if !trace.is_dir() {
         return Ok(trace.is_file().then(|| trace.to_owned()));
@@ -930,7 +911,7 @@ fn locate_trace(
 
 /// Opens the trace and reads its header; an empty trace (the program stopped before writing
 /// anything) is noted and treated as absent.
-fn open_trace(path: &Path, notes: &mut Vec<String>) -> Result<Option<OpenTrace>, AnalysisError> {
+fn open_trace(path: &Path, notes: &mut Vec<Note>) -> Result<Option<OpenTrace>, AnalysisError> {
     let file = File::open(path).map_err(|source| AnalysisError::Open {
         path: path.to_owned(),
         source,
@@ -940,10 +921,9 @@ fn open_trace(path: &Path, notes: &mut Vec<String>) -> Result<Option<OpenTrace>,
     let reader = match TraceReader::new(counting) {
         Ok(reader) => reader,
         Err(TraceError::Empty) => {
-            notes.push(format!(
-                "The trace {} is empty: the program stopped before recording anything.",
-                path.display()
-            ));
+            notes.push(Note::Trace(TraceNote::Empty {
+                path: path.to_owned(),
+            }));
             return Ok(None);
         }
         Err(source) => {
@@ -965,16 +945,16 @@ fn open_trace(path: &Path, notes: &mut Vec<String>) -> Result<Option<OpenTrace>,
 
 /// Whether a trace named after the run's process was written by it: one written by another
 /// process (copied or renamed there) would give another run's figures as this one's.
-fn of_the_run(trace: &OpenTrace, child_pid: Option<u32>, notes: &mut Vec<String>) -> bool {
+fn of_the_run(trace: &OpenTrace, child_pid: Option<u32>, notes: &mut Vec<Note>) -> bool {
     let written_by = trace.reader.header().pid;
     let named = trace_file::trace_file_pid(&trace.path);
     match (child_pid, named) {
         (Some(pid), Some(named)) if named == pid && written_by != pid => {
-            notes.push(format!(
-                "{} was written by process {written_by}, not by the run's program (process {pid}): \
-                 it belongs to another run and was not analysed.",
-                trace.path.display()
-            ));
+            notes.push(Note::Trace(TraceNote::OfAnotherProcess {
+                path: trace.path.clone(),
+                written_by,
+                run_pid: pid,
+            }));
             false
         }
         _ => true,
@@ -1297,62 +1277,45 @@ struct MeasurementFacts<'a> {
     counters_unavailable: bool,
 }
 
-fn capitalised(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
-}
-
-/// What could not be measured, or may be off, in words for the user: the trace's state and
-/// the capabilities, then what was lost, then what the probes and samples could not resolve.
-fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
+/// What could not be measured, or may be off: the trace's state and the capabilities, then
+/// what was lost, then what the probes and samples could not resolve.
+fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<Note> {
     let mut notes = Vec::new();
     let caps = &facts.kernel.capabilities;
-    let reason = |c: &crate::recording::kernel_records::Capability| {
-        c.reason
-            .clone()
-            .unwrap_or_else(|| "no reason given".to_owned())
-    };
     match facts.completeness {
-        TraceCompleteness::Cut { after_byte, .. } => notes.push(format!(
-            "The trace stops at byte {after_byte} without its end (the program was killed or crashed): \
-             calls still open then are not counted, and ticks were converted with the start-up clock calibration."
-        )),
-        TraceCompleteness::Corrupt { error } => {
-            notes.push(format!("The trace is corrupt ({error}); everything before that point was analysed."))
-        }
+        TraceCompleteness::Cut { after_byte, .. } => notes.push(Note::Trace(TraceNote::Cut {
+            after_byte: *after_byte,
+        })),
+        TraceCompleteness::Corrupt { error } => notes.push(Note::Trace(TraceNote::Corrupt {
+            error: error.clone(),
+        })),
         TraceCompleteness::Complete | TraceCompleteness::Absent => {}
     }
+    let reason = |c: &crate::recording::kernel_records::Capability| c.reason.clone();
     if !caps.context_switches.available {
-        notes.push(format!(
-            "Times are not corrected for context switches ({}): active time includes switched-out time, \
-             and on-CPU time per thread is unknown.",
-            reason(&caps.context_switches)
-        ));
+        notes.push(Note::Missing(MissingNote::ContextSwitches {
+            reason: reason(&caps.context_switches),
+        }));
     }
     if !caps.cpu_samples.available {
-        notes.push(format!(
-            "No CPU flamegraph: cpu-clock samples were not recorded ({}).",
-            reason(&caps.cpu_samples)
-        ));
+        notes.push(Note::Missing(MissingNote::CpuSamples {
+            reason: reason(&caps.cpu_samples),
+        }));
     }
     if caps.cpu_samples.available && !caps.stack_copies.available {
-        notes.push(format!(
-            "CPU flamegraph: call chains from frame pointers only, no stack copies ({}); callers of code built \
-             without frame pointers (the standard library, libc) may be missing.",
-            reason(&caps.stack_copies)
-        ));
+        notes.push(Note::Missing(MissingNote::StackCopies {
+            reason: reason(&caps.stack_copies),
+        }));
     }
     if caps.context_switches.available && !caps.switch_stacks.available {
-        notes.push(format!("{}.", capitalised(&reason(&caps.switch_stacks))));
+        notes.push(Note::Missing(MissingNote::SwitchStacks {
+            reason: reason(&caps.switch_stacks),
+        }));
     }
     if !caps.hardware_counters.available && !facts.counters_unavailable {
-        notes.push(format!(
-            "Hardware counters were not used ({}).",
-            reason(&caps.hardware_counters)
-        ));
+        notes.push(Note::Missing(MissingNote::HardwareCounters {
+            reason: reason(&caps.hardware_counters),
+        }));
     }
     notes.extend(loss_notes(facts));
     notes.extend(resolution_notes(facts));
@@ -1360,43 +1323,30 @@ fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
 }
 
 /// Events, records and time lost to full buffers, steal time or bad records.
-fn loss_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
-    let mut notes = Vec::new();
-    if facts.lost_events > 0 {
-        notes.push(format!(
-            "{} trace events were lost on {} thread(s) (the runtime's buffers were full): probe figures there may \
-             miss calls.",
-            facts.lost_events, facts.lost_threads
-        ));
-    }
-    if facts.buffer_stalls.0 > 0 {
-        notes.push(format!(
-            "The program waited {} times, {:.3} ms in all, for the trace writer to make room; probe times exclude \
-             the waits, but the program ran slower.",
-            facts.buffer_stalls.0,
-            facts.buffer_stalls.1 as f64 / 1e6
-        ));
-    }
-    if facts.kernel.lost_records > 0 {
-        notes.push(format!(
-            "{} kernel records were lost (perf buffers were full): switched-out time may be under-counted.",
-            facts.kernel.lost_records
-        ));
-    }
-    if let Some(steal) = facts.kernel.steal_ns.filter(|&s| s > 0) {
-        notes.push(format!(
-            "The hypervisor ran other guests on this machine's CPUs for {:.1} ms during the run (steal time, \
-             all CPUs together): no context switch shows it, so active times may include up to that much.",
-            steal as f64 / 1e6
-        ));
-    }
-    if facts.kernel.malformed_records > 0 {
-        notes.push(format!(
-            "{} kernel records could not be decoded and were skipped: switched-out time may be under-counted.",
-            facts.kernel.malformed_records
-        ));
-    }
-    notes
+fn loss_notes(facts: &MeasurementFacts<'_>) -> Vec<Note> {
+    let kernel = facts.kernel;
+    let (stalls, stalled_ns) = facts.buffer_stalls;
+    [
+        (facts.lost_events > 0).then_some(LossNote::TraceEvents {
+            events: facts.lost_events,
+            threads: facts.lost_threads,
+        }),
+        (stalls > 0).then_some(LossNote::BufferStalls {
+            count: stalls,
+            total_ns: stalled_ns,
+        }),
+        (kernel.lost_records > 0).then_some(LossNote::KernelRecords {
+            records: kernel.lost_records,
+        }),
+        (kernel.steal_ns.filter(|&s| s > 0)).map(|steal_ns| LossNote::StealTime { steal_ns }),
+        (kernel.malformed_records > 0).then_some(LossNote::MalformedKernelRecords {
+            records: kernel.malformed_records,
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .map(Note::Loss)
+    .collect()
 }
 
 /// The worker-state spans the timeline keeps: a quarter of its spans. They come from the
@@ -1407,46 +1357,41 @@ fn lifecycle_span_cap(max_timeline_spans: usize) -> usize {
 }
 
 /// Probe events that did not nest or had no calibration, spans left out, unsymbolised samples.
-fn resolution_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
-    let mut notes = Vec::new();
+fn resolution_notes(facts: &MeasurementFacts<'_>) -> Vec<Note> {
     let a = facts.active;
-    if a.total() > 0 {
-        notes.push(format!(
-            "Probe events that did not nest were left out: {} exits without entry, {} entries without exit, \
-             {} calls open at the end, {} events out of time order.",
-            a.exit_without_entry, a.entry_without_exit, a.open_at_end, a.time_went_backwards
-        ));
-    }
-    if facts.has_trace && !facts.uncalibrated.is_empty() {
-        let kinds: Vec<String> = facts
-            .uncalibrated
-            .iter()
-            .map(|k| format!("{k:?}"))
-            .collect();
-        notes.push(format!(
-            "No overhead calibration for {} events: their cost was not removed.",
-            kinds.join(", ")
-        ));
-    }
     let t = facts.timeline;
-    if t.left_out_probe_spans + t.left_out_switched_out_spans > 0 {
-        notes.push(format!(
-            "The timeline keeps the {} longest spans: {} shorter probe spans and {} shorter switched-out spans were left out.",
-            t.max_spans, t.left_out_probe_spans, t.left_out_switched_out_spans
-        ));
-    }
-    if t.left_out_lifecycle_spans > 0 {
-        notes.push(format!(
-            "The timeline keeps the {} longest rayon worker-state spans and region runs: {} shorter ones were left out.",
-            lifecycle_span_cap(t.max_spans),
-            t.left_out_lifecycle_spans
-        ));
-    }
-    if facts.unsymbolised_samples > 0 {
-        notes.push(format!(
-            "{} cpu samples could not be symbolised: the CPU flamegraph shows their addresses.",
-            facts.unsymbolised_samples
-        ));
-    }
-    notes
+    let uncalibrated = facts.has_trace && !facts.uncalibrated.is_empty();
+    [
+        (a.total() > 0).then_some(ResolutionNote::UnnestedProbeEvents {
+            exit_without_entry: a.exit_without_entry,
+            entry_without_exit: a.entry_without_exit,
+            open_at_end: a.open_at_end,
+            time_went_backwards: a.time_went_backwards,
+        }),
+        uncalibrated.then(|| ResolutionNote::Uncalibrated {
+            kinds: facts
+                .uncalibrated
+                .iter()
+                .map(|k| format!("{k:?}"))
+                .collect(),
+        }),
+        (t.left_out_probe_spans + t.left_out_switched_out_spans > 0).then_some(
+            ResolutionNote::TimelineSpansLeftOut {
+                max_spans: t.max_spans,
+                probe_spans: t.left_out_probe_spans,
+                switched_out_spans: t.left_out_switched_out_spans,
+            },
+        ),
+        (t.left_out_lifecycle_spans > 0).then_some(ResolutionNote::LifecycleSpansLeftOut {
+            kept: lifecycle_span_cap(t.max_spans),
+            left_out: t.left_out_lifecycle_spans,
+        }),
+        (facts.unsymbolised_samples > 0).then_some(ResolutionNote::UnsymbolisedSamples {
+            samples: facts.unsymbolised_samples,
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .map(Note::Resolution)
+    .collect()
 }

@@ -1,5 +1,6 @@
 //! Finding the trace file in an output folder, and reading what is needed before streaming it.
 
+use super::note::{Note, TraceNote};
 use parprof_rt::trace::{Chunk, ChunkEncoder, End, Header, TraceReader};
 use std::cell::Cell;
 use std::fs::File;
@@ -8,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 /// The trace file chosen among those of an output folder.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TracePick {
     pub file: Option<PathBuf>,
     /// Why the choice is not the obvious one, for the report's notes.
-    pub note: Option<String>,
+    pub note: Option<Note>,
 }
 
 fn is_trace_file(name: &str) -> bool {
@@ -49,7 +50,6 @@ pub fn pick_trace(dir: &Path, pid: Option<u32>) -> io::Result<TracePick> {
         }
     }
     traces.sort();
-    let expected = pid.map_or_else(|| "a trace".to_owned(), |pid| format!("trace-{pid}.ppt"));
     Ok(match traces.as_slice() {
         [] => TracePick {
             file: None,
@@ -57,21 +57,21 @@ pub fn pick_trace(dir: &Path, pid: Option<u32>) -> io::Result<TracePick> {
         },
         [(_, only)] => TracePick {
             file: Some(only.clone()),
-            note: pid.map(|_| {
-                format!(
-                    "{expected} is absent; analysed the only trace, {}",
-                    only.display()
-                )
+            note: pid.map(|expected_pid| {
+                Note::Trace(TraceNote::OnlyOther {
+                    expected_pid,
+                    analysed: only.clone(),
+                })
             }),
         },
         [.., (_, largest)] => TracePick {
             file: Some(largest.clone()),
-            note: Some(format!(
-                "{} holds {} traces and not {expected}; analysed the largest, {}",
-                dir.display(),
-                traces.len(),
-                largest.display()
-            )),
+            note: Some(Note::Trace(TraceNote::LargestOfSeveral {
+                folder: dir.to_owned(),
+                traces: traces.len(),
+                expected_pid: pid,
+                analysed: largest.clone(),
+            })),
         },
     })
 }
@@ -154,15 +154,26 @@ mod tests {
         std::fs::write(dir.path().join("trace-9.ppt"), b"12345").unwrap();
         let only = pick_trace(dir.path(), Some(7)).unwrap();
         assert_eq!(only.file, Some(dir.path().join("trace-9.ppt")));
-        assert!(
-            only.note
-                .is_some_and(|n| n.contains("trace-7.ppt is absent"))
+        assert_eq!(
+            only.note,
+            Some(Note::Trace(TraceNote::OnlyOther {
+                expected_pid: 7,
+                analysed: dir.path().join("trace-9.ppt")
+            }))
         );
         std::fs::write(dir.path().join("trace-8.ppt"), b"123").unwrap();
         std::fs::write(dir.path().join("report.json"), b"{}").unwrap();
         let largest = pick_trace(dir.path(), Some(7)).unwrap();
         assert_eq!(largest.file, Some(dir.path().join("trace-9.ppt")));
-        assert!(largest.note.is_some_and(|n| n.contains("2 traces")));
+        assert_eq!(
+            largest.note,
+            Some(Note::Trace(TraceNote::LargestOfSeveral {
+                folder: dir.path().to_owned(),
+                traces: 2,
+                expected_pid: Some(7),
+                analysed: dir.path().join("trace-9.ppt")
+            }))
+        );
         std::fs::write(dir.path().join("trace-7.ppt"), b"1").unwrap();
         assert_eq!(
             pick_trace(dir.path(), Some(7)).unwrap().file,

@@ -11,6 +11,7 @@ pub mod html;
 mod inline_markdown;
 pub mod json;
 pub mod markdown;
+mod notes;
 pub mod options;
 pub mod plot;
 mod plumbing;
@@ -21,6 +22,7 @@ pub mod terminal;
 pub mod timeline;
 pub mod wording;
 
+pub use notes::describe as describe_note;
 pub use options::{FrameView, ReportOptions};
 pub use wording::notes;
 
