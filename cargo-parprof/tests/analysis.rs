@@ -5,8 +5,9 @@
 use cargo_parprof::analysis::diagnosis::Code;
 use cargo_parprof::analysis::{
     Analysis, AnalysisOptions, Anomalies, MedianMethod, Note, ProbeSummary, SpanKind,
-    TraceCompleteness, TraceNote, WorkerState, analyse,
+    TraceCompleteness, TraceNote, WorkerState,
 };
+use cargo_parprof::pipeline::trace_file::{self, TraceOpenError};
 use cargo_parprof::recording::Thresholds;
 use cargo_parprof::recording::kernel_records::{
     Capabilities, Capability, CpuSample, Frame, KernelRecords, StackId, StackInterner, SwitchKind,
@@ -190,6 +191,16 @@ fn kernel() -> KernelRecords {
 
 fn write_trace(dir: &Path, name: &str, bytes: &[u8]) {
     std::fs::write(dir.join(name), bytes).expect("write the trace");
+}
+
+/// The trace in `dir` opened as the pipeline does, then analysed.
+fn analyse(
+    dir: &Path,
+    kernel: &KernelRecords,
+    opts: &AnalysisOptions,
+) -> Result<Analysis, TraceOpenError> {
+    let trace = trace_file::open(dir, opts)?;
+    Ok(cargo_parprof::analysis::analyse(trace, kernel, opts))
 }
 
 fn options() -> AnalysisOptions {

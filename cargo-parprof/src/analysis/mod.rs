@@ -31,13 +31,11 @@ pub mod sched_share;
 pub mod slices;
 mod spans;
 mod threads;
-mod trace_file;
 pub mod utilization;
 
 pub use cpu_stacks::{INLINED_SUFFIX, fold_recursion};
 pub use model::*;
 pub use note::*;
-pub use trace_file::{TracePick, pick_trace};
 
 use crate::recording::counters::CounterRecords;
 use crate::recording::kernel_records::Capabilities;
@@ -47,23 +45,20 @@ use active_time::{ActiveTime, ActiveTimeResult, PathFrame};
 use attributed_counters::CountersAnalysis;
 use attributed_counters::{AttributionContext, SpanCollector};
 use event_consumer::EventConsumer;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lifecycle::{Lifecycle, LifecycleBuilder, LifecycleTimeline};
 use offcpu::OffCpuIndex;
 use parprof_rt::trace::{
     Chunk, Completeness, End, Event, Header, HookCosts, LifecycleTotals, SiteRecord, ThreadRecord,
-    TickConverter, TraceError, TraceReader,
+    TickConverter, TraceReader,
 };
 use serde::Serialize;
 use spans::{LongestSpans, TickSpan, TickSpanKind};
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{self, BufReader};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use threads::{ThreadActivity, ThreadSources};
-use trace_file::CountingReader;
 
 /// Everything every report needs, from one pass over the trace and the kernel's records.
 #[derive(Clone, Debug, Serialize)]
@@ -153,36 +148,29 @@ impl Default for AnalysisOptions {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum AnalysisError {
-    #[error("cannot look for the trace in {path}")]
-    Folder {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot open the trace {path}")]
-    Open {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot analyse the trace {path}")]
-    Trace {
-        path: PathBuf,
-        #[source]
-        source: TraceError,
-    },
+/// The bytes of a trace as the analysis reads them: buffered, from wherever the caller took
+/// them (a file, with a progress bar as it is read).
+pub type TraceBytes = BufReader<Box<dyn Read>>;
+
+/// A trace opened for the analysis, its header read.
+pub struct OpenTrace {
+    pub path: PathBuf,
+    pub reader: TraceReader<TraceBytes>,
+    /// The End chunk found at the file's tail (`None` for a cut trace).
+    pub end: Option<End>,
 }
 
-/// An opened trace whose header has been read.
-struct OpenTrace {
-    path: PathBuf,
-    reader: TraceReader<CountingReader<BufReader<File>>>,
-    bytes_read: std::rc::Rc<std::cell::Cell<u64>>,
-    file_len: u64,
-    /// The End chunk found at the file's tail (`None` for a cut trace).
-    end: Option<End>,
+/// What the analysis is fed of the run's trace: the caller finds, opens and scans it, and
+/// notes what it found on the way.
+pub struct TraceInput {
+    /// The trace file chosen, if any (the report names it even when it was not analysed).
+    pub path: Option<PathBuf>,
+    /// `None` without a usable trace: the kernel's records alone are analysed.
+    pub opened: Option<OpenTrace>,
+    /// A criterion benchmark's phases, scanned from the trace before its pass.
+    pub bench_phases: bench_phases::BenchPhases,
+    /// What finding, opening and scanning the trace noted: the first of the analysis's notes.
+    pub notes: Vec<Note>,
 }
 
 /// What the reading loop gathered besides what the consumers keep.
@@ -212,33 +200,28 @@ impl TraceContents {
     }
 }
 
-/// Analyses a run. `trace` is a trace file or the output folder holding it (see
-/// [`pick_trace`]); when there is no trace, or it is empty, the analysis still succeeds with
-/// the kernel's records alone. A trace that turns out cut or corrupt is analysed up to that
-/// point. `target` and `exit` of the result are left for the caller to fill.
-pub fn analyse(
-    trace: &Path,
-    kernel: &KernelRecords,
-    opts: &AnalysisOptions,
-) -> Result<Analysis, AnalysisError> {
+/// Analyses a run from its trace, as the caller opened it, and the kernel's records; without
+/// a trace the analysis stands on the kernel's records alone. A trace that turns out cut or
+/// corrupt is analysed up to that point. `target` and `exit` of the result are left for the
+/// caller to fill.
+pub fn analyse(trace: TraceInput, kernel: &KernelRecords, opts: &AnalysisOptions) -> Analysis {
     analyse_with_counters(trace, kernel, &CounterRecords::default(), opts)
 }
 
 /// [`analyse`], with the counters collected for `--counters` attributed to probes, tasks and
-/// regions. The steps: open the trace, place the kernel's records on its time line, stream
-/// it through the per-event analyses, then turn each result into the model's figures and
-/// notes.
+/// regions. The steps: place the kernel's records on the trace's time line, stream the trace
+/// through the per-event analyses, then turn each result into the model's figures and notes.
 pub fn analyse_with_counters(
-    trace: &Path,
+    trace: TraceInput,
     kernel: &KernelRecords,
     counters: &CounterRecords,
     opts: &AnalysisOptions,
-) -> Result<Analysis, AnalysisError> {
-    let mut notes: Vec<Note> = Vec::new();
-    let mut source = TraceSource::open(trace, opts.child_pid, &mut notes)?;
+) -> Analysis {
+    let mut notes = trace.notes;
+    let mut source = TraceSource::of(trace.path, trace.opened);
     let switches = sorted_switches(&kernel.switches);
     let span = RunSpan::of(&source, kernel, &switches);
-    let mut batch = MeasuredBatch::of(&source, kernel, opts, &mut notes);
+    let mut batch = MeasuredBatch::of(trace.bench_phases, &source, kernel);
     // The switches and thread starts are the same with or without the batch's samples only.
     let off_cpu = Arc::new(source.off_cpu(kernel, &switches, span));
     let streamed = batch.stream(&mut source, &switches, counters, &off_cpu, opts);
@@ -279,7 +262,7 @@ pub fn analyse_with_counters(
     let utilization = cx.utilization(&mut notes);
     let mut probes = views.probes;
     let clock = source.clock_with_speed(views.in_run_speed, &mut probes);
-    Ok(Analysis {
+    Analysis {
         target: TargetInfo::default(),
         exit: ExitStatus::default(),
         rayon_hooks: None,
@@ -306,7 +289,7 @@ pub fn analyse_with_counters(
         buffer_stalls: views.buffer_stalls,
         anomalies: views.anomalies,
         notes,
-    })
+    }
 }
 
 /// The regions, with where their tasks blocked named from the off-CPU stacks, if recorded.
@@ -332,16 +315,10 @@ struct MeasuredBatch<'a> {
 
 impl<'a> MeasuredBatch<'a> {
     fn of(
+        phases: bench_phases::BenchPhases,
         source: &TraceSource,
         kernel: &'a KernelRecords,
-        opts: &AnalysisOptions,
-        notes: &mut Vec<Note>,
     ) -> MeasuredBatch<'a> {
-        let phases = if opts.bench_phases {
-            source.bench_phases(notes)
-        } else {
-            bench_phases::BenchPhases::default()
-        };
         let Some(batch) = phases.measured else {
             return MeasuredBatch {
                 phases,
@@ -431,22 +408,8 @@ struct TraceSource {
 }
 
 impl TraceSource {
-    /// Finds and opens the trace of a run (see [`analyse`]); no trace is noted, not an error.
-    fn open(
-        trace: &Path,
-        child_pid: Option<u32>,
-        notes: &mut Vec<Note>,
-    ) -> Result<TraceSource, AnalysisError> {
-        let path = locate_trace(trace, child_pid, notes)?;
-        let opened = match &path {
-            Some(path) => open_trace(path, notes)?.filter(|t| of_the_run(t, child_pid, notes)),
-            None => {
-                notes.push(Note::Trace(TraceNote::Absent {
-                    folder: trace.to_owned(),
-                }));
-                None
-            }
-        };
+    /// The trace as opened, with the clock its header and End chunk give.
+    fn of(path: Option<PathBuf>, opened: Option<OpenTrace>) -> TraceSource {
         let header = opened
             .as_ref()
             .map_or_else(Header::monotonic_without_calibration, |t| {
@@ -457,35 +420,17 @@ impl TraceSource {
             .and_then(|t| clock::usable_end(&header, t.end.as_ref()))
             .copied();
         let converter = TickConverter::new(&header, end.as_ref().map(|e| &e.end));
-        Ok(TraceSource {
+        TraceSource {
             path,
             opened,
             header,
             end,
             converter,
-        })
+        }
     }
 
     fn ticks(&self, ns: u64) -> u64 {
         self.converter.ns_to_ticks(ns)
-    }
-
-    /// The benchmark phases in the trace, from a scan of its own; what stops it is noted.
-    fn bench_phases(&self, notes: &mut Vec<Note>) -> bench_phases::BenchPhases {
-        let Some(path) = self.opened.as_ref().map(|t| &t.path) else {
-            return bench_phases::BenchPhases::default();
-        };
-        let scanned = File::open(path)
-            .map_err(TraceError::from)
-            .and_then(|file| TraceReader::new(BufReader::new(file)))
-            .and_then(bench_phases::scan);
-        scanned.unwrap_or_else(|e| {
-            notes.push(Note::Trace(TraceNote::BenchPhasesUnread {
-                path: path.clone(),
-                error: e.to_string(),
-            }));
-            bench_phases::BenchPhases::default()
-        })
     }
 
     /// A duration in ticks, in whole ns.
@@ -629,7 +574,6 @@ fn stream_trace(
         // The active time does about as much work as decoding and the others together.
         Some(trace) => read_chunks(
             trace,
-            opts,
             calls,
             &mut [&mut activity, &mut lifecycle, &mut counter_spans],
             &mut [&mut active],
@@ -893,74 +837,6 @@ fn fewest_marks(regions: &[lifecycle::RegionReport]) -> Option<RegionMarks> {
         })
 }
 
-fn locate_trace(
-    trace: &Path,
-    child_pid: Option<u32>,
-    notes: &mut Vec<Note>,
-) -> Result<Option<PathBuf>, AnalysisError> {
-    if !trace.is_dir() {
-        return Ok(trace.is_file().then(|| trace.to_owned()));
-    }
-    let pick = pick_trace(trace, child_pid).map_err(|source| AnalysisError::Folder {
-        path: trace.to_owned(),
-        source,
-    })?;
-    notes.extend(pick.note);
-    Ok(pick.file)
-}
-
-/// Opens the trace and reads its header; an empty trace (the program stopped before writing
-/// anything) is noted and treated as absent.
-fn open_trace(path: &Path, notes: &mut Vec<Note>) -> Result<Option<OpenTrace>, AnalysisError> {
-    let file = File::open(path).map_err(|source| AnalysisError::Open {
-        path: path.to_owned(),
-        source,
-    })?;
-    let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let (counting, bytes_read) = CountingReader::new(BufReader::with_capacity(1 << 20, file));
-    let reader = match TraceReader::new(counting) {
-        Ok(reader) => reader,
-        Err(TraceError::Empty) => {
-            notes.push(Note::Trace(TraceNote::Empty {
-                path: path.to_owned(),
-            }));
-            return Ok(None);
-        }
-        Err(source) => {
-            return Err(AnalysisError::Trace {
-                path: path.to_owned(),
-                source,
-            });
-        }
-    };
-    let end = trace_file::read_end_chunk(path, reader.header());
-    Ok(Some(OpenTrace {
-        path: path.to_owned(),
-        reader,
-        bytes_read,
-        file_len,
-        end,
-    }))
-}
-
-/// Whether a trace named after the run's process was written by it: one written by another
-/// process (copied or renamed there) would give another run's figures as this one's.
-fn of_the_run(trace: &OpenTrace, child_pid: Option<u32>, notes: &mut Vec<Note>) -> bool {
-    let written_by = trace.reader.header().pid;
-    let named = trace_file::trace_file_pid(&trace.path);
-    match (child_pid, named) {
-        (Some(pid), Some(named)) if named == pid && written_by != pid => {
-            notes.push(Note::Trace(TraceNote::OfAnotherProcess {
-                path: trace.path.clone(),
-                written_by,
-                run_pid: pid,
-            }));
-            false
-        }
-        _ => true,
-    }
-}
-
 /// The collector promises time order; sort a copy if it was broken rather than mis-pair.
 fn sorted_switches(switches: &[SwitchRecord]) -> Cow<'_, [SwitchRecord]> {
     if switches.is_sorted_by_key(|s| s.time_ns) {
@@ -983,7 +859,6 @@ const CHUNKS_IN_FLIGHT: usize = 4;
 /// pass, and each consumer sees the same events in the same order as with one.
 fn read_chunks(
     trace: &mut OpenTrace,
-    opts: &AnalysisOptions,
     mut calls: Option<&mut bench_phases::CallWindow>,
     here: &mut [&mut dyn EventConsumer],
     there: &mut [&mut (dyn EventConsumer + Send)],
@@ -998,7 +873,7 @@ fn read_chunks(
                 }
             }
         });
-        let contents = read_events(trace, opts, |tid, events| {
+        let contents = read_events(trace, |tid, events| {
             let events = match calls.as_deref_mut() {
                 Some(window) => window.keep(tid, events),
                 None => events,
@@ -1018,23 +893,8 @@ fn read_chunks(
 }
 
 /// Reads the trace to its end, or to what cuts it short, handing each chunk of events to
-/// `on_events`, with a progress bar for a large trace.
-fn read_events(
-    trace: &mut OpenTrace,
-    opts: &AnalysisOptions,
-    mut on_events: impl FnMut(u32, Vec<Event>),
-) -> TraceContents {
-    let progress = if trace.file_len >= opts.progress_min_bytes {
-        let bar = ProgressBar::with_draw_target(Some(trace.file_len), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template(
-            "analysing the trace [{bar:40}] {bytes}/{total_bytes} ({eta})",
-        ) {
-            bar.set_style(style);
-        }
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+/// `on_events`.
+fn read_events(trace: &mut OpenTrace, mut on_events: impl FnMut(u32, Vec<Event>)) -> TraceContents {
     let mut contents = TraceContents {
         completeness: TraceCompleteness::Complete,
         ..TraceContents::absent()
@@ -1066,9 +926,7 @@ fn read_events(
             Ok(None) => break None,
             Err(error) => break Some(error),
         }
-        progress.set_position(trace.bytes_read.get());
     };
-    progress.finish_and_clear();
     contents.completeness = match (failure, trace.reader.completeness()) {
         (Some(error), _) => TraceCompleteness::Corrupt {
             error: format!("{}: {error}", trace.path.display()),

@@ -1,12 +1,17 @@
 //! From a run's records to its reports: analyse, say what only the command line knew, write
 //! every view. `cargo parprof` does it right after recording a run; `cargo parprof report`
 //! does it again from a saved run folder, with other options if asked, without building or
-//! running anything.
+//! running anything. The pipeline opens the run's trace and feeds it to the analysis
+//! ([`trace_file`]), which does no I/O itself.
+
+pub mod trace_file;
 
 use crate::analysis::slices;
 use crate::analysis::{self, Analysis, AnalysisOptions, LifecycleNote, LossNote, Note, RunNote};
 use crate::record::bench_harness::{self, BenchIndex};
 use crate::recording::Harness;
+use crate::recording::counters::CounterRecords;
+use crate::recording::kernel_records::KernelRecords;
 use crate::recording::{
     self, Completeness, DetailRequest, Loaded, RayonHooks, RecordedOptions, Recording, RunMeta,
 };
@@ -48,8 +53,7 @@ pub fn analyse(
             .iter()
             .any(|s| pids.contains(&{ s.tid }))
     });
-    let mut analysis =
-        analysis::analyse_with_counters(run_dir, &kernel, &recording.counters, &analysis_opts)?;
+    let mut analysis = analyse_trace(run_dir, &kernel, &recording.counters, &analysis_opts)?;
     describe_run(&mut analysis, &recording.run);
     analysis.notes.extend(slice_notes);
     analysis.slices = slice_results.map(|r| {
@@ -63,6 +67,20 @@ pub fn analyse(
         s
     });
     Ok(analysis)
+}
+
+/// Opens the trace at `trace` (a trace file, or the output folder holding it) and analyses it
+/// with the kernel's records and the counters.
+pub fn analyse_trace(
+    trace: &Path,
+    kernel: &KernelRecords,
+    counters: &CounterRecords,
+    opts: &AnalysisOptions,
+) -> Result<Analysis, trace_file::TraceOpenError> {
+    let input = trace_file::open(trace, opts)?;
+    Ok(analysis::analyse_with_counters(
+        input, kernel, counters, opts,
+    ))
 }
 
 fn slice_processes(results: &SliceResults) -> HashSet<u32> {
