@@ -117,14 +117,17 @@ pub struct Analysis {
     pub notes: Vec<Note>,
 }
 
+/// How a run is analysed, its trace opened included (`pipeline::trace_file::open` reads
+/// `child_pid`, `progress_min_bytes` and `bench_phases`).
 #[derive(Clone, Debug)]
 pub struct AnalysisOptions {
-    /// Pid of the profiled process: picks `trace-<pid>.ppt` when [`analyse`] is given a folder.
+    /// Pid of the profiled process: picks `trace-<pid>.ppt` in an output folder, and tells its
+    /// main thread when no trace gives the pid.
     pub child_pid: Option<u32>,
     /// The most spans the timeline keeps (the longest ones).
     pub max_timeline_spans: usize,
-    /// Traces at least this large get a progress bar on stderr (never drawn when stderr is not
-    /// a terminal).
+    /// Traces at least this large get a progress bar on stderr as they are read (never drawn
+    /// when stderr is not a terminal).
     pub progress_min_bytes: u64,
     /// Period of the utilization over time (method 4), in ns.
     pub utilization_period_ns: u64,
