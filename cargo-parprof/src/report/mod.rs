@@ -22,7 +22,6 @@ pub mod terminal;
 pub mod timeline;
 pub mod wording;
 
-pub use notes::describe as describe_note;
 pub use options::{FrameView, ReportOptions};
 pub use wording::notes;
 
