@@ -1,5 +1,5 @@
 //! What could not be measured, or may be off, as data: each note carries its figures and the
-//! views word it (`report::describe_note`), once for every view.
+//! views word it (`report/notes.rs`), once for every view.
 
 use serde::Serialize;
 use std::path::PathBuf;
