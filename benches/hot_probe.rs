@@ -12,6 +12,7 @@
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
 use cargo_parprof::build::target::BuildOptions;
+use cargo_parprof::pipeline::trace_file;
 use cargo_parprof::record::collect::CollectOptions;
 
 mod common;
@@ -52,7 +53,7 @@ fn main() -> anyhow::Result<()> {
         child_pid: Some(outcome.child_pid),
         ..AnalysisOptions::default()
     };
-    let analysis = analysis::analyse(out.path(), &outcome.kernel, &opts)?;
+    let analysis = analysis::analyse(trace_file::open(out.path(), &opts)?, &outcome.kernel, &opts);
     let probe = analysis
         .probes
         .iter()

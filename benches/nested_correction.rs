@@ -13,6 +13,7 @@
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
 use cargo_parprof::build::target::BuildOptions;
+use cargo_parprof::pipeline::trace_file;
 use cargo_parprof::record::collect::CollectOptions;
 use std::ffi::OsString;
 
@@ -51,14 +52,11 @@ fn errors(
         ..CollectOptions::default()
     };
     let outcome = run_profiled_with_env(exe, &[CALLS, rounds], out.path(), &opts, env)?;
-    let analysis = analysis::analyse(
-        out.path(),
-        &outcome.kernel,
-        &AnalysisOptions {
-            child_pid: Some(outcome.child_pid),
-            ..AnalysisOptions::default()
-        },
-    )?;
+    let opts = AnalysisOptions {
+        child_pid: Some(outcome.child_pid),
+        ..AnalysisOptions::default()
+    };
+    let analysis = analysis::analyse(trace_file::open(out.path(), &opts)?, &outcome.kernel, &opts);
     let probe = |name: &str| {
         analysis
             .probes

@@ -23,6 +23,7 @@
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
 use cargo_parprof::build::target::BuildOptions;
+use cargo_parprof::pipeline::trace_file;
 use cargo_parprof::record::collect::CollectOptions;
 use cargo_parprof::record::launch;
 use cargo_parprof::recording::kernel_records::KernelRecords;
@@ -105,7 +106,7 @@ fn analyse(
         child_pid,
         ..AnalysisOptions::default()
     };
-    let analysis = analysis::analyse(dir, kernel, &opts)?;
+    let analysis = analysis::analyse(trace_file::open(dir, &opts)?, kernel, &opts);
     let elapsed_ns: u64 = analysis.regions.iter().map(|r| r.elapsed_ns).sum();
     let codes = analysis
         .regions

@@ -7,6 +7,7 @@
 
 use cargo_parprof::analysis::{self, AnalysisOptions};
 use cargo_parprof::build::target::BuildOptions;
+use cargo_parprof::pipeline::trace_file;
 use cargo_parprof::record::collect::CollectOptions;
 use cargo_parprof::{record::launch, report};
 
@@ -54,7 +55,8 @@ fn main() -> anyhow::Result<()> {
             child_pid: Some(outcome.child_pid),
             ..AnalysisOptions::default()
         };
-        let analysis = analysis::analyse(out.path(), &outcome.kernel, &opts)?;
+        let analysis =
+            analysis::analyse(trace_file::open(out.path(), &opts)?, &outcome.kernel, &opts);
         report::write_all(&analysis, out.path(), &report::ReportOptions::default())?;
         let total = start.elapsed().as_secs_f64();
         profiled.push(total);

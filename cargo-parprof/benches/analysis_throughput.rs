@@ -221,7 +221,7 @@ fn measure(
     let rss_before = peak_rss_mib();
     let cpu_before = cpu_seconds();
     let started = Instant::now();
-    let analysis = analysis::analyse_with_counters(
+    let analysis = cargo_parprof::pipeline::analyse_trace(
         path,
         kernel,
         counters,

@@ -4,9 +4,10 @@
 
 use cargo_parprof::analysis::diagnosis::Code;
 use cargo_parprof::analysis::{
-    Analysis, AnalysisOptions, Anomalies, MedianMethod, ProbeSummary, SpanKind, TraceCompleteness,
-    WorkerState, analyse,
+    Analysis, AnalysisOptions, Anomalies, MedianMethod, Note, ProbeSummary, SpanKind,
+    TraceCompleteness, TraceNote, WorkerState,
 };
+use cargo_parprof::pipeline::trace_file::{self, TraceOpenError};
 use cargo_parprof::recording::Thresholds;
 use cargo_parprof::recording::kernel_records::{
     Capabilities, Capability, CpuSample, Frame, KernelRecords, StackId, StackInterner, SwitchKind,
@@ -192,6 +193,16 @@ fn write_trace(dir: &Path, name: &str, bytes: &[u8]) {
     std::fs::write(dir.join(name), bytes).expect("write the trace");
 }
 
+/// The trace in `dir` opened as the pipeline does, then analysed.
+fn analyse(
+    dir: &Path,
+    kernel: &KernelRecords,
+    opts: &AnalysisOptions,
+) -> Result<Analysis, TraceOpenError> {
+    let trace = trace_file::open(dir, opts)?;
+    Ok(cargo_parprof::analysis::analyse(trace, kernel, opts))
+}
+
 fn options() -> AnalysisOptions {
     AnalysisOptions {
         child_pid: Some(MAIN),
@@ -355,7 +366,7 @@ fn complete_trace_gives_exact_figures() {
             ),
         ]
     );
-    let notes = analysis.notes.join("\n");
+    let notes = report::notes(&analysis).join("\n");
     assert!(
         notes.contains("Hardware counters were not used (no PMU"),
         "{notes}"
@@ -544,7 +555,10 @@ fn cut_trace_keeps_what_was_written_and_counts_open_calls() {
     let g = probe(&analysis, "app::g");
     assert_eq!((g.calls, g.active_ns), (1, 497));
     assert!(
-        analysis.notes.iter().any(|n| n.contains("without its end")),
+        analysis
+            .notes
+            .iter()
+            .any(|n| matches!(n, Note::Trace(TraceNote::Cut { .. }))),
         "{:?}",
         analysis.notes
     );
@@ -570,7 +584,10 @@ fn corrupt_chunk_stops_the_analysis_there_without_failing_it() {
     assert_eq!((g.calls, g.active_ns), (1, 497));
     assert_eq!(analysis.anomalies.open_at_end, 2);
     assert!(
-        analysis.notes.iter().any(|n| n.contains("corrupt")),
+        analysis
+            .notes
+            .iter()
+            .any(|n| matches!(n, Note::Trace(TraceNote::Corrupt { .. }))),
         "{:?}",
         analysis.notes
     );
@@ -586,7 +603,7 @@ fn without_a_trace_kernel_figures_remain() {
         analysis
             .notes
             .iter()
-            .any(|n| n.contains("recorded no probes")),
+            .any(|n| matches!(n, Note::Trace(TraceNote::Absent { .. }))),
         "{:?}",
         analysis.notes
     );
@@ -622,10 +639,13 @@ fn trace_of_another_process_is_used_when_the_childs_is_absent() {
     let (_dir, analysis) = analyse_complete_trace("trace-555.ppt");
     assert_eq!(analysis.probes.len(), 2);
     assert!(
-        analysis
-            .notes
-            .iter()
-            .any(|n| n.contains("trace-100.ppt is absent")),
+        analysis.notes.iter().any(|n| matches!(
+            n,
+            Note::Trace(TraceNote::OnlyOther {
+                expected_pid: 100,
+                ..
+            })
+        )),
         "{:?}",
         analysis.notes
     );
@@ -645,10 +665,14 @@ fn a_trace_named_after_the_run_but_written_by_another_process_is_not_analysed() 
     let analysis = analyse(dir.path(), &kernel(), &opts).expect("analysis");
     assert!(analysis.probes.is_empty(), "{:?}", analysis.probes);
     assert!(
-        analysis
-            .notes
-            .iter()
-            .any(|n| n.contains("written by process 100") && n.contains("another run")),
+        analysis.notes.iter().any(|n| matches!(
+            n,
+            Note::Trace(TraceNote::OfAnotherProcess {
+                written_by: 100,
+                run_pid: 777,
+                ..
+            })
+        )),
         "{:?}",
         analysis.notes
     );

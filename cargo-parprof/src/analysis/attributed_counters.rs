@@ -41,6 +41,7 @@
 use super::attribution::{CounterPoint, Interpolator, ShareKind, process_series};
 use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
+use super::note::{CounterNote, Note};
 use super::offcpu::{OffCpu, OffCpuIndex};
 use crate::recording::counters::{
     CounterRecords, CounterSource, ReadCost, Scaling, UnavailableCounter,
@@ -996,7 +997,7 @@ fn infer_starts(
 
 /// The counters that could not be measured, one line per reason (the hardware counters of a
 /// machine without a PMU share theirs), and those the kernel multiplexed.
-fn counter_notes(records: &CounterRecords, notes: &mut Vec<String>) {
+fn counter_notes(records: &CounterRecords, notes: &mut Vec<Note>) {
     let mut by_reason: Vec<(&str, Vec<&str>)> = Vec::new();
     for u in &records.unavailable {
         match by_reason.iter_mut().find(|(r, _)| *r == u.reason) {
@@ -1005,18 +1006,17 @@ fn counter_notes(records: &CounterRecords, notes: &mut Vec<String>) {
         }
     }
     for (reason, names) in by_reason {
-        notes.push(format!(
-            "Not measured: {} ({reason}).",
-            crate::units::code_list(&names)
-        ));
+        notes.push(Note::Counters(CounterNote::NotMeasured {
+            names: names.into_iter().map(str::to_owned).collect(),
+            reason: reason.to_owned(),
+        }));
     }
     for c in records.counters.iter().filter(|c| c.scaling.scaled) {
-        let s = c.scaling;
-        notes.push(format!(
-            "Counter `{}` was multiplexed: it counted {:.1}% of the time and its values were scaled up.",
-            c.name,
-            100.0 * s.time_running_ns as f64 / s.time_enabled_ns.max(1) as f64
-        ));
+        notes.push(Note::Counters(CounterNote::Multiplexed {
+            name: c.name.clone(),
+            running_ns: c.scaling.time_running_ns,
+            enabled_ns: c.scaling.time_enabled_ns,
+        }));
     }
 }
 
@@ -1042,7 +1042,7 @@ impl SpanCollector {
     pub fn finish(
         mut self,
         cx: &AttributionContext<'_>,
-        notes: &mut Vec<String>,
+        notes: &mut Vec<Note>,
     ) -> Option<CountersAnalysis> {
         let records = cx.counters;
         if records.counters.is_empty() && records.unavailable.is_empty() {
@@ -1116,7 +1116,7 @@ impl SpanCollector {
         &self,
         cx: &AttributionContext<'_>,
         series: &[Vec<CounterPoint>],
-        notes: &mut Vec<String>,
+        notes: &mut Vec<Note>,
     ) -> (Vec<GroupFigures>, SpanCounts, ShareKind) {
         let reads = read_times(series, cx.counters.read_interval_ns, cx.to_ticks);
         let run_start = if self.first_ts <= self.last_ts {
@@ -1171,26 +1171,22 @@ impl SpanCollector {
     }
 
     /// What the spans' storage and the missing starts left out of the figures.
-    fn span_notes(&self, spans: &SpanCounts, failures: Vec<String>, notes: &mut Vec<String>) {
+    fn span_notes(&self, spans: &SpanCounts, failures: Vec<String>, notes: &mut Vec<Note>) {
         for e in [&self.work.spill_error, &self.regions.spill_error]
             .into_iter()
             .flatten()
         {
-            notes.push(format!(
-                "Counter attribution could not spill spans to a temporary file ({e}): they were kept in memory."
-            ));
+            notes.push(Note::Counters(CounterNote::SpillFailed {
+                error: e.clone(),
+            }));
         }
         for e in failures {
-            notes.push(format!(
-                "Counter attribution could not read back spilled spans ({e}): the figures miss the spans after that point."
-            ));
+            notes.push(Note::Counters(CounterNote::ReadBackFailed { error: e }));
         }
         if spans.left_out > 0 {
-            notes.push(format!(
-                "{} probe calls, tasks or region runs without a recorded start (their begin events were lost) were \
-                 left out of the counter attribution.",
-                spans.left_out
-            ));
+            notes.push(Note::Counters(CounterNote::SpansWithoutStart {
+                spans: spans.left_out,
+            }));
         }
     }
 
@@ -1387,7 +1383,7 @@ mod tests {
         records: &CounterRecords,
         off_cpu: Option<&OffCpuIndex>,
         end_of_run: u64,
-    ) -> (CountersAnalysis, Vec<String>) {
+    ) -> (CountersAnalysis, Vec<Note>) {
         let names = sites(&[(1, "a"), (2, "b"), (3, "c"), (9, "region")]);
         let cx = AttributionContext {
             counters: records,

@@ -39,7 +39,8 @@
 
 use super::call_site::RegionKind;
 use super::diagnosis::{Code, Diagnosis, Evidence, Impact, UNBOUNDED_ABOVE};
-use super::lifecycle::{RegionReport, WaitSource};
+use super::lifecycle::{RegionReport, WaitSource, WorkerLifecycle};
+use super::note::{LifecycleNote, Note};
 use crate::recording::Thresholds;
 use crate::units::{human_count, human_duration};
 
@@ -126,7 +127,7 @@ impl Figures {
 /// A region whose inactive overhead stayed under its threshold only because idle workers
 /// yielded to other programs instead of sleeping (their time off CPU counts as search): the
 /// causes of inactive overhead could not be looked for, which the user is told.
-pub fn hidden_wait_note(r: &RegionReport, t: &Thresholds) -> Option<String> {
+pub fn hidden_wait_note(r: &RegionReport, t: &Thresholds) -> Option<Note> {
     let worker_ns = r.worker_ns();
     // With the hooks, a worker yielding in rayon's idle loop is counted as waiting already.
     if worker_ns <= 0.0 || r.wait_source == WaitSource::Hooks {
@@ -135,15 +136,11 @@ pub fn hidden_wait_note(r: &RegionReport, t: &Thresholds) -> Option<String> {
     let inactive = r.inactive_overhead_ns as f64 / worker_ns;
     let with_yields = (r.inactive_overhead_ns + r.preempted_ns.gs) as f64 / worker_ns;
     (inactive <= t.inactive_overhead && with_yields > t.inactive_overhead).then(|| {
-        format!(
-            "Region `{}`: searching workers were switched out while runnable for {:.1} ms ({:.0}% of worker \
-             time): on a machine busy with other programs, rayon's idle workers yield instead of sleeping. \
-             That time counts as search (GS), not wait (W), so insufficient parallel slack and load imbalance \
-             could not be looked for; profile it on an otherwise idle machine to tell.",
-            r.name,
-            r.preempted_ns.gs as f64 / 1e6,
-            100.0 * r.preempted_ns.gs as f64 / worker_ns
-        )
+        Note::Lifecycle(LifecycleNote::HiddenWait {
+            region: r.name.clone(),
+            preempted_searching_ns: r.preempted_ns.gs,
+            worker_ns,
+        })
     })
 }
 
@@ -432,6 +429,8 @@ fn slack(
     let few_tasks = f.tasks_per_run < workers as f64;
     let why = if few_tasks {
         "fewer tasks than there are workers"
+    } else if r.kind == Some(RegionKind::Join) {
+        "yet too few at a time while the recursion's top levels run"
     } else {
         "too few at a time to keep the workers busy: they finish in a burst, and idle workers are woken for work that is already gone"
     };
@@ -473,7 +472,7 @@ fn slack(
         evidence: opened(metric, value, summary),
         threshold,
         impact: f.inactive_impact(),
-        advice: slack_advice(f, workers, few_tasks),
+        advice: slack_advice(r, f, few_tasks),
     }
 }
 
@@ -497,13 +496,17 @@ fn tasks_per_run_in_words(f: &Figures, workers: usize) -> String {
 }
 
 /// The advice for `insufficient_parallel_slack`: more pieces per run (at least four per
-/// worker when a run has fewer tasks than workers), or a pool no larger than a run's tasks.
-fn slack_advice(f: &Figures, workers: usize, few_tasks: bool) -> String {
+/// worker when a run has fewer tasks than workers), a parallel step at the top of a `join`
+/// recursion that makes many tasks, or a pool no larger than a run's tasks.
+fn slack_advice(r: &RegionReport, f: &Figures, few_tasks: bool) -> String {
+    let workers = r.workers;
     let cut = if few_tasks {
         format!(
             "cut each run into at least {} pieces (`with_max_len`, smaller `par_chunks`, or split the work with `join` until pieces are small)",
             workers * 4
         )
+    } else if r.kind == Some(RegionKind::Join) {
+        join_top_levels_advice(r)
     } else {
         "give each run more independent pieces at once (a finer `with_max_len`/`par_chunks`), so that workers that wake find work"
             .to_owned()
@@ -517,6 +520,44 @@ fn slack_advice(f: &Figures, workers: usize, few_tasks: bool) -> String {
         String::new()
     };
     format!("The region's runs leave workers without work. Per run: {cut}{smaller_pool}.")
+}
+
+/// The slack advice of a `join` recursion that makes many tasks and still leaves its workers
+/// idle: the work each task does before it splits, or after its halves return, runs on one
+/// worker at the top of the recursion, on two at the next level, while the others wait. The
+/// busiest worker's time in tasks against the others' shows it where it is lopsided.
+fn join_top_levels_advice(r: &RegionReport) -> String {
+    let busy = |w: &WorkerLifecycle| w.state_ns.uc + w.state_ns.lq;
+    let busiest = r.per_worker.iter().max_by_key(|w| busy(w));
+    let others: Vec<u64> = r
+        .per_worker
+        .iter()
+        .filter(|w| busiest.is_some_and(|b| b.tid != w.tid))
+        .map(busy)
+        .collect();
+    let seen = match busiest {
+        Some(b) if !others.is_empty() => {
+            let others_mean = others.iter().sum::<u64>() / others.len() as u64;
+            (busy(b) as f64 >= 1.3 * others_mean as f64).then(|| {
+                format!(
+                    " (here {} ran tasks for {} of the region's {}, each other worker for {} on \
+                     average)",
+                    b.name,
+                    human_duration(busy(b)),
+                    human_duration(r.elapsed_ns),
+                    human_duration(others_mean)
+                )
+            })
+        }
+        _ => None,
+    };
+    format!(
+        "the work a task does before it splits (a partition pass, a sequential prefix) or after \
+         its halves return (a merge) runs on one worker at the top of the recursion, on two at \
+         the next level, while the others wait{}: make that step parallel (a parallel partition \
+         or merge), or split the input into independent pieces before recursing",
+        seen.unwrap_or_default()
+    )
 }
 
 /// `oversubscription`: the workers were ready to run but had no CPU for much of the region.
@@ -874,8 +915,14 @@ pub(crate) mod tests {
         let t = Thresholds::default();
         let mut busy_machine = region(MANY, 0, 100_000_000, QUIET);
         busy_machine.preempted_ns.gs = 500_000_000;
-        let note = hidden_wait_note(&busy_machine, &t).expect("a note");
-        assert!(note.contains("for 500.0 ms (12% of worker time)"), "{note}");
+        assert_eq!(
+            hidden_wait_note(&busy_machine, &t),
+            Some(Note::Lifecycle(LifecycleNote::HiddenWait {
+                region: busy_machine.name.clone(),
+                preempted_searching_ns: 500_000_000,
+                worker_ns: 4e9,
+            }))
+        );
         assert!(codes(&busy_machine).is_empty());
         // Few yields, or a wait already over its threshold (diagnosed as usual): no note.
         busy_machine.preempted_ns.gs = 200_000_000;
@@ -1024,6 +1071,68 @@ pub(crate) mod tests {
             d.advice
         );
         assert!(!d.advice.contains("instead of"), "{}", d.advice);
+    }
+
+    /// A join recursion of many tasks whose top levels hold the work on one worker: the slack
+    /// advice names the step to make parallel, with the busiest worker's time against the
+    /// others'.
+    #[test]
+    fn slack_advice_of_a_join_recursion_points_at_its_top_levels() {
+        let tasks = TaskCounts {
+            local: 200_000,
+            stolen: 71,
+            injected: 0,
+            inline: 200_000,
+        };
+        let mut r = region(tasks, 0, 1_000_000_000, BUSY);
+        r.instances = 1;
+        r.kind = Some(RegionKind::Join);
+        let worker = |tid: u32, busy_ms: u64| WorkerLifecycle {
+            tid,
+            rayon_index: tid as u16,
+            pool: 0,
+            name: format!("rayon worker {tid} (pool 0)"),
+            tasks,
+            state_ns: StateNs {
+                uc: busy_ms * 1_000_000,
+                lq: 0,
+                gs: 0,
+                w: (1000 - busy_ms) * 1_000_000,
+            },
+            transitions: Transitions::default(),
+            preempted_ns: StateNs::default(),
+            blocked_ns: StateNs::default(),
+        };
+        r.per_worker = vec![
+            worker(0, 950),
+            worker(1, 700),
+            worker(2, 700),
+            worker(3, 700),
+        ];
+        let d = diagnose(&r, &Thresholds::default(), Some(4.0)).remove(0);
+        assert_eq!(d.code, Code::InsufficientParallelSlack);
+        assert!(
+            d.advice.contains("make that step parallel")
+                && d.advice.contains(
+                    "rayon worker 0 (pool 0) ran tasks for 950 ms of the region's 1.00 s, each \
+                     other worker for 700 ms on average"
+                ),
+            "{}",
+            d.advice
+        );
+        // Even work: the figures say nothing, and are left out.
+        r.per_worker = vec![
+            worker(0, 700),
+            worker(1, 700),
+            worker(2, 700),
+            worker(3, 700),
+        ];
+        let d = diagnose(&r, &Thresholds::default(), Some(4.0)).remove(0);
+        assert!(
+            d.advice.contains("make that step parallel") && !d.advice.contains("on average"),
+            "{}",
+            d.advice
+        );
     }
 
     fn codes(r: &RegionReport) -> Vec<Code> {

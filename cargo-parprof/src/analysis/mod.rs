@@ -23,6 +23,7 @@ mod id_map;
 mod in_run_speed;
 pub mod lifecycle;
 pub mod model;
+mod note;
 pub mod offcpu;
 mod outside_regions;
 mod sampled_tasks;
@@ -30,12 +31,11 @@ pub mod sched_share;
 pub mod slices;
 mod spans;
 mod threads;
-mod trace_file;
 pub mod utilization;
 
 pub use cpu_stacks::{INLINED_SUFFIX, fold_recursion};
 pub use model::*;
-pub use trace_file::{TracePick, pick_trace};
+pub use note::*;
 
 use crate::recording::counters::CounterRecords;
 use crate::recording::kernel_records::Capabilities;
@@ -45,23 +45,20 @@ use active_time::{ActiveTime, ActiveTimeResult, PathFrame};
 use attributed_counters::CountersAnalysis;
 use attributed_counters::{AttributionContext, SpanCollector};
 use event_consumer::EventConsumer;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lifecycle::{Lifecycle, LifecycleBuilder, LifecycleTimeline};
 use offcpu::OffCpuIndex;
 use parprof_rt::trace::{
     Chunk, Completeness, End, Event, Header, HookCosts, LifecycleTotals, SiteRecord, ThreadRecord,
-    TickConverter, TraceError, TraceReader,
+    TickConverter, TraceReader,
 };
 use serde::Serialize;
 use spans::{LongestSpans, TickSpan, TickSpanKind};
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{self, BufReader};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use threads::{ThreadActivity, ThreadSources};
-use trace_file::CountingReader;
 
 /// Everything every report needs, from one pass over the trace and the kernel's records.
 #[derive(Clone, Debug, Serialize)]
@@ -116,18 +113,21 @@ pub struct Analysis {
     /// Times the runtime waited for its writer (removed from probe times like overhead).
     pub buffer_stalls: BufferStalls,
     pub anomalies: Anomalies,
-    /// What could not be measured or may be off, in words for the user.
-    pub notes: Vec<String>,
+    /// What could not be measured or may be off (the views word it).
+    pub notes: Vec<Note>,
 }
 
+/// How a run is analysed, its trace opened included (`pipeline::trace_file::open` reads
+/// `child_pid`, `progress_min_bytes` and `bench_phases`).
 #[derive(Clone, Debug)]
 pub struct AnalysisOptions {
-    /// Pid of the profiled process: picks `trace-<pid>.ppt` when [`analyse`] is given a folder.
+    /// Pid of the profiled process: picks `trace-<pid>.ppt` in an output folder, and tells its
+    /// main thread when no trace gives the pid.
     pub child_pid: Option<u32>,
     /// The most spans the timeline keeps (the longest ones).
     pub max_timeline_spans: usize,
-    /// Traces at least this large get a progress bar on stderr (never drawn when stderr is not
-    /// a terminal).
+    /// Traces at least this large get a progress bar on stderr as they are read (never drawn
+    /// when stderr is not a terminal).
     pub progress_min_bytes: u64,
     /// Period of the utilization over time (method 4), in ns.
     pub utilization_period_ns: u64,
@@ -151,36 +151,29 @@ impl Default for AnalysisOptions {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum AnalysisError {
-    #[error("cannot look for the trace in {path}")]
-    Folder {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot open the trace {path}")]
-    Open {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot analyse the trace {path}")]
-    Trace {
-        path: PathBuf,
-        #[source]
-        source: TraceError,
-    },
+/// The bytes of a trace as the analysis reads them: buffered, from wherever the caller took
+/// them (a file, with a progress bar as it is read).
+pub type TraceBytes = BufReader<Box<dyn Read>>;
+
+/// A trace opened for the analysis, its header read.
+pub struct OpenTrace {
+    pub path: PathBuf,
+    pub reader: TraceReader<TraceBytes>,
+    /// The End chunk found at the file's tail (`None` for a cut trace).
+    pub end: Option<End>,
 }
 
-/// An opened trace whose header has been read.
-struct OpenTrace {
-    path: PathBuf,
-    reader: TraceReader<CountingReader<BufReader<File>>>,
-    bytes_read: std::rc::Rc<std::cell::Cell<u64>>,
-    file_len: u64,
-    /// The End chunk found at the file's tail (`None` for a cut trace).
-    end: Option<End>,
+/// What the analysis is fed of the run's trace: the caller finds, opens and scans it, and
+/// notes what it found on the way.
+pub struct TraceInput {
+    /// The trace file chosen, if any (the report names it even when it was not analysed).
+    pub path: Option<PathBuf>,
+    /// `None` without a usable trace: the kernel's records alone are analysed.
+    pub opened: Option<OpenTrace>,
+    /// A criterion benchmark's phases, scanned from the trace before its pass.
+    pub bench_phases: bench_phases::BenchPhases,
+    /// What finding, opening and scanning the trace noted: the first of the analysis's notes.
+    pub notes: Vec<Note>,
 }
 
 /// What the reading loop gathered besides what the consumers keep.
@@ -210,33 +203,28 @@ impl TraceContents {
     }
 }
 
-/// Analyses a run. `trace` is a trace file or the output folder holding it (see
-/// [`pick_trace`]); when there is no trace, or it is empty, the analysis still succeeds with
-/// the kernel's records alone. A trace that turns out cut or corrupt is analysed up to that
-/// point. `target` and `exit` of the result are left for the caller to fill.
-pub fn analyse(
-    trace: &Path,
-    kernel: &KernelRecords,
-    opts: &AnalysisOptions,
-) -> Result<Analysis, AnalysisError> {
+/// Analyses a run from its trace, as the caller opened it, and the kernel's records; without
+/// a trace the analysis stands on the kernel's records alone. A trace that turns out cut or
+/// corrupt is analysed up to that point. `target` and `exit` of the result are left for the
+/// caller to fill.
+pub fn analyse(trace: TraceInput, kernel: &KernelRecords, opts: &AnalysisOptions) -> Analysis {
     analyse_with_counters(trace, kernel, &CounterRecords::default(), opts)
 }
 
 /// [`analyse`], with the counters collected for `--counters` attributed to probes, tasks and
-/// regions. The steps: open the trace, place the kernel's records on its time line, stream
-/// it through the per-event analyses, then turn each result into the model's figures and
-/// notes.
+/// regions. The steps: place the kernel's records on the trace's time line, stream the trace
+/// through the per-event analyses, then turn each result into the model's figures and notes.
 pub fn analyse_with_counters(
-    trace: &Path,
+    trace: TraceInput,
     kernel: &KernelRecords,
     counters: &CounterRecords,
     opts: &AnalysisOptions,
-) -> Result<Analysis, AnalysisError> {
-    let mut notes = Vec::new();
-    let mut source = TraceSource::open(trace, opts.child_pid, &mut notes)?;
+) -> Analysis {
+    let mut notes = trace.notes;
+    let mut source = TraceSource::of(trace.path, trace.opened);
     let switches = sorted_switches(&kernel.switches);
     let span = RunSpan::of(&source, kernel, &switches);
-    let mut batch = MeasuredBatch::of(&source, kernel, opts, &mut notes);
+    let mut batch = MeasuredBatch::of(trace.bench_phases, &source, kernel);
     // The switches and thread starts are the same with or without the batch's samples only.
     let off_cpu = Arc::new(source.off_cpu(kernel, &switches, span));
     let streamed = batch.stream(&mut source, &switches, counters, &off_cpu, opts);
@@ -277,7 +265,7 @@ pub fn analyse_with_counters(
     let utilization = cx.utilization(&mut notes);
     let mut probes = views.probes;
     let clock = source.clock_with_speed(views.in_run_speed, &mut probes);
-    Ok(Analysis {
+    Analysis {
         target: TargetInfo::default(),
         exit: ExitStatus::default(),
         rayon_hooks: None,
@@ -304,7 +292,7 @@ pub fn analyse_with_counters(
         buffer_stalls: views.buffer_stalls,
         anomalies: views.anomalies,
         notes,
-    })
+    }
 }
 
 /// The regions, with where their tasks blocked named from the off-CPU stacks, if recorded.
@@ -330,16 +318,10 @@ struct MeasuredBatch<'a> {
 
 impl<'a> MeasuredBatch<'a> {
     fn of(
+        phases: bench_phases::BenchPhases,
         source: &TraceSource,
         kernel: &'a KernelRecords,
-        opts: &AnalysisOptions,
-        notes: &mut Vec<String>,
     ) -> MeasuredBatch<'a> {
-        let phases = if opts.bench_phases {
-            source.bench_phases(notes)
-        } else {
-            bench_phases::BenchPhases::default()
-        };
         let Some(batch) = phases.measured else {
             return MeasuredBatch {
                 phases,
@@ -429,23 +411,8 @@ struct TraceSource {
 }
 
 impl TraceSource {
-    /// Finds and opens the trace of a run (see [`analyse`]); no trace is noted, not an error.
-    fn open(
-        trace: &Path,
-        child_pid: Option<u32>,
-        notes: &mut Vec<String>,
-    ) -> Result<TraceSource, AnalysisError> {
-        let path = locate_trace(trace, child_pid, notes)?;
-        let opened = match &path {
-            Some(path) => open_trace(path, notes)?.filter(|t| of_the_run(t, child_pid, notes)),
-            None => {
-                notes.push(format!(
-                    "The program recorded no probes (no trace in {}): only kernel figures and the CPU flamegraph are available.",
-                    trace.display()
-                ));
-                None
-            }
-        };
+    /// The trace as opened, with the clock its header and End chunk give.
+    fn of(path: Option<PathBuf>, opened: Option<OpenTrace>) -> TraceSource {
         let header = opened
             .as_ref()
             .map_or_else(Header::monotonic_without_calibration, |t| {
@@ -456,36 +423,17 @@ impl TraceSource {
             .and_then(|t| clock::usable_end(&header, t.end.as_ref()))
             .copied();
         let converter = TickConverter::new(&header, end.as_ref().map(|e| &e.end));
-        Ok(TraceSource {
+        TraceSource {
             path,
             opened,
             header,
             end,
             converter,
-        })
+        }
     }
 
     fn ticks(&self, ns: u64) -> u64 {
         self.converter.ns_to_ticks(ns)
-    }
-
-    /// The benchmark phases in the trace, from a scan of its own; what stops it is noted.
-    fn bench_phases(&self, notes: &mut Vec<String>) -> bench_phases::BenchPhases {
-        let Some(path) = self.opened.as_ref().map(|t| &t.path) else {
-            return bench_phases::BenchPhases::default();
-        };
-        let scanned = File::open(path)
-            .map_err(TraceError::from)
-            .and_then(|file| TraceReader::new(BufReader::new(file)))
-            .and_then(bench_phases::scan);
-        scanned.unwrap_or_else(|e| {
-            notes.push(format!(
-                "criterion's iteration counts could not be read from {}: {e}; the profile covers \
-                 the whole run, warm-up included.",
-                path.display()
-            ));
-            bench_phases::BenchPhases::default()
-        })
     }
 
     /// A duration in ticks, in whole ns.
@@ -629,7 +577,6 @@ fn stream_trace(
         // The active time does about as much work as decoding and the others together.
         Some(trace) => read_chunks(
             trace,
-            opts,
             calls,
             &mut [&mut activity, &mut lifecycle, &mut counter_spans],
             &mut [&mut active],
@@ -754,7 +701,7 @@ impl Context<'_> {
         views: &ProbeViews,
         unsymbolised_samples: u64,
         lost_events: u64,
-    ) -> Vec<String> {
+    ) -> Vec<Note> {
         measurement_notes(&MeasurementFacts {
             kernel: self.kernel,
             counters_unavailable: !self.counters.unavailable.is_empty(),
@@ -777,7 +724,7 @@ impl Context<'_> {
         &self,
         spans: SpanCollector,
         sites: &HashMap<u32, SiteRecord>,
-    ) -> (Option<CountersAnalysis>, Vec<String>) {
+    ) -> (Option<CountersAnalysis>, Vec<Note>) {
         let converter = &self.source.converter;
         let mut notes = Vec::new();
         let counters = spans.finish(
@@ -801,7 +748,7 @@ impl Context<'_> {
     }
 
     /// Method 4: parallelism over time.
-    fn utilization(&self, notes: &mut Vec<String>) -> Option<utilization::Utilization> {
+    fn utilization(&self, notes: &mut Vec<Note>) -> Option<utilization::Utilization> {
         utilization::of_run(
             &utilization::RunRecords {
                 switches: self.switches,
@@ -818,7 +765,7 @@ impl Context<'_> {
 
 impl Context<'_> {
     /// The note on the program's code that rayon workers ran while no region was open, if any.
-    fn outside_regions_note(&self, workers: &[u32], runs: &[(u64, u64)]) -> Option<String> {
+    fn outside_regions_note(&self, workers: &[u32], runs: &[(u64, u64)]) -> Option<Note> {
         let samples =
             self.kernel
                 .samples
@@ -836,51 +783,37 @@ impl Context<'_> {
             runs,
             self.kernel.sample_period_ns,
         )?;
-        Some(format!(
-            "Rayon workers ran the program's code for about {} ({} cpu-clock samples on {} \
-             worker{}) while no parallel region was open: that work is in no region's figures \
-             or diagnoses (a rayon-core that could not be hooked, or jobs of a region that \
-             outlived it).",
-            crate::units::human_duration(found.busy_ns),
-            found.samples,
-            found.workers,
-            if found.workers == 1 { "" } else { "s" },
-        ))
+        Some(Note::Lifecycle(LifecycleNote::OutsideRegions {
+            busy_ns: found.busy_ns,
+            samples: found.samples,
+            workers: found.workers,
+        }))
     }
 }
 
 /// What the lifecycle could not tell apart, or what hid waits, in words for the user.
-fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds) -> Vec<String> {
+fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds) -> Vec<Note> {
     let mut notes = Vec::new();
     if regions
         .iter()
         .any(|r| r.gs_gs_source == lifecycle::SearchRounds::Estimated)
     {
-        notes.push(
-            "Without context-switch records, the failed search rounds (GS->GS) of rayon workers are estimated \
-             (GS time ÷ 1 µs per round) and sleeping (W) cannot be told from searching (GS)."
-                .to_owned(),
-        );
+        notes.push(Note::Lifecycle(LifecycleNote::SearchRoundsEstimated));
     }
     let counted: u64 = regions.iter().map(|r| r.tasks_counted_in_program).sum();
     if counted > 0 {
         let tasks: u64 = regions.iter().map(|r| r.tasks.total()).sum();
-        notes.push(format!(
-            "Rayon's per-job detail was sampled: {counted} of {tasks} tasks ran while their worker's \
-             per-job events were paused (a worker writes at most {} of them every {} ms, so that \
-             profiling costs follow run time, not the job rate). The program counted those tasks \
-             itself, exactly; their state times by a clock marked every {} µs on average{} and \
-             by one stretch in about {} timed exactly, which also gives their durations. The \
-             timeline, the profile's \
-             markers and the active flamegraph's task frames show the detail windows only; the \
-             counters of the region's tasks are the region's × the workers' user-code share (a \
-             task's own counters are known only in the windows).",
-            parprof_rt::lifecycle_totals::WINDOW_EVENTS,
-            parprof_rt::lifecycle_totals::WINDOW_NS / 1_000_000,
-            parprof_rt::state_clock::MARK_EVERY.as_micros(),
-            marks_uncertainty(regions),
-            parprof_rt::state_clock::TIMED_EVERY,
-        ));
+        notes.push(Note::Lifecycle(LifecycleNote::JobDetailSampled(
+            JobDetailSampling {
+                counted,
+                tasks,
+                window_events: parprof_rt::lifecycle_totals::WINDOW_EVENTS,
+                window_ns: parprof_rt::lifecycle_totals::WINDOW_NS,
+                mark_every: parprof_rt::state_clock::MARK_EVERY,
+                timed_every: parprof_rt::state_clock::TIMED_EVERY,
+                fewest_marks: fewest_marks(regions),
+            },
+        )));
     }
     notes.extend(
         regions
@@ -890,9 +823,9 @@ fn lifecycle_notes(regions: &[lifecycle::RegionReport], thresholds: &Thresholds)
     notes
 }
 
-/// ` (N marks: a state's share of worker time is known to about ±X points)` for the region
-/// whose counted states rest on the fewest marks; empty without marks.
-fn marks_uncertainty(regions: &[lifecycle::RegionReport]) -> String {
+/// The region whose counted states rest on the fewest marks (the widest uncertainty of a
+/// state's share), if any was marked.
+fn fewest_marks(regions: &[lifecycle::RegionReport]) -> Option<RegionMarks> {
     regions
         .iter()
         .filter(|r| r.state_marks > 0)
@@ -900,85 +833,11 @@ fn marks_uncertainty(regions: &[lifecycle::RegionReport]) -> String {
             a.state_share_uncertainty
                 .total_cmp(&b.state_share_uncertainty)
         })
-        .map(|r| {
-            format!(
-                " ({} marks in region `{}`: a state's share of its worker time is known to about \
-                 ±{:.1} points)",
-                r.state_marks,
-                r.name,
-                100.0 * r.state_share_uncertainty
-            )
+        .map(|r| RegionMarks {
+            region: r.name.clone(),
+            marks: r.state_marks,
+            share_uncertainty: r.state_share_uncertainty,
         })
-        .unwrap_or_default()
-}
-
-fn locate_trace(
-    trace: &Path,
-    child_pid: Option<u32>,
-    notes: &mut Vec<String>,
-) -> Result<Option<PathBuf>, AnalysisError> {
-    if !trace.is_dir() {
-        return Ok(trace.is_file().then(|| trace.to_owned()));
-    }
-    let pick = pick_trace(trace, child_pid).map_err(|source| AnalysisError::Folder {
-        path: trace.to_owned(),
-        source,
-    })?;
-    notes.extend(pick.note);
-    Ok(pick.file)
-}
-
-/// Opens the trace and reads its header; an empty trace (the program stopped before writing
-/// anything) is noted and treated as absent.
-fn open_trace(path: &Path, notes: &mut Vec<String>) -> Result<Option<OpenTrace>, AnalysisError> {
-    let file = File::open(path).map_err(|source| AnalysisError::Open {
-        path: path.to_owned(),
-        source,
-    })?;
-    let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let (counting, bytes_read) = CountingReader::new(BufReader::with_capacity(1 << 20, file));
-    let reader = match TraceReader::new(counting) {
-        Ok(reader) => reader,
-        Err(TraceError::Empty) => {
-            notes.push(format!(
-                "The trace {} is empty: the program stopped before recording anything.",
-                path.display()
-            ));
-            return Ok(None);
-        }
-        Err(source) => {
-            return Err(AnalysisError::Trace {
-                path: path.to_owned(),
-                source,
-            });
-        }
-    };
-    let end = trace_file::read_end_chunk(path, reader.header());
-    Ok(Some(OpenTrace {
-        path: path.to_owned(),
-        reader,
-        bytes_read,
-        file_len,
-        end,
-    }))
-}
-
-/// Whether a trace named after the run's process was written by it: one written by another
-/// process (copied or renamed there) would give another run's figures as this one's.
-fn of_the_run(trace: &OpenTrace, child_pid: Option<u32>, notes: &mut Vec<String>) -> bool {
-    let written_by = trace.reader.header().pid;
-    let named = trace_file::trace_file_pid(&trace.path);
-    match (child_pid, named) {
-        (Some(pid), Some(named)) if named == pid && written_by != pid => {
-            notes.push(format!(
-                "{} was written by process {written_by}, not by the run's program (process {pid}): \
-                 it belongs to another run and was not analysed.",
-                trace.path.display()
-            ));
-            false
-        }
-        _ => true,
-    }
 }
 
 /// The collector promises time order; sort a copy if it was broken rather than mis-pair.
@@ -1003,7 +862,6 @@ const CHUNKS_IN_FLIGHT: usize = 4;
 /// pass, and each consumer sees the same events in the same order as with one.
 fn read_chunks(
     trace: &mut OpenTrace,
-    opts: &AnalysisOptions,
     mut calls: Option<&mut bench_phases::CallWindow>,
     here: &mut [&mut dyn EventConsumer],
     there: &mut [&mut (dyn EventConsumer + Send)],
@@ -1018,7 +876,7 @@ fn read_chunks(
                 }
             }
         });
-        let contents = read_events(trace, opts, |tid, events| {
+        let contents = read_events(trace, |tid, events| {
             let events = match calls.as_deref_mut() {
                 Some(window) => window.keep(tid, events),
                 None => events,
@@ -1038,23 +896,8 @@ fn read_chunks(
 }
 
 /// Reads the trace to its end, or to what cuts it short, handing each chunk of events to
-/// `on_events`, with a progress bar for a large trace.
-fn read_events(
-    trace: &mut OpenTrace,
-    opts: &AnalysisOptions,
-    mut on_events: impl FnMut(u32, Vec<Event>),
-) -> TraceContents {
-    let progress = if trace.file_len >= opts.progress_min_bytes {
-        let bar = ProgressBar::with_draw_target(Some(trace.file_len), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template(
-            "analysing the trace [{bar:40}] {bytes}/{total_bytes} ({eta})",
-        ) {
-            bar.set_style(style);
-        }
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+/// `on_events`.
+fn read_events(trace: &mut OpenTrace, mut on_events: impl FnMut(u32, Vec<Event>)) -> TraceContents {
     let mut contents = TraceContents {
         completeness: TraceCompleteness::Complete,
         ..TraceContents::absent()
@@ -1086,9 +929,7 @@ fn read_events(
             Ok(None) => break None,
             Err(error) => break Some(error),
         }
-        progress.set_position(trace.bytes_read.get());
     };
-    progress.finish_and_clear();
     contents.completeness = match (failure, trace.reader.completeness()) {
         (Some(error), _) => TraceCompleteness::Corrupt {
             error: format!("{}: {error}", trace.path.display()),
@@ -1297,62 +1138,45 @@ struct MeasurementFacts<'a> {
     counters_unavailable: bool,
 }
 
-fn capitalised(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
-}
-
-/// What could not be measured, or may be off, in words for the user: the trace's state and
-/// the capabilities, then what was lost, then what the probes and samples could not resolve.
-fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
+/// What could not be measured, or may be off: the trace's state and the capabilities, then
+/// what was lost, then what the probes and samples could not resolve.
+fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<Note> {
     let mut notes = Vec::new();
     let caps = &facts.kernel.capabilities;
-    let reason = |c: &crate::recording::kernel_records::Capability| {
-        c.reason
-            .clone()
-            .unwrap_or_else(|| "no reason given".to_owned())
-    };
     match facts.completeness {
-        TraceCompleteness::Cut { after_byte, .. } => notes.push(format!(
-            "The trace stops at byte {after_byte} without its end (the program was killed or crashed): \
-             calls still open then are not counted, and ticks were converted with the start-up clock calibration."
-        )),
-        TraceCompleteness::Corrupt { error } => {
-            notes.push(format!("The trace is corrupt ({error}); everything before that point was analysed."))
-        }
+        TraceCompleteness::Cut { after_byte, .. } => notes.push(Note::Trace(TraceNote::Cut {
+            after_byte: *after_byte,
+        })),
+        TraceCompleteness::Corrupt { error } => notes.push(Note::Trace(TraceNote::Corrupt {
+            error: error.clone(),
+        })),
         TraceCompleteness::Complete | TraceCompleteness::Absent => {}
     }
+    let reason = |c: &crate::recording::kernel_records::Capability| c.reason.clone();
     if !caps.context_switches.available {
-        notes.push(format!(
-            "Times are not corrected for context switches ({}): active time includes switched-out time, \
-             and on-CPU time per thread is unknown.",
-            reason(&caps.context_switches)
-        ));
+        notes.push(Note::Missing(MissingNote::ContextSwitches {
+            reason: reason(&caps.context_switches),
+        }));
     }
     if !caps.cpu_samples.available {
-        notes.push(format!(
-            "No CPU flamegraph: cpu-clock samples were not recorded ({}).",
-            reason(&caps.cpu_samples)
-        ));
+        notes.push(Note::Missing(MissingNote::CpuSamples {
+            reason: reason(&caps.cpu_samples),
+        }));
     }
     if caps.cpu_samples.available && !caps.stack_copies.available {
-        notes.push(format!(
-            "CPU flamegraph: call chains from frame pointers only, no stack copies ({}); callers of code built \
-             without frame pointers (the standard library, libc) may be missing.",
-            reason(&caps.stack_copies)
-        ));
+        notes.push(Note::Missing(MissingNote::StackCopies {
+            reason: reason(&caps.stack_copies),
+        }));
     }
     if caps.context_switches.available && !caps.switch_stacks.available {
-        notes.push(format!("{}.", capitalised(&reason(&caps.switch_stacks))));
+        notes.push(Note::Missing(MissingNote::SwitchStacks {
+            reason: reason(&caps.switch_stacks),
+        }));
     }
     if !caps.hardware_counters.available && !facts.counters_unavailable {
-        notes.push(format!(
-            "Hardware counters were not used ({}).",
-            reason(&caps.hardware_counters)
-        ));
+        notes.push(Note::Missing(MissingNote::HardwareCounters {
+            reason: reason(&caps.hardware_counters),
+        }));
     }
     notes.extend(loss_notes(facts));
     notes.extend(resolution_notes(facts));
@@ -1360,43 +1184,30 @@ fn measurement_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
 }
 
 /// Events, records and time lost to full buffers, steal time or bad records.
-fn loss_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
-    let mut notes = Vec::new();
-    if facts.lost_events > 0 {
-        notes.push(format!(
-            "{} trace events were lost on {} thread(s) (the runtime's buffers were full): probe figures there may \
-             miss calls.",
-            facts.lost_events, facts.lost_threads
-        ));
-    }
-    if facts.buffer_stalls.0 > 0 {
-        notes.push(format!(
-            "The program waited {} times, {:.3} ms in all, for the trace writer to make room; probe times exclude \
-             the waits, but the program ran slower.",
-            facts.buffer_stalls.0,
-            facts.buffer_stalls.1 as f64 / 1e6
-        ));
-    }
-    if facts.kernel.lost_records > 0 {
-        notes.push(format!(
-            "{} kernel records were lost (perf buffers were full): switched-out time may be under-counted.",
-            facts.kernel.lost_records
-        ));
-    }
-    if let Some(steal) = facts.kernel.steal_ns.filter(|&s| s > 0) {
-        notes.push(format!(
-            "The hypervisor ran other guests on this machine's CPUs for {:.1} ms during the run (steal time, \
-             all CPUs together): no context switch shows it, so active times may include up to that much.",
-            steal as f64 / 1e6
-        ));
-    }
-    if facts.kernel.malformed_records > 0 {
-        notes.push(format!(
-            "{} kernel records could not be decoded and were skipped: switched-out time may be under-counted.",
-            facts.kernel.malformed_records
-        ));
-    }
-    notes
+fn loss_notes(facts: &MeasurementFacts<'_>) -> Vec<Note> {
+    let kernel = facts.kernel;
+    let (stalls, stalled_ns) = facts.buffer_stalls;
+    [
+        (facts.lost_events > 0).then_some(LossNote::TraceEvents {
+            events: facts.lost_events,
+            threads: facts.lost_threads,
+        }),
+        (stalls > 0).then_some(LossNote::BufferStalls {
+            count: stalls,
+            total_ns: stalled_ns,
+        }),
+        (kernel.lost_records > 0).then_some(LossNote::KernelRecords {
+            records: kernel.lost_records,
+        }),
+        (kernel.steal_ns.filter(|&s| s > 0)).map(|steal_ns| LossNote::StealTime { steal_ns }),
+        (kernel.malformed_records > 0).then_some(LossNote::MalformedKernelRecords {
+            records: kernel.malformed_records,
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .map(Note::Loss)
+    .collect()
 }
 
 /// The worker-state spans the timeline keeps: a quarter of its spans. They come from the
@@ -1407,46 +1218,41 @@ fn lifecycle_span_cap(max_timeline_spans: usize) -> usize {
 }
 
 /// Probe events that did not nest or had no calibration, spans left out, unsymbolised samples.
-fn resolution_notes(facts: &MeasurementFacts<'_>) -> Vec<String> {
-    let mut notes = Vec::new();
+fn resolution_notes(facts: &MeasurementFacts<'_>) -> Vec<Note> {
     let a = facts.active;
-    if a.total() > 0 {
-        notes.push(format!(
-            "Probe events that did not nest were left out: {} exits without entry, {} entries without exit, \
-             {} calls open at the end, {} events out of time order.",
-            a.exit_without_entry, a.entry_without_exit, a.open_at_end, a.time_went_backwards
-        ));
-    }
-    if facts.has_trace && !facts.uncalibrated.is_empty() {
-        let kinds: Vec<String> = facts
-            .uncalibrated
-            .iter()
-            .map(|k| format!("{k:?}"))
-            .collect();
-        notes.push(format!(
-            "No overhead calibration for {} events: their cost was not removed.",
-            kinds.join(", ")
-        ));
-    }
     let t = facts.timeline;
-    if t.left_out_probe_spans + t.left_out_switched_out_spans > 0 {
-        notes.push(format!(
-            "The timeline keeps the {} longest spans: {} shorter probe spans and {} shorter switched-out spans were left out.",
-            t.max_spans, t.left_out_probe_spans, t.left_out_switched_out_spans
-        ));
-    }
-    if t.left_out_lifecycle_spans > 0 {
-        notes.push(format!(
-            "The timeline keeps the {} longest rayon worker-state spans and region runs: {} shorter ones were left out.",
-            lifecycle_span_cap(t.max_spans),
-            t.left_out_lifecycle_spans
-        ));
-    }
-    if facts.unsymbolised_samples > 0 {
-        notes.push(format!(
-            "{} cpu samples could not be symbolised: the CPU flamegraph shows their addresses.",
-            facts.unsymbolised_samples
-        ));
-    }
-    notes
+    let uncalibrated = facts.has_trace && !facts.uncalibrated.is_empty();
+    [
+        (a.total() > 0).then_some(ResolutionNote::UnnestedProbeEvents {
+            exit_without_entry: a.exit_without_entry,
+            entry_without_exit: a.entry_without_exit,
+            open_at_end: a.open_at_end,
+            time_went_backwards: a.time_went_backwards,
+        }),
+        uncalibrated.then(|| ResolutionNote::Uncalibrated {
+            kinds: facts
+                .uncalibrated
+                .iter()
+                .map(|k| format!("{k:?}"))
+                .collect(),
+        }),
+        (t.left_out_probe_spans + t.left_out_switched_out_spans > 0).then_some(
+            ResolutionNote::TimelineSpansLeftOut {
+                max_spans: t.max_spans,
+                probe_spans: t.left_out_probe_spans,
+                switched_out_spans: t.left_out_switched_out_spans,
+            },
+        ),
+        (t.left_out_lifecycle_spans > 0).then_some(ResolutionNote::LifecycleSpansLeftOut {
+            kept: lifecycle_span_cap(t.max_spans),
+            left_out: t.left_out_lifecycle_spans,
+        }),
+        (facts.unsymbolised_samples > 0).then_some(ResolutionNote::UnsymbolisedSamples {
+            samples: facts.unsymbolised_samples,
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .map(Note::Resolution)
+    .collect()
 }

@@ -26,6 +26,7 @@
 //! that CPU over the run (work per switched-in ns; on a CPU with no work, the mean over all
 //! CPUs).
 
+use super::note::{MissingNote, Note, ResolutionNote};
 use crate::recording::counters::{CounterRecords, CounterSeries};
 use crate::recording::kernel_records::{Capability, SwitchKind, SwitchRecord};
 use serde::Serialize;
@@ -255,15 +256,11 @@ pub struct RunRecords<'a> {
 /// The utilization of a run: `instructions` as the work where it was collected, on-CPU time
 /// otherwise. `None` (with the reason in `notes`) without switch records, which tell when the
 /// program ran where.
-pub fn of_run(run: &RunRecords<'_>, notes: &mut Vec<String>) -> Option<Utilization> {
+pub fn of_run(run: &RunRecords<'_>, notes: &mut Vec<Note>) -> Option<Utilization> {
     if !run.switch_records.available {
-        notes.push(format!(
-            "No utilization over time: it needs context-switch records ({}).",
-            run.switch_records
-                .reason
-                .as_deref()
-                .unwrap_or("not collected")
-        ));
+        notes.push(Note::Missing(MissingNote::Utilization {
+            reason: run.switch_records.reason.clone(),
+        }));
         return None;
     }
     if run.end_ns <= run.start_ns || run.switches.is_empty() {
@@ -273,11 +270,11 @@ pub fn of_run(run: &RunRecords<'_>, notes: &mut Vec<String>) -> Option<Utilizati
     let periods = (run.end_ns - run.start_ns).div_ceil(asked);
     let period_ns = if periods > MAX_PERIODS {
         let period_ns = asked.saturating_mul(periods.div_ceil(MAX_PERIODS));
-        notes.push(format!(
-            "Utilization over time uses periods of {:.3} ms instead of {:.3} ms: the run is longer than {MAX_PERIODS} periods.",
-            period_ns as f64 / 1e6,
-            asked as f64 / 1e6
-        ));
+        notes.push(Note::Resolution(ResolutionNote::UtilizationPeriodWidened {
+            period_ns,
+            asked_ns: asked,
+            max_periods: MAX_PERIODS,
+        }));
         period_ns
     } else {
         asked

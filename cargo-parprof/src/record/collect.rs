@@ -653,7 +653,7 @@ fn parse_mmap(ty: u32, body: &[u8], c: &mut Cursor<'_>, out: &mut Parsed) -> Opt
     let t = SampleId::trailer(body)?;
     let path = PathBuf::from(OsStr::from_bytes(name));
     if let Some(unwinder) = &mut out.unwinder {
-        unwinder.on_mmap(pid, start, len, pgoff, &path);
+        unwinder.on_mmap(pid, t.time_ns, (start, len, pgoff), &path);
     }
     out.maps.push(Mapping {
         time_ns: t.time_ns,
@@ -678,7 +678,7 @@ fn parse_comm(misc: u16, body: &[u8], c: &mut Cursor<'_>, out: &mut Parsed) -> O
     });
     if misc & PERF_RECORD_MISC_COMM_EXEC != 0 {
         if let Some(unwinder) = &mut out.unwinder {
-            unwinder.on_exec(pid);
+            unwinder.on_exec(pid, t.time_ns);
         }
         out.execs.push(ExecEvent {
             time_ns: t.time_ns,

@@ -11,6 +11,7 @@ pub mod html;
 mod inline_markdown;
 pub mod json;
 pub mod markdown;
+mod notes;
 pub mod options;
 pub mod plot;
 mod plumbing;

@@ -11,7 +11,7 @@ pub(crate) const TOP_PROBES: usize = 10;
 
 /// The notes every view shows: the analysis's, then those the views word from its figures.
 pub fn notes(analysis: &Analysis) -> Vec<String> {
-    let mut notes = analysis.notes.clone();
+    let mut notes: Vec<String> = analysis.notes.iter().map(super::notes::describe).collect();
     notes.extend(sampled_probes_note(analysis));
     notes.extend(short_calls_note(analysis));
     notes.extend(speed_followed_note(analysis));

@@ -1,12 +1,17 @@
 //! From a run's records to its reports: analyse, say what only the command line knew, write
 //! every view. `cargo parprof` does it right after recording a run; `cargo parprof report`
 //! does it again from a saved run folder, with other options if asked, without building or
-//! running anything.
+//! running anything. The pipeline opens the run's trace and feeds it to the analysis
+//! ([`trace_file`]), which does no I/O itself.
+
+pub mod trace_file;
 
 use crate::analysis::slices;
-use crate::analysis::{self, Analysis, AnalysisOptions};
+use crate::analysis::{self, Analysis, AnalysisOptions, LifecycleNote, LossNote, Note, RunNote};
 use crate::record::bench_harness::{self, BenchIndex};
 use crate::recording::Harness;
+use crate::recording::counters::CounterRecords;
+use crate::recording::kernel_records::KernelRecords;
 use crate::recording::{
     self, Completeness, DetailRequest, Loaded, RayonHooks, RecordedOptions, Recording, RunMeta,
 };
@@ -48,8 +53,7 @@ pub fn analyse(
             .iter()
             .any(|s| pids.contains(&{ s.tid }))
     });
-    let mut analysis =
-        analysis::analyse_with_counters(run_dir, &kernel, &recording.counters, &analysis_opts)?;
+    let mut analysis = analyse_trace(run_dir, &kernel, &recording.counters, &analysis_opts)?;
     describe_run(&mut analysis, &recording.run);
     analysis.notes.extend(slice_notes);
     analysis.slices = slice_results.map(|r| {
@@ -65,13 +69,27 @@ pub fn analyse(
     Ok(analysis)
 }
 
+/// Opens the trace at `trace` (a trace file, or the output folder holding it) and analyses it
+/// with the kernel's records and the counters.
+pub fn analyse_trace(
+    trace: &Path,
+    kernel: &KernelRecords,
+    counters: &CounterRecords,
+    opts: &AnalysisOptions,
+) -> Result<Analysis, trace_file::TraceOpenError> {
+    let input = trace_file::open(trace, opts)?;
+    Ok(analysis::analyse_with_counters(
+        input, kernel, counters, opts,
+    ))
+}
+
 fn slice_processes(results: &SliceResults) -> HashSet<u32> {
     results.slices.iter().filter_map(|s| s.pid).collect()
 }
 
 /// The results the runtime wrote for `--slices` or `--detail full`, if asked for; what went
 /// wrong reading them is noted (the rest of the analysis stands without them).
-fn slice_results(run: &RunMeta, run_dir: &Path, notes: &mut Vec<String>) -> Option<SliceResults> {
+fn slice_results(run: &RunMeta, run_dir: &Path, notes: &mut Vec<Note>) -> Option<SliceResults> {
     if run.detail == DetailRequest::Off {
         return None;
     }
@@ -79,22 +97,20 @@ fn slice_results(run: &RunMeta, run_dir: &Path, notes: &mut Vec<String>) -> Opti
     let file = match std::fs::File::open(&path) {
         Ok(file) => file,
         Err(e) => {
-            notes.push(format!(
-                "Exact per-call counters were asked for, but {} cannot be read ({e}): the program \
-                 did not start parprof's runtime (no probe, or not linked), or ended before its \
-                 exit handlers ran.",
-                path.display()
-            ));
+            notes.push(Note::Run(RunNote::SliceResultsMissing {
+                path,
+                error: e.to_string(),
+            }));
             return None;
         }
     };
     match slice_results::read(std::io::BufReader::new(file)) {
         Ok(results) => Some(results),
         Err(e) => {
-            notes.push(format!(
-                "The exact per-call counters in {} could not be read: {e}.",
-                path.display()
-            ));
+            notes.push(Note::Run(RunNote::SliceResultsUnreadable {
+                path,
+                error: e.to_string(),
+            }));
             None
         }
     }
@@ -104,22 +120,19 @@ fn slice_results(run: &RunMeta, run_dir: &Path, notes: &mut Vec<String>) -> Opti
 fn describe_run(analysis: &mut Analysis, run: &RunMeta) {
     analysis.target = run.target.clone();
     if run.harness == Harness::Divan {
-        analysis.notes.push(
-            "divan bench profiled as one program: per-benchmark profiling supports criterion benches only."
-                .into(),
-        );
+        analysis.notes.push(Note::Run(RunNote::DivanAsOneProgram));
     }
     if let RayonHooks::Unavailable { reason } = &run.rayon_hooks {
-        analysis.notes.push(format!(
-            "rayon's worker lifecycle was not recorded (no tasks, states or diagnoses from hooks): {reason}."
-        ));
+        analysis
+            .notes
+            .push(Note::Lifecycle(LifecycleNote::HooksUnavailable {
+                reason: reason.clone(),
+            }));
     }
     analysis.rayon_hooks = Some(run.rayon_hooks.clone());
     analysis.exit = run.exit;
     if run.interrupted {
-        analysis
-            .notes
-            .push("The run was interrupted (Ctrl-C): the figures cover the part that ran.".into());
+        analysis.notes.push(Note::Run(RunNote::Interrupted));
     }
 }
 
@@ -227,7 +240,7 @@ fn under(root: &Path, relative: &Path) -> PathBuf {
 }
 
 /// The records of `run_dir`, with a note when they were cut and `partial` allows it.
-fn load(run_dir: &Path, partial: bool) -> Result<(Loaded, Option<String>)> {
+fn load(run_dir: &Path, partial: bool) -> Result<(Loaded, Option<Note>)> {
     let loaded = recording::load(run_dir)?;
     let Completeness::Cut { after_byte, .. } = loaded.completeness else {
         return Ok((loaded, None));
@@ -247,11 +260,7 @@ fn load(run_dir: &Path, partial: bool) -> Result<(Loaded, Option<String>)> {
     );
     Ok((
         loaded,
-        Some(format!(
-            "The run's records ({}) were cut after byte {after_byte}: kernel records and counters \
-             after that point are missing, so times may not be corrected for every context switch.",
-            recording::RECORDS_FILE
-        )),
+        Some(Note::Loss(LossNote::RecordsCut { after_byte })),
     ))
 }
 
