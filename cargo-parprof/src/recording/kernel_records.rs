@@ -252,7 +252,7 @@ impl StackInterner {
         if first == CROWDED {
             return match self.crowded.get(&child_key(parent, frame)) {
                 Some(&id) => id,
-                None => self.add(parent, frame.clone()),
+                None => self.add_new(parent, frame),
             };
         }
         let mut listed = 0;
@@ -265,7 +265,7 @@ impl StackInterner {
             listed += 1;
             at = self.next_sibling[at as usize];
         }
-        let id = self.add(parent, frame.clone());
+        let id = self.add_new(parent, frame);
         if listed >= MAX_LISTED_CHILDREN {
             self.crowd(parent);
         }
@@ -284,18 +284,13 @@ impl StackInterner {
 
     /// Adds the stack `parent` with `frame` inside it as the next node, without looking it up
     /// (the records' reader adds the nodes as they were written, each once); `None` when
-    /// `parent` is not in the tree.
+    /// `parent` is not in the tree, or the tree is full (no node takes the id [`CROWDED`]).
     pub fn push(&mut self, parent: StackId, frame: Frame) -> Option<StackId> {
-        self.contains(parent).then(|| self.add(parent, frame))
-    }
-
-    /// Adds a node under `parent`, a node of the tree, among its children.
-    fn add(&mut self, parent: StackId, frame: Frame) -> StackId {
+        if self.tree.nodes.len() >= CROWDED as usize {
+            return None;
+        }
         let key = child_key(parent, &frame);
-        // Fewer nodes than frames sampled: more than 4 G of them cannot be recorded.
-        let id = (self.tree.push(parent, frame))
-            .filter(|&id| id != CROWDED)
-            .expect("fewer than 2^32 - 1 stacks, each parent added before its children");
+        let id = self.tree.push(parent, frame)?;
         self.first_child.push(EMPTY_STACK);
         let first = &mut self.first_child[parent as usize];
         if *first == CROWDED {
@@ -304,7 +299,14 @@ impl StackInterner {
         } else {
             self.next_sibling.push(std::mem::replace(first, id));
         }
-        id
+        Some(id)
+    }
+
+    /// [`Self::push`] of a frame under a node this interner gave.
+    fn add_new(&mut self, parent: StackId, frame: &Frame) -> StackId {
+        // Fewer nodes than frames sampled: more than 4 G of them cannot be recorded.
+        self.push(parent, frame.clone())
+            .expect("fewer than 2^32 - 1 stacks, each parent added before its children")
     }
 
     /// Whether `id` is a stack of the tree so far.
