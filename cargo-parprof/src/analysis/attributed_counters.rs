@@ -29,7 +29,7 @@
 //! Slices need the span boundaries of all threads in time order, but the trace gives each
 //! thread's events in order with threads interleaved chunk by chunk. Spans (24 bytes: start,
 //! end, thread or region, group) are kept in memory up to [`RUN_SPANS`]; beyond that they are
-//! sorted in runs and spilled to an anonymous temporary file (in the trace's folder), and the
+//! sorted in runs and spilled to a store the pipeline gives (a temporary file beside the trace), and the
 //! sweep reads the runs back in one k-way merge. The sweep holds only the spans open at a moment, and each group's
 //! figure is accumulated as the sweep passes its spans: a long trace costs disk, not memory.
 //! Per busy thread the sweep keeps the running total of the shares it received, so a span's
@@ -43,6 +43,7 @@ use super::event_consumer::EventConsumer;
 use super::id_map::IdMap;
 use super::note::{CounterNote, Note};
 use super::offcpu::{OffCpu, OffCpuIndex};
+use super::spill::{SpillSpace, SpillStore};
 use crate::recording::counters::{
     CounterRecords, CounterSource, ReadCost, Scaling, UnavailableCounter,
 };
@@ -50,10 +51,8 @@ use parprof_rt::trace::{DETAIL_FRAME, DETAIL_PAUSE, Event, EventKind, SiteRecord
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::fs::File;
-use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::io;
+use std::sync::Arc;
 
 /// Spans kept in memory per competition set before a sorted run is spilled to disk
 /// (24 MiB).
@@ -216,10 +215,9 @@ impl SpanRecord {
 /// Spans of one competition set: in memory up to a run's length, then spilled in sorted runs.
 struct SpanStore {
     run_len: usize,
-    /// Where the temporary file goes (the system's temporary folder when `None`).
-    spill_dir: Option<PathBuf>,
+    space: Arc<dyn SpillSpace>,
     memory: Vec<SpanRecord>,
-    file: Option<File>,
+    store: Option<Box<dyn SpillStore>>,
     /// (offset, spans) of every spilled run.
     runs: Vec<(u64, u64)>,
     spilled: u64,
@@ -229,12 +227,12 @@ struct SpanStore {
 }
 
 impl SpanStore {
-    fn new(run_len: usize, spill_dir: Option<PathBuf>) -> Self {
+    fn new(run_len: usize, space: Arc<dyn SpillSpace>) -> Self {
         SpanStore {
             run_len: run_len.max(1),
-            spill_dir,
+            space,
             memory: Vec::new(),
-            file: None,
+            store: None,
             runs: Vec::new(),
             spilled: 0,
             spill_error: None,
@@ -257,24 +255,21 @@ impl SpanStore {
     }
 
     fn try_spill(&mut self) -> io::Result<()> {
-        let file = match &mut self.file {
-            Some(f) => f,
-            None => self.file.insert(match &self.spill_dir {
-                Some(dir) => tempfile::tempfile_in(dir)?,
-                None => tempfile::tempfile()?,
-            }),
+        let store = match &mut self.store {
+            Some(store) => store,
+            None => self.store.insert(self.space.new_store()?),
         };
         self.memory.sort_unstable_by_key(|s| s.start);
         let offset = self.spilled * RECORD_BYTES as u64;
-        // Through a small buffer: a run's bytes at once would double the spans' memory.
-        let mut out = io::BufWriter::with_capacity(READ_BATCH * RECORD_BYTES, &mut *file);
-        let mut bytes = Vec::with_capacity(RECORD_BYTES);
-        for s in &self.memory {
+        // A batch at a time: a run's bytes at once would double the spans' memory.
+        let mut bytes = Vec::with_capacity(READ_BATCH * RECORD_BYTES);
+        for batch in self.memory.chunks(READ_BATCH) {
             bytes.clear();
-            s.encode(&mut bytes);
-            out.write_all(&bytes)?;
+            for s in batch {
+                s.encode(&mut bytes);
+            }
+            store.append(&bytes)?;
         }
-        out.flush()?;
         self.runs.push((offset, self.memory.len() as u64));
         self.spilled += self.memory.len() as u64;
         self.memory.clear();
@@ -292,10 +287,10 @@ impl SpanStore {
             Source::Memory(self.memory.iter()),
             Source::Memory(extra.iter()),
         ];
-        if let Some(file) = &self.file {
+        if let Some(store) = &self.store {
             for &(offset, count) in &self.runs {
                 sources.push(Source::Run(RunReader {
-                    file,
+                    store: &**store,
                     offset,
                     remaining: count,
                     batch: Vec::new(),
@@ -342,7 +337,7 @@ impl Ord for Head {
 }
 
 struct RunReader<'a> {
-    file: &'a File,
+    store: &'a dyn SpillStore,
     offset: u64,
     remaining: u64,
     batch: Vec<SpanRecord>,
@@ -357,7 +352,7 @@ impl RunReader<'_> {
             }
             let n = self.remaining.min(READ_BATCH as u64) as usize;
             let mut bytes = vec![0u8; n * RECORD_BYTES];
-            self.file.read_exact_at(&mut bytes, self.offset)?;
+            self.store.read_at(&mut bytes, self.offset)?;
             self.offset += bytes.len() as u64;
             self.remaining -= n as u64;
             self.batch.clear();
@@ -589,20 +584,19 @@ impl SpanCollector {
     }
 
     /// `enabled`: whether any counter was collected (spans are only kept for them).
-    /// `spill_dir`: where spans that do not fit in memory go, e.g. the trace's folder (the
-    /// system's temporary folder may be in memory); the file is deleted when done.
-    pub fn new(enabled: bool, spill_dir: Option<&Path>) -> Self {
-        Self::with_run_len(enabled, RUN_SPANS, spill_dir)
+    /// `space`: where spans that do not fit in memory go.
+    pub fn new(enabled: bool, space: Arc<dyn SpillSpace>) -> Self {
+        Self::with_run_len(enabled, RUN_SPANS, space)
     }
 
-    fn with_run_len(enabled: bool, run_len: usize, spill_dir: Option<&Path>) -> Self {
+    fn with_run_len(enabled: bool, run_len: usize, space: Arc<dyn SpillSpace>) -> Self {
         SpanCollector {
             enabled,
             groups: GroupMap::default(),
             keys: Vec::new(),
             threads: IdMap::default(),
-            work: SpanStore::new(run_len, spill_dir.map(Path::to_path_buf)),
-            regions: SpanStore::new(run_len, spill_dir.map(Path::to_path_buf)),
+            work: SpanStore::new(run_len, Arc::clone(&space)),
+            regions: SpanStore::new(run_len, space),
             missing_starts: Vec::new(),
             left_out: 0,
             first_ts: u64::MAX,
@@ -1306,6 +1300,7 @@ fn track(points: &[CounterPoint], origin_ns: u64) -> Vec<(u64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::spill::InMemory;
     use crate::recording::counters::CounterSeries;
 
     fn ev(ts: u64, kind: EventKind, id: u32) -> Event {
@@ -1417,7 +1412,7 @@ mod tests {
     /// a probe nested in itself counts once; a task group sums its tasks.
     #[test]
     fn threads_share_slices_and_nested_spans_take_their_threads_share() {
-        let mut c = SpanCollector::new(true, None);
+        let mut c = SpanCollector::new(true, Arc::new(InMemory));
         // Thread 1: probe a 0..100 with probe b nested 20..40 and a recursive call of a 50..60.
         for e in [
             ev(0, EventKind::Enter, 1),
@@ -1459,7 +1454,7 @@ mod tests {
     /// whole slice gets nothing.
     #[test]
     fn on_cpu_weights_follow_the_threads_on_cpu_time() {
-        let mut c = SpanCollector::new(true, None);
+        let mut c = SpanCollector::new(true, Arc::new(InMemory));
         c.on_event(1, &ev(0, EventKind::Enter, 1));
         c.on_event(1, &ev(100, EventKind::Exit, 1));
         c.on_event(2, &ev(0, EventKind::Enter, 2));
@@ -1492,7 +1487,7 @@ mod tests {
     /// start was lost starts with the latest start of another span.
     #[test]
     fn missing_boundaries_come_from_other_spans() {
-        let mut c = SpanCollector::new(true, None);
+        let mut c = SpanCollector::new(true, Arc::new(InMemory));
         // Thread 1: a from 0, never closed (cut trace).
         c.on_event(1, &ev(0, EventKind::Enter, 1));
         // Thread 2: b 10..40; thread 3: c's exit at 80 without its entry; thread 4: b 30..60.
@@ -1524,7 +1519,7 @@ mod tests {
     /// Regions compete with regions only, and runs of a region on two threads count once.
     #[test]
     fn regions_share_with_other_regions_only() {
-        let mut c = SpanCollector::new(true, None);
+        let mut c = SpanCollector::new(true, Arc::new(InMemory));
         c.on_event(1, &ev(0, EventKind::RegionBegin, 9));
         c.on_event(1, &ev(10, EventKind::TaskBegin, 9));
         c.on_event(1, &ev(90, EventKind::TaskEnd, 9));
@@ -1555,8 +1550,8 @@ mod tests {
                 c.on_event(tid, &ev(start + 5, EventKind::Exit, (i % 2) as u32 + 1));
             }
         };
-        let mut in_memory = SpanCollector::new(true, None);
-        let mut spilled = SpanCollector::with_run_len(true, 16, None);
+        let mut in_memory = SpanCollector::new(true, Arc::new(InMemory));
+        let mut spilled = SpanCollector::with_run_len(true, 16, Arc::new(InMemory));
         feed(&mut in_memory);
         feed(&mut spilled);
         let records = linear(3.0, 4000);
@@ -1578,7 +1573,7 @@ mod tests {
 
     #[test]
     fn nothing_is_collected_without_counters() {
-        let mut c = SpanCollector::new(false, None);
+        let mut c = SpanCollector::new(false, Arc::new(InMemory));
         c.on_event(1, &ev(0, EventKind::Enter, 1));
         c.on_event(1, &ev(10, EventKind::Exit, 1));
         assert_eq!(c.work.total, 0);

@@ -30,6 +30,7 @@ mod sampled_tasks;
 pub mod sched_share;
 pub mod slices;
 mod spans;
+pub mod spill;
 mod threads;
 pub mod utilization;
 
@@ -56,7 +57,7 @@ use spans::{LongestSpans, TickSpan, TickSpanKind};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use threads::{ThreadActivity, ThreadSources};
 
@@ -174,6 +175,8 @@ pub struct TraceInput {
     pub bench_phases: bench_phases::BenchPhases,
     /// What finding, opening and scanning the trace noted: the first of the analysis's notes.
     pub notes: Vec<Note>,
+    /// Where what does not fit in memory goes (the counters' spans of a long run).
+    pub spill: Arc<dyn spill::SpillSpace>,
 }
 
 /// What the reading loop gathered besides what the consumers keep.
@@ -221,7 +224,7 @@ pub fn analyse_with_counters(
     opts: &AnalysisOptions,
 ) -> Analysis {
     let mut notes = trace.notes;
-    let mut source = TraceSource::of(trace.path, trace.opened);
+    let mut source = TraceSource::of(trace.path, trace.opened, trace.spill);
     let switches = sorted_switches(&kernel.switches);
     let span = RunSpan::of(&source, kernel, &switches);
     let mut batch = MeasuredBatch::of(trace.bench_phases, &source, kernel);
@@ -408,11 +411,17 @@ struct TraceSource {
     /// The End chunk, when its clock sync point can be used.
     end: Option<End>,
     converter: TickConverter,
+    /// Where the counters' span collector spills.
+    spill: Arc<dyn spill::SpillSpace>,
 }
 
 impl TraceSource {
     /// The trace as opened, with the clock its header and End chunk give.
-    fn of(path: Option<PathBuf>, opened: Option<OpenTrace>) -> TraceSource {
+    fn of(
+        path: Option<PathBuf>,
+        opened: Option<OpenTrace>,
+        spill: Arc<dyn spill::SpillSpace>,
+    ) -> TraceSource {
         let header = opened
             .as_ref()
             .map_or_else(Header::monotonic_without_calibration, |t| {
@@ -429,6 +438,7 @@ impl TraceSource {
             header,
             end,
             converter,
+            spill,
         }
     }
 
@@ -443,14 +453,6 @@ impl TraceSource {
 
     fn pid(&self) -> Option<u32> {
         self.opened.as_ref().map(|_| self.header.pid)
-    }
-
-    /// Where the counters' span collector may spill: beside the trace.
-    fn spill_dir(&self) -> Option<&Path> {
-        self.path
-            .as_deref()
-            .and_then(Path::parent)
-            .filter(|dir| !dir.as_os_str().is_empty())
     }
 
     /// Events the runtime lost: counted per thread, or in the End chunk, whichever says more.
@@ -572,7 +574,8 @@ fn stream_trace(
             .filter(|(_, name)| name == parprof_rt::trace::WRITER_THREAD_NAME)
             .map(|(tid, _)| *tid),
     );
-    let mut counter_spans = SpanCollector::new(!counters.counters.is_empty(), source.spill_dir());
+    let mut counter_spans =
+        SpanCollector::new(!counters.counters.is_empty(), Arc::clone(&source.spill));
     let contents = match source.opened.as_mut() {
         // The active time does about as much work as decoding and the others together.
         Some(trace) => read_chunks(

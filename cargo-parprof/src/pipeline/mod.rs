@@ -4,6 +4,7 @@
 //! running anything. The pipeline opens the run's trace and feeds it to the analysis
 //! ([`trace_file`]), which does no I/O itself.
 
+mod spill_files;
 pub mod trace_file;
 
 use crate::analysis::slices;

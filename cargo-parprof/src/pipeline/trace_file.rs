@@ -9,6 +9,9 @@ use parprof_rt::trace::{Chunk, ChunkEncoder, End, Header, TraceError, TraceReade
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::spill_files::TempFiles;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceOpenError {
@@ -52,11 +55,18 @@ pub fn open(trace: &Path, opts: &AnalysisOptions) -> Result<TraceInput, TraceOpe
         Some(t) if opts.bench_phases => scan_bench_phases(&t.path, &mut notes),
         _ => BenchPhases::default(),
     };
+    // Beside the trace: the system's temporary folder may be in memory.
+    let spill_dir = path
+        .as_deref()
+        .and_then(Path::parent)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(Path::to_path_buf);
     Ok(TraceInput {
         path,
         opened,
         bench_phases,
         notes,
+        spill: Arc::new(TempFiles::in_dir(spill_dir)),
     })
 }
 
