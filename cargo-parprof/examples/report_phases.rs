@@ -108,14 +108,13 @@ impl Phase {
     }
 }
 
-/// User and system CPU time of this process so far, all threads, in seconds.
+/// CPU time of this process so far, all threads, in seconds.
 fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
     };
-    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    // SAFETY: the process's CPU clock, into a timespec it fills.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }

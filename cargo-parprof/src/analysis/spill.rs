@@ -45,18 +45,23 @@ impl SpillStore for Vec<u8> {
     }
 }
 
+/// Every store reads back what was appended, across appends, and refuses to read past it.
+#[cfg(test)]
+pub(crate) fn assert_reads_back_what_was_appended(store: &mut dyn SpillStore) {
+    store.append(b"abc").unwrap();
+    store.append(b"def").unwrap();
+    let mut buf = [0u8; 4];
+    store.read_at(&mut buf, 2).unwrap();
+    assert_eq!(&buf, b"cdef");
+    assert!(store.read_at(&mut buf, 3).is_err());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_store_in_memory_reads_back_what_was_appended() {
-        let mut store = InMemory.new_store().unwrap();
-        store.append(b"abc").unwrap();
-        store.append(b"def").unwrap();
-        let mut buf = [0u8; 4];
-        store.read_at(&mut buf, 2).unwrap();
-        assert_eq!(&buf, b"cdef");
-        assert!(store.read_at(&mut buf, 3).is_err());
+        assert_reads_back_what_was_appended(&mut *InMemory.new_store().unwrap());
     }
 }
