@@ -91,7 +91,8 @@ impl Figures {
             .map(speedup);
         Impact {
             time_lost_ns: (elapsed_ns * share_of(overhead_ns)).round() as u64,
-            share_of_worker_time: overhead_ns / self.worker_ns,
+            // The sched part is estimated from samples: the sum may pass the whole.
+            share_of_worker_time: (overhead_ns / self.worker_ns).min(1.0),
             speedup_if_fixed: speedup(overhead_ns),
             speedup_low: speedup(overhead_ns - uncertainty_ns.unwrap_or(0.0)),
             speedup_high: high,
@@ -1613,6 +1614,22 @@ pub(crate) mod tests {
         )
         .remove(0);
         assert!(d.impact.speedup_if_fixed.is_finite());
+        // Overhead estimated past the workers' whole time (rayon's code in the tasks is
+        // sampled): never more than all of it.
+        let mut r = region(
+            TaskCounts {
+                local: 4_000_000,
+                stolen: 0,
+                injected: 0,
+                inline: 0,
+            },
+            3_900_000_000,
+            0,
+            BUSY,
+        );
+        r.active_overhead_ns = 4_400_000_000;
+        let d = diagnose(&r, &Thresholds::default(), None).remove(0);
+        assert_eq!(d.impact.share_of_worker_time, 1.0, "{d:#?}");
         assert!(
             diagnose(
                 &RegionReport {
