@@ -3,7 +3,7 @@
 use super::model::{CpuSamples, OffCpuStacks, SampledStack, ThreadSummary, TimedSample};
 use super::offcpu::{OffCpu, OffCpuIndex};
 use super::threads::WRITER_THREAD;
-use crate::recording::kernel_records::{CpuSample, Frame, KernelRecords, StackId, SwitchRecord};
+use crate::recording::kernel_records::{CpuSample, Frame, KernelRecords, StackId};
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hash};
@@ -403,10 +403,11 @@ pub(crate) fn fold(
     let mut timed = Vec::new();
     let mut unsymbolised = 0;
     let mut profiler = 0;
-    for (i, sample) in kernel.samples.iter().enumerate() {
-        let stack = kernel.sample_stacks.get(i).copied();
+    let mut total = 0;
+    for (sample, stack) in kernel.cpu_samples() {
+        total += 1;
         let folded = *folded_once
-            .entry(shared_stack(stack, sample))
+            .entry(shared_stack(stack, &sample))
             .or_insert_with(|| {
                 let role = roles.get(&sample.tid).copied();
                 let stack = stack.map(|id| kernel.stacks.frames(id));
@@ -454,7 +455,7 @@ pub(crate) fn fold(
     FoldedSamples {
         samples: CpuSamples {
             period_ns: kernel.sample_period_ns,
-            total: kernel.samples.len() as u64,
+            total,
             profiler,
             stacks: sampled_stacks(sorted),
             timed,
@@ -467,12 +468,11 @@ pub(crate) fn fold(
 /// recursion each is tens of ms.
 pub(crate) fn fold_both(
     kernel: &KernelRecords,
-    switches: &[SwitchRecord],
     threads: &[ThreadSummary],
     origin_ns: u64,
 ) -> (FoldedSamples, Option<OffCpuStacks>) {
     std::thread::scope(|scope| {
-        let offcpu = scope.spawn(|| fold_switch_outs(kernel, switches, threads));
+        let offcpu = scope.spawn(|| fold_switch_outs(kernel, threads));
         let folded = fold(kernel, threads, origin_ns);
         let offcpu = offcpu
             .join()
@@ -492,17 +492,16 @@ const SWITCH_SAMPLE_SLACK_NS: u64 = 100_000;
 /// went to another thread).
 pub(crate) fn fold_switch_outs(
     kernel: &KernelRecords,
-    switches: &[SwitchRecord],
     threads: &[ThreadSummary],
 ) -> Option<OffCpuStacks> {
-    if kernel.switch_samples.is_empty() {
+    if !kernel.has_switch_samples() {
         return None;
     }
     let roles = roles(threads);
     // On the kernel's ns time line. A thread's last switch-out, at its exit, has no
     // switch-in: with no end of run (0) it is left out rather than counted as a wait. A new
     // thread's wait for its first CPU has no switch-out, so no stack: left out too.
-    let off_cpu = OffCpuIndex::from_switches(switches, &[], |ns| ns, 0);
+    let off_cpu = OffCpuIndex::from_switches(kernel.switch_records(), &[], |ns| ns, 0);
     let mut matched: HashMap<u32, Vec<bool>> = off_cpu
         .threads()
         .map(|tid| (tid, vec![false; off_cpu.intervals(tid).len()]))
@@ -516,7 +515,7 @@ pub(crate) fn fold_switch_outs(
     let mut folded_once: HashMap<(SharedStack, bool), Option<usize>> = HashMap::new();
     let mut classes = NameClasses::default();
     let mut result = OffCpuStacks::default();
-    for (i, sample) in kernel.switch_samples.iter().enumerate() {
+    for (sample, stack) in kernel.switch_out_samples() {
         let list = off_cpu.intervals(sample.tid);
         let Some(j) = nearest_switch_out(list, sample.time_ns) else {
             continue;
@@ -532,9 +531,8 @@ pub(crate) fn fold_switch_outs(
         let interval = &list[j];
         let ns = interval.end - interval.start;
         result.total_ns += ns;
-        let stack = kernel.switch_sample_stacks.get(i).copied();
         let folded = *folded_once
-            .entry((shared_stack(stack, sample), interval.preempted))
+            .entry((shared_stack(stack, &sample), interval.preempted))
             .or_insert_with(|| {
                 let role = roles.get(&sample.tid).copied();
                 let stack = stack.map(|id| kernel.stacks.frames(id));

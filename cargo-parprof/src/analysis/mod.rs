@@ -40,7 +40,7 @@ pub use note::*;
 
 use crate::recording::counters::CounterRecords;
 use crate::recording::kernel_records::Capabilities;
-use crate::recording::kernel_records::{KernelRecords, SwitchRecord};
+use crate::recording::kernel_records::KernelRecords;
 use crate::recording::{DEFAULT_PERIOD_NS, ExitStatus, TargetInfo, Thresholds};
 use active_time::{ActiveTime, ActiveTimeResult, PathFrame};
 use attributed_counters::CountersAnalysis;
@@ -225,18 +225,17 @@ pub fn analyse_with_counters(
 ) -> Analysis {
     let mut notes = trace.notes;
     let mut source = TraceSource::of(trace.path, trace.opened, trace.spill);
-    let switches = sorted_switches(&kernel.switches);
-    let span = RunSpan::of(&source, kernel, &switches);
-    let mut batch = MeasuredBatch::of(trace.bench_phases, &source, kernel);
+    let sorted = kernel.with_switches_sorted();
+    let span = RunSpan::of(&source, &sorted);
+    let mut batch = MeasuredBatch::of(trace.bench_phases, &source, &sorted);
     // The switches and thread starts are the same with or without the batch's samples only.
-    let off_cpu = Arc::new(source.off_cpu(kernel, &switches, span));
-    let streamed = batch.stream(&mut source, &switches, counters, &off_cpu, opts);
+    let off_cpu = Arc::new(source.off_cpu(&sorted, span));
+    let streamed = batch.stream(&mut source, counters, &off_cpu, opts);
     let kernel = &*batch.kernel;
     let cx = Context {
         kernel,
         counters,
         opts,
-        switches: &switches,
         off_cpu: &off_cpu,
         source: &source,
         span,
@@ -245,7 +244,7 @@ pub fn analyse_with_counters(
         cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites);
     let threads = cx.threads(&streamed.activity, &streamed.contents);
     let (folded, offcpu_stacks) =
-        cpu_stacks::fold_both(kernel, &switches, &threads, span.origin_ns);
+        cpu_stacks::fold_both(kernel, &threads, span.origin_ns);
     let regions = with_blocked_where(streamed.lifecycle.regions, offcpu_stacks.as_ref());
     let lost_events = source.lost_events(&streamed.contents);
     let views = cx.probe_views(
@@ -347,21 +346,12 @@ impl<'a> MeasuredBatch<'a> {
     fn stream(
         &mut self,
         source: &mut TraceSource,
-        switches: &[SwitchRecord],
         counters: &CounterRecords,
         off_cpu: &Arc<OffCpuIndex>,
         opts: &AnalysisOptions,
     ) -> Streamed {
         let calls = self.calls.as_mut();
-        stream_trace(
-            source,
-            &self.kernel,
-            switches,
-            counters,
-            off_cpu,
-            opts,
-            calls,
-        )
+        stream_trace(source, &self.kernel, counters, off_cpu, opts, calls)
     }
 
     /// What the benchmark measured, for the reports (`None`: not a hooked benchmark).
@@ -490,14 +480,9 @@ impl TraceSource {
     }
 
     /// Every thread's switched-out intervals, on the trace's tick time line up to the run's end.
-    fn off_cpu(
-        &self,
-        kernel: &KernelRecords,
-        switches: &[SwitchRecord],
-        span: RunSpan,
-    ) -> OffCpuIndex {
+    fn off_cpu(&self, kernel: &KernelRecords, span: RunSpan) -> OffCpuIndex {
         OffCpuIndex::from_switches(
-            switches,
+            kernel.switch_records(),
             &kernel.thread_starts,
             |ns| self.ticks(ns),
             span.end_ticks,
@@ -515,11 +500,16 @@ struct RunSpan {
 }
 
 impl RunSpan {
-    fn of(source: &TraceSource, kernel: &KernelRecords, switches: &[SwitchRecord]) -> RunSpan {
-        let last_kernel_ns = switches
-            .last()
-            .map(|s| s.time_ns)
-            .max(kernel.samples.last().map(|s| s.time_ns));
+    fn of(source: &TraceSource, kernel: &KernelRecords) -> RunSpan {
+        let first_and_last = |mut times: Box<dyn Iterator<Item = u64> + '_>| {
+            let first = times.next();
+            (first, times.last().or(first))
+        };
+        let (first_switch, last_switch) =
+            first_and_last(Box::new(kernel.switch_records().map(|s| s.time_ns)));
+        let (first_sample, last_sample) =
+            first_and_last(Box::new(kernel.cpu_samples().map(|(s, _)| s.time_ns)));
+        let last_kernel_ns = last_switch.max(last_sample);
         let end_ticks = source
             .end
             .map(|e| e.end.ticks)
@@ -530,8 +520,8 @@ impl RunSpan {
                 .opened
                 .as_ref()
                 .map(|_| source.header.start.monotonic_ns),
-            switches.first().map(|s| s.time_ns),
-            kernel.samples.first().map(|s| s.time_ns),
+            first_switch,
+            first_sample,
         ]
         .into_iter()
         .flatten()
@@ -557,7 +547,6 @@ struct Streamed {
 fn stream_trace(
     source: &mut TraceSource,
     kernel: &KernelRecords,
-    switches: &[SwitchRecord],
     counters: &CounterRecords,
     off_cpu: &Arc<OffCpuIndex>,
     opts: &AnalysisOptions,
@@ -586,10 +575,8 @@ fn stream_trace(
         ),
         None => TraceContents::absent(),
     };
-    for (tid, ns) in switches
-        .iter()
-        .map(|s| (s.tid, s.time_ns))
-        .chain(kernel.samples.iter().map(|s| (s.tid, s.time_ns)))
+    for (tid, ns) in (kernel.switch_records().map(|s| (s.tid, s.time_ns)))
+        .chain(kernel.cpu_samples().map(|(s, _)| (s.tid, s.time_ns)))
     {
         activity.saw(tid, source.ticks(ns));
     }
@@ -610,14 +597,15 @@ fn stream_trace(
             source.converter.ns_per_tick(),
         );
     }
-    sched_share::measure(
-        &mut lifecycle.regions,
-        &lifecycle.region_runs,
-        &kernel.samples,
-        &kernel.sample_stacks,
-        &kernel.stacks,
-        |ns| source.ticks(ns),
-    );
+    if kernel.samples_have_stacks() {
+        sched_share::measure(
+            &mut lifecycle.regions,
+            &lifecycle.region_runs,
+            (kernel.cpu_samples()).filter_map(|(sample, stack)| Some((sample, stack?))),
+            &kernel.stacks,
+            |ns| source.ticks(ns),
+        );
+    }
     diagnoses::diagnose_regions(
         &mut lifecycle.regions,
         &opts.thresholds,
@@ -637,8 +625,6 @@ struct Context<'a> {
     kernel: &'a KernelRecords,
     counters: &'a CounterRecords,
     opts: &'a AnalysisOptions,
-    /// Sorted by time.
-    switches: &'a [SwitchRecord],
     off_cpu: &'a OffCpuIndex,
     source: &'a TraceSource,
     span: RunSpan,
@@ -754,7 +740,7 @@ impl Context<'_> {
     fn utilization(&self, notes: &mut Vec<Note>) -> Option<utilization::Utilization> {
         utilization::of_run(
             &utilization::RunRecords {
-                switches: self.switches,
+                switches: self.kernel,
                 switch_records: &self.kernel.capabilities.context_switches,
                 counters: self.counters,
                 start_ns: self.span.origin_ns,
@@ -769,17 +755,11 @@ impl Context<'_> {
 impl Context<'_> {
     /// The note on the program's code that rayon workers ran while no region was open, if any.
     fn outside_regions_note(&self, workers: &[u32], runs: &[(u64, u64)]) -> Option<Note> {
-        let samples =
-            self.kernel
-                .samples
-                .iter()
-                .enumerate()
-                .map(|(i, s)| outside_regions::WorkerSample {
-                    tid: s.tid,
-                    tick: self.source.ticks(s.time_ns),
-                    stack: (self.kernel.sample_stacks.get(i))
-                        .map(|&id| self.kernel.stacks.leaf_first(id)),
-                });
+        let samples = (self.kernel.cpu_samples()).map(|(s, stack)| outside_regions::WorkerSample {
+            tid: s.tid,
+            tick: self.source.ticks(s.time_ns),
+            stack: stack.map(|id| self.kernel.stacks.leaf_first(id)),
+        });
         let found = outside_regions::program_time_outside_regions(
             samples,
             &workers.iter().copied().collect(),
@@ -841,17 +821,6 @@ fn fewest_marks(regions: &[lifecycle::RegionReport]) -> Option<RegionMarks> {
             marks: r.state_marks,
             share_uncertainty: r.state_share_uncertainty,
         })
-}
-
-/// The collector promises time order; sort a copy if it was broken rather than mis-pair.
-fn sorted_switches(switches: &[SwitchRecord]) -> Cow<'_, [SwitchRecord]> {
-    if switches.is_sorted_by_key(|s| s.time_ns) {
-        Cow::Borrowed(switches)
-    } else {
-        let mut sorted = switches.to_vec();
-        sorted.sort_by_key(|s| s.time_ns);
-        Cow::Owned(sorted)
-    }
 }
 
 /// Chunks decoded and not yet analysed by the second thread: a few, so that memory stays

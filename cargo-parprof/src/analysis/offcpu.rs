@@ -7,6 +7,7 @@
 
 use crate::recording::kernel_records::{SwitchKind, SwitchRecord, ThreadStart};
 use std::collections::HashMap;
+use std::borrow::Borrow;
 
 /// One interval during which a thread was not on a CPU. Packed (17 bytes, not 24): a long
 /// run has one per switch-out.
@@ -63,7 +64,7 @@ impl OffCpuIndex {
     /// `to_ticks` maps kernel ns onto the trace's tick time line. Switch records must be
     /// sorted by time. A switch-out without a later switch-in lasts until `end_of_run`.
     pub fn from_switches(
-        switches: &[SwitchRecord],
+        switches: impl IntoIterator<Item = impl Borrow<SwitchRecord>>,
         thread_starts: &[ThreadStart],
         to_ticks: impl Fn(u64) -> u64,
         end_of_run: u64,
@@ -76,6 +77,7 @@ impl OffCpuIndex {
             .collect();
         let mut per_thread: HashMap<u32, Vec<OffCpu>> = HashMap::new();
         for s in switches {
+            let s: &SwitchRecord = s.borrow();
             let t = to_ticks(s.time_ns);
             match s.kind {
                 SwitchKind::OutPreempted | SwitchKind::OutVoluntary => {

@@ -170,24 +170,20 @@ pub fn share(own: u64, sched: u64, profiler: u64, running_uc_ns: u64) -> SchedSh
 /// The regions' runs in ticks, by site: each sorted and disjoint.
 pub type RegionRuns = HashMap<u32, Vec<(u64, u64)>>;
 
-/// Measures each region's scheduler share from the CPU samples (`stacks` parallel to
-/// `samples`; none when not symbolised) taken on its workers during its runs. A sample in the
+/// Measures each region's scheduler share from the CPU samples with their stacks (called only
+/// when they are symbolised) taken on its workers during its runs. A sample in the
 /// runs of several regions (nested ones) counts for the shortest. `to_ticks` places a
 /// sample's time on the runs' time line.
 pub fn measure(
     regions: &mut [RegionReport],
     runs: &RegionRuns,
-    samples: &[CpuSample],
-    stacks: &[StackId],
+    samples: impl IntoIterator<Item = (CpuSample, StackId)>,
     tree: &StackTree,
     to_ticks: impl Fn(u64) -> u64,
 ) {
-    if stacks.len() != samples.len() {
-        return;
-    }
     let mut counts = vec![Counts::default(); regions.len()];
     let mut by_stack: HashMap<StackId, Hit> = HashMap::new();
-    for (sample, &stack) in samples.iter().zip(stacks) {
+    for (sample, stack) in samples {
         let Some(at) = region_of(regions, runs, sample.tid, to_ticks(sample.time_ns)) else {
             continue;
         };

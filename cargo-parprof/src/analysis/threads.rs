@@ -172,7 +172,7 @@ impl KernelCounts {
     /// The counts of every thread the kernel recorded.
     fn by_thread(kernel: &KernelRecords) -> HashMap<u32, KernelCounts> {
         let mut counts: HashMap<u32, KernelCounts> = HashMap::new();
-        for s in &kernel.switches {
+        for s in kernel.switch_records() {
             let c = counts.entry(s.tid).or_default();
             match s.kind {
                 SwitchKind::OutVoluntary => c.voluntary += 1,
@@ -180,7 +180,7 @@ impl KernelCounts {
                 SwitchKind::In => {}
             }
         }
-        for s in &kernel.samples {
+        for (s, _) in kernel.cpu_samples() {
             counts.entry(s.tid).or_default().samples += 1;
         }
         counts

@@ -28,7 +28,7 @@
 
 use super::note::{MissingNote, Note, ResolutionNote};
 use crate::recording::counters::{CounterRecords, CounterSeries};
-use crate::recording::kernel_records::{Capability, SwitchKind, SwitchRecord};
+use crate::recording::kernel_records::{Capability, SwitchKind, SwitchWalk};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -78,7 +78,7 @@ pub struct WorkCounter<'a> {
 #[derive(Clone, Debug)]
 pub struct UtilizationInput<'a> {
     /// The program's switch records, sorted by time.
-    pub switches: &'a [SwitchRecord],
+    pub switches: &'a dyn SwitchWalk,
     /// The run, on `CLOCK_MONOTONIC` ns: periods start at `start_ns`.
     pub start_ns: u64,
     pub end_ns: u64,
@@ -143,7 +143,7 @@ impl CpuTimeline {
     }
 }
 
-fn timelines(switches: &[SwitchRecord], start: u64, end: u64) -> BTreeMap<u32, CpuTimeline> {
+fn timelines(switches: &dyn SwitchWalk, start: u64, end: u64) -> BTreeMap<u32, CpuTimeline> {
     // Per CPU: the current state and since when; `None` until the CPU's first record.
     let mut state: BTreeMap<u32, Option<(CpuState, u64)>> = BTreeMap::new();
     let mut out: BTreeMap<u32, CpuTimeline> = BTreeMap::new();
@@ -159,7 +159,7 @@ fn timelines(switches: &[SwitchRecord], start: u64, end: u64) -> BTreeMap<u32, C
             CpuState::Taken => {}
         }
     };
-    for s in switches {
+    for s in switches.walk() {
         let current = state.entry(s.cpu).or_insert(None);
         let (previous, since) = match *current {
             Some(p) => p,
@@ -242,7 +242,7 @@ fn overlap_ns(intervals: &[(u64, u64)], a: u64, b: u64) -> u64 {
 /// What the utilization of a whole run is computed from.
 pub struct RunRecords<'a> {
     /// The program's switch records, sorted by time.
-    pub switches: &'a [SwitchRecord],
+    pub switches: &'a dyn SwitchWalk,
     /// Whether the switch records were collected, and if not why.
     pub switch_records: &'a Capability,
     pub counters: &'a CounterRecords,
@@ -263,7 +263,7 @@ pub fn of_run(run: &RunRecords<'_>, notes: &mut Vec<Note>) -> Option<Utilization
         }));
         return None;
     }
-    if run.end_ns <= run.start_ns || run.switches.is_empty() {
+    if run.end_ns <= run.start_ns || run.switches.walk().next().is_none() {
         return None;
     }
     let asked = run.period_ns.max(1);
@@ -595,7 +595,7 @@ mod tests {
     #[test]
     fn no_records_no_periods_of_work() {
         let u = utilization(&UtilizationInput {
-            switches: &[],
+            switches: &Vec::new(),
             start_ns: 10,
             end_ns: 10,
             period_ns: 0,

@@ -48,13 +48,12 @@ pub fn analyse(
     // Where the kernel could not be told to follow threads only, it counted the slices with
     // the program (their switches show it).
     let slices_counted_with_program = slice_pids.is_some_and(|pids| {
-        recording
-            .kernel
-            .switches
-            .iter()
-            .any(|s| pids.contains(&{ s.tid }))
+        (recording.kernel.switch_records()).any(|s| pids.contains(&{ s.tid }))
     });
     let mut analysis = analyse_trace(run_dir, &kernel, &recording.counters, &analysis_opts)?;
+    if let Some(failure) = (recording.kernel.stored.as_ref()).and_then(|s| s.0.failure()) {
+        bail!("the run's records changed while they were analysed: {failure}");
+    }
     describe_run(&mut analysis, &recording.run);
     analysis.notes.extend(slice_notes);
     analysis.slices = slice_results.map(|r| {

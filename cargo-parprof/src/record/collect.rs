@@ -758,6 +758,8 @@ impl Parsed {
                 malformed_records: malformed,
                 thread_names,
                 steal_ns,
+                stored: None,
+                view: Default::default(),
             },
             addresses: SampleAddresses {
                 sample_pids,

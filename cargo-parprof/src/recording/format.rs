@@ -225,6 +225,9 @@ impl Meta {
             malformed_records,
             thread_names,
             steal_ns,
+            // Not records: where the lists are, and what a walk of them leaves out.
+            stored: _,
+            view: _,
         } = &recording.kernel;
         let CounterRecords {
             counters,
@@ -419,6 +422,10 @@ pub fn write(recording: &Recording, out: impl Write) -> io::Result<()> {
 
 /// Writes `recording` up to its end part, without the samples' stacks.
 pub fn write_records(recording: &Recording, out: impl Write) -> io::Result<()> {
+    if recording.kernel.stored.is_some() {
+        // Its long lists are not held: they would be written empty.
+        return Err(io::Error::other("records read again from a file are not written again"));
+    }
     let mut out = out;
     out.write_all(&MAGIC)?;
     out.write_all(&VERSION.to_le_bytes())?;
@@ -441,7 +448,7 @@ pub fn write_records(recording: &Recording, out: impl Write) -> io::Result<()> {
         )?;
     }
     write_addresses(&mut w, &recording.addresses)?;
-    let mut counts = list_counts(recording, VERSION);
+    let mut counts = list_counts(recording, &LongLists::of(recording), VERSION);
     // The stacks come after the end part.
     (counts[3], counts[5]) = (0, 0);
     w.part(PartKind::End, &put_counts(&counts))?;
@@ -583,35 +590,58 @@ fn runs(values: &[u32]) -> Vec<(u32, u64)> {
     runs
 }
 
-/// The lengths of the lists the end part counts, in its order, as `version` wrote them.
-fn list_counts(recording: &Recording, version: u32) -> Vec<u64> {
+/// The lengths of the long lists, held or only counted as read.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct LongLists {
+    switches: u64,
+    samples: u64,
+    sample_stacks: u64,
+    switch_samples: u64,
+    switch_sample_stacks: u64,
+    sample_pids: u64,
+    switch_sample_pids: u64,
+}
+
+impl LongLists {
+    fn of(recording: &Recording) -> LongLists {
+        let (k, a) = (&recording.kernel, &recording.addresses);
+        LongLists {
+            switches: k.switches.len() as u64,
+            samples: k.samples.len() as u64,
+            sample_stacks: k.sample_stacks.len() as u64,
+            switch_samples: k.switch_samples.len() as u64,
+            switch_sample_stacks: k.switch_sample_stacks.len() as u64,
+            sample_pids: a.sample_pids.len() as u64,
+            switch_sample_pids: a.switch_sample_pids.len() as u64,
+        }
+    }
+}
+
+/// The lengths of the lists the end part counts, in its order, as `version` wrote them; the
+/// long lists' are `long`.
+fn list_counts(recording: &Recording, long: &LongLists, version: u32) -> Vec<u64> {
     let k = &recording.kernel;
-    let a = &recording.addresses;
+    let side = &recording.addresses.side_band;
     let addresses = [
-        a.side_band.maps.len(),
-        a.side_band.forks.len(),
-        a.side_band.execs.len(),
-        a.sample_pids.len(),
-        a.switch_sample_pids.len(),
+        side.maps.len() as u64,
+        side.forks.len() as u64,
+        side.execs.len() as u64,
+        long.sample_pids,
+        long.switch_sample_pids,
     ];
     [
-        k.switches.len(),
-        k.thread_starts.len(),
-        k.samples.len(),
-        k.sample_stacks.len(),
-        k.switch_samples.len(),
-        k.switch_sample_stacks.len(),
+        long.switches,
+        k.thread_starts.len() as u64,
+        long.samples,
+        long.sample_stacks,
+        long.switch_samples,
+        long.switch_sample_stacks,
     ]
     .into_iter()
     .chain(
-        recording
-            .counters
-            .counters
-            .iter()
-            .map(|s| s.cpu_samples.len()),
+        (recording.counters.counters.iter()).map(|s| s.cpu_samples.len() as u64),
     )
     .chain(addresses.into_iter().filter(|_| version > FIRST_VERSION))
-    .map(|n| n as u64)
     .collect()
 }
 
@@ -620,7 +650,19 @@ fn list_counts(recording: &Recording, version: u32) -> Vec<u64> {
 
 /// Reads records written by [`write`]. Never panics on bad bytes, and never allocates more
 /// than [`MAX_PART_LEN`] for one part nor more list entries than a part has bytes.
-pub fn read(mut input: impl Read) -> Result<Loaded, RecordsError> {
+pub fn read(input: impl Read) -> Result<Loaded, RecordsError> {
+    read_lists(input, true).map(|(loaded, _)| loaded)
+}
+
+/// [`read`], with the long lists (switches, samples, switch samples, their stacks and
+/// processes) checked and counted but not kept; `true` with them when they can be walked again
+/// from the file ([`RecordsFile`]): read whole, of this version, symbolised, the switches in
+/// time order. Otherwise the records must be read whole ([`read`]) to be analysed.
+pub fn read_counted(input: impl Read) -> Result<(Loaded, bool), RecordsError> {
+    read_lists(input, false)
+}
+
+fn read_lists(mut input: impl Read, hold: bool) -> Result<(Loaded, bool), RecordsError> {
     let version = read_preamble(&mut input)?;
     let mut parts = PartReader {
         input,
@@ -628,7 +670,7 @@ pub fn read(mut input: impl Read) -> Result<Loaded, RecordsError> {
         payload: Vec::new(),
     };
     let mut decoder = match parts.next()? {
-        Next::Part(PartKind::Meta, start) => Decoder::new(parts.meta(start)?, version),
+        Next::Part(PartKind::Meta, start) => Decoder::new(parts.meta(start)?, version, hold),
         Next::Part(kind, start) => {
             return Err(RecordsError::Corrupt {
                 offset: start,
@@ -759,6 +801,106 @@ impl<R: Read> PartReader<R> {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Walking a long list again
+
+/// The switch records of records read from `input`, in the order written: a list that
+/// [`read_counted`] checked, walked again part by part.
+pub fn walk_switches(
+    input: impl Read,
+) -> impl Iterator<Item = Result<SwitchRecord, RecordsError>> {
+    walk(input, PartKind::Switches, switch)
+}
+
+/// The cpu samples (`switch_outs`: the switch samples) of records read from `input`, as
+/// [`walk_switches`], their call chains left empty (their stacks stand for them).
+pub fn walk_samples(
+    input: impl Read,
+    switch_outs: bool,
+) -> impl Iterator<Item = Result<CpuSample, RecordsError>> {
+    let kind = if switch_outs {
+        PartKind::SwitchSamples
+    } else {
+        PartKind::Samples
+    };
+    let none = CallChain::from([]);
+    walk(input, kind, move |c| sample(c, |_| Ok(Arc::clone(&none))))
+}
+
+/// The stack ids of the samples of [`walk_samples`], in the same order (version 3: checked by
+/// [`read_counted`]).
+pub fn walk_sample_stacks(
+    input: impl Read,
+    switch_outs: bool,
+) -> impl Iterator<Item = Result<StackId, RecordsError>> {
+    let kind = if switch_outs {
+        PartKind::SwitchSampleStacks
+    } else {
+        PartKind::SampleStacks
+    };
+    walk(input, kind, |c| Ok(c.u32()?))
+}
+
+/// The entries of the parts of `kind` as `entry` reads them, part by part; a failure is the
+/// last item.
+fn walk<T>(
+    mut input: impl Read,
+    kind: PartKind,
+    mut entry: impl FnMut(&mut Cursor<'_>) -> Result<T, String>,
+) -> impl Iterator<Item = Result<T, RecordsError>> {
+    let mut parts = match read_preamble(&mut input) {
+        Ok(_) => Ok(PartReader {
+            input,
+            offset: (MAGIC.len() + 4) as u64,
+            payload: Vec::new(),
+        }),
+        Err(e) => Err(Some(e)),
+    };
+    let mut ready = Vec::new().into_iter();
+    let mut done = false;
+    std::iter::from_fn(move || {
+        loop {
+            if let Some(item) = ready.next() {
+                return Some(Ok(item));
+            }
+            if done {
+                return None;
+            }
+            let reader = match &mut parts {
+                Ok(reader) => reader,
+                Err(failed) => {
+                    done = true;
+                    return failed.take().map(Err);
+                }
+            };
+            match reader.next() {
+                Ok(Next::Part(k, start)) if k == kind => {
+                    let mut c = Cursor {
+                        bytes: &reader.payload,
+                        pos: 0,
+                    };
+                    match c.list(&mut entry) {
+                        Ok(entries) => ready = entries.into_iter(),
+                        Err(reason) => {
+                            done = true;
+                            return Some(Err(RecordsError::Corrupt {
+                                offset: start,
+                                reason: format!("{kind:?} part: {reason}"),
+                            }));
+                        }
+                    }
+                }
+                Ok(Next::Part(..)) => {}
+                Ok(Next::Cut { .. }) => done = true,
+                Err(e) => {
+                    done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    })
+}
+
 /// Reads a payload; every failure is a reason for [`RecordsError::Corrupt`].
 struct Cursor<'a> {
     bytes: &'a [u8],
@@ -840,11 +982,20 @@ struct Decoder {
     stacks: StackInterner,
     /// Version 2's stack ids (its list of whole stacks): each stack's id in `stacks`.
     whole_stacks: Vec<StackId>,
+    /// Whether the long lists are kept, or only checked and counted.
+    hold: bool,
+    /// The long lists' lengths as read.
+    long: LongLists,
+    /// The last switch's time while they are in time order; `None` once one is out of it.
+    switches_sorted_to: Option<u64>,
 }
 
 impl Decoder {
-    fn new(meta: Meta, version: u32) -> Decoder {
+    fn new(meta: Meta, version: u32, hold: bool) -> Decoder {
         Decoder {
+            hold,
+            long: LongLists::default(),
+            switches_sorted_to: Some(0),
             recording: meta.into_recording(),
             version,
             records_ended: false,
@@ -856,19 +1007,37 @@ impl Decoder {
         }
     }
 
-    fn finish(mut self, completeness: Completeness) -> Loaded {
+    /// The records read, and whether their long lists (not held) can be walked again from
+    /// the file.
+    fn finish(mut self, completeness: Completeness) -> (Loaded, bool) {
+        let long = &self.long;
+        let walkable = !self.hold
+            && self.version == VERSION
+            && completeness == Completeness::Complete
+            && self.switches_sorted_to.is_some()
+            && long.sample_stacks == long.samples
+            && long.switch_sample_stacks == long.switch_samples;
         self.recording.kernel.stacks = Arc::new(self.stacks.finish());
-        Loaded {
+        let loaded = Loaded {
             recording: self.recording,
             completeness,
             records_len: self.records_len,
+        };
+        (loaded, walkable)
+    }
+
+    /// Keeps `items` of a long list in `list`, or only counts them in `len`.
+    fn take<T>(hold: bool, list: &mut Vec<T>, len: &mut u64, items: Vec<T>) {
+        *len += items.len() as u64;
+        if hold {
+            list.extend(items);
         }
     }
 
     /// The records read when the input ends: whole when their end part was read, the
     /// samples then without stacks unless every symbol part was read (they are symbolised
     /// again from the addresses).
-    fn cut(mut self, after_byte: u64, tail_bytes: u64) -> Loaded {
+    fn cut(mut self, after_byte: u64, tail_bytes: u64) -> (Loaded, bool) {
         if !self.records_ended {
             return self.finish(Completeness::Cut {
                 after_byte,
@@ -878,6 +1047,7 @@ impl Decoder {
         let k = &mut self.recording.kernel;
         k.sample_stacks.clear();
         k.switch_sample_stacks.clear();
+        (self.long.sample_stacks, self.long.switch_sample_stacks) = (0, 0);
         self.stacks = StackInterner::default();
         self.finish(Completeness::Complete)
     }
@@ -897,6 +1067,7 @@ impl Decoder {
             return Err("a part of the records after their end part".into());
         }
         let k = &mut self.recording.kernel;
+        let (hold, long) = (self.hold, &mut self.long);
         match kind {
             PartKind::Meta => return Err("a second meta part".into()),
             PartKind::Functions => self.functions.extend(c.list(|c| {
@@ -909,34 +1080,37 @@ impl Decoder {
                 .callchains
                 .extend(c.list(|c| c.list(|c| Ok(c.varint()?)).map(CallChain::from))?),
             PartKind::Stacks | PartKind::StackNodes => self.stack_part(kind, c)?,
-            PartKind::Switches => k.switches.extend(c.list(|c| {
-                Ok(SwitchRecord {
-                    time_ns: c.varint()?,
-                    tid: c.u32()?,
-                    cpu: c.u32()?,
-                    kind: match c.take(1)? {
-                        [0] => SwitchKind::In,
-                        [1] => SwitchKind::OutPreempted,
-                        [2] => SwitchKind::OutVoluntary,
-                        other => return Err(format!("unknown switch kind {other:?}")),
-                    },
-                })
-            })?),
+            PartKind::Switches => {
+                let switches = c.list(switch)?;
+                for s in &switches {
+                    let sorted = self.switches_sorted_to.filter(|last| *last <= s.time_ns);
+                    self.switches_sorted_to = sorted.map(|_| s.time_ns);
+                }
+                Self::take(hold, &mut k.switches, &mut long.switches, switches);
+            }
             PartKind::ThreadStarts => k.thread_starts.extend(c.list(|c| {
                 Ok(ThreadStart {
                     time_ns: c.varint()?,
                     tid: c.u32()?,
                 })
             })?),
-            PartKind::Samples => k.samples.extend(samples(c, &self.callchains)?),
-            PartKind::SwitchSamples => k.switch_samples.extend(samples(c, &self.callchains)?),
+            PartKind::Samples => {
+                let samples = samples(c, &self.callchains)?;
+                Self::take(hold, &mut k.samples, &mut long.samples, samples);
+            }
+            PartKind::SwitchSamples => {
+                let samples = samples(c, &self.callchains)?;
+                Self::take(hold, &mut k.switch_samples, &mut long.switch_samples, samples);
+            }
             PartKind::SampleStacks => {
                 let ids = self.stack_ids(c)?;
-                self.recording.kernel.sample_stacks.extend(ids);
+                let k = &mut self.recording.kernel;
+                Self::take(hold, &mut k.sample_stacks, &mut self.long.sample_stacks, ids);
             }
             PartKind::SwitchSampleStacks => {
                 let ids = self.stack_ids(c)?;
-                self.recording.kernel.switch_sample_stacks.extend(ids);
+                let (k, long) = (&mut self.recording.kernel, &mut self.long);
+                Self::take(hold, &mut k.switch_sample_stacks, &mut long.switch_sample_stacks, ids);
             }
             PartKind::CounterSamples => {
                 let index = c.varint()?;
@@ -1018,8 +1192,8 @@ impl Decoder {
 
     /// Decodes a part of what symbolising the samples needs.
     fn address_part(&mut self, kind: PartKind, c: &mut Cursor<'_>) -> Result<(), String> {
-        let k = &self.recording.kernel;
         let a = &mut self.recording.addresses;
+        let (hold, long) = (self.hold, &mut self.long);
         match kind {
             PartKind::Mappings => a.side_band.maps.extend(c.list(mapping)?),
             PartKind::Forks => a.side_band.forks.extend(c.list(|c| {
@@ -1037,9 +1211,14 @@ impl Decoder {
                     pid: c.u32()?,
                 })
             })?),
-            PartKind::SamplePids => expand_runs(c, &mut a.sample_pids, k.samples.len())?,
+            PartKind::SamplePids => {
+                let pids = expand_runs(c, long.sample_pids, long.samples)?;
+                Self::take(hold, &mut a.sample_pids, &mut long.sample_pids, pids);
+            }
             PartKind::SwitchSamplePids => {
-                expand_runs(c, &mut a.switch_sample_pids, k.switch_samples.len())?
+                let pids = expand_runs(c, long.switch_sample_pids, long.switch_samples)?;
+                let list = &mut a.switch_sample_pids;
+                Self::take(hold, list, &mut long.switch_sample_pids, pids);
             }
             // Called for the parts above only.
             _ => {}
@@ -1049,10 +1228,10 @@ impl Decoder {
 
     /// Checks an end part against what was read; `Ok(true)` for the last part.
     fn end_part(&mut self, kind: PartKind, c: &mut Cursor<'_>) -> Result<bool, String> {
-        let k = &self.recording.kernel;
+        let long = &self.long;
         match kind {
             PartKind::End => {
-                let read = list_counts(&self.recording, self.version);
+                let read = list_counts(&self.recording, long, self.version);
                 expect_counts(c, &read, "end")?;
                 self.records_ended = true;
                 // Version 1 wrote its symbols before the end part.
@@ -1062,8 +1241,8 @@ impl Decoder {
                 if !self.records_ended {
                     return Err("the symbols end before the records".into());
                 }
-                let read = [k.sample_stacks.len(), k.switch_sample_stacks.len()];
-                expect_counts(c, &read.map(|n| n as u64), "symbols end")?;
+                let read = [long.sample_stacks, long.switch_sample_stacks];
+                expect_counts(c, &read, "symbols end")?;
                 Ok(true)
             }
             // Called for the parts above only.
@@ -1084,16 +1263,32 @@ fn expect_counts(c: &mut Cursor<'_>, read: &[u64], part: &str) -> Result<(), Str
     Ok(())
 }
 
-/// Appends the runs of a part of processes to `pids`, never beyond the `samples` they are of.
-fn expand_runs(c: &mut Cursor<'_>, pids: &mut Vec<u32>, samples: usize) -> Result<(), String> {
+/// The processes of a part's runs, `read` of them read before, never beyond the `samples`
+/// they are of.
+fn expand_runs(c: &mut Cursor<'_>, read: u64, samples: u64) -> Result<Vec<u32>, String> {
+    let mut pids = Vec::new();
     for (pid, n) in c.list(|c| Ok((c.u32()?, c.varint()?)))? {
         let n = usize::try_from(n)
             .ok()
-            .filter(|n| pids.len().saturating_add(*n) <= samples)
+            .filter(|n| read.saturating_add((pids.len() + n) as u64) <= samples)
             .ok_or("more sample processes than samples")?;
         pids.extend(std::iter::repeat_n(pid, n));
     }
-    Ok(())
+    Ok(pids)
+}
+
+fn switch(c: &mut Cursor<'_>) -> Result<SwitchRecord, String> {
+    Ok(SwitchRecord {
+        time_ns: c.varint()?,
+        tid: c.u32()?,
+        cpu: c.u32()?,
+        kind: match c.take(1)? {
+            [0] => SwitchKind::In,
+            [1] => SwitchKind::OutPreempted,
+            [2] => SwitchKind::OutVoluntary,
+            other => return Err(format!("unknown switch kind {other:?}")),
+        },
+    })
 }
 
 fn mapping(c: &mut Cursor<'_>) -> Result<Mapping, String> {
@@ -1113,13 +1308,20 @@ fn mapping(c: &mut Cursor<'_>) -> Result<Mapping, String> {
 }
 
 fn samples(c: &mut Cursor<'_>, callchains: &[CallChain]) -> Result<Vec<CpuSample>, String> {
-    c.list(|c| {
-        Ok(CpuSample {
-            time_ns: c.varint()?,
-            tid: c.u32()?,
-            cpu: c.u32()?,
-            callchain: Arc::clone(lookup(callchains, c.varint()?, "callchain")?),
-        })
+    c.list(|c| sample(c, |id| Ok(Arc::clone(lookup(callchains, id, "callchain")?))))
+}
+
+/// A sample, its call chain by its id.
+fn sample(
+    c: &mut Cursor<'_>,
+    callchain: impl FnOnce(u64) -> Result<CallChain, String>,
+) -> Result<CpuSample, String> {
+    let (time_ns, tid, cpu) = (c.varint()?, c.u32()?, c.u32()?);
+    Ok(CpuSample {
+        time_ns,
+        tid,
+        cpu,
+        callchain: callchain(c.varint()?)?,
     })
 }
 

@@ -400,57 +400,163 @@ pub struct KernelRecords {
     /// Steal time of the whole machine during the run (see [`crate::record::steal`]), in ns; `None`
     /// where it cannot be read.
     pub steal_ns: Option<u64>,
+    /// Where the long lists are when they are not held: `switches`, `samples`,
+    /// `switch_samples` and their stacks are then empty, and read again, part by part, each
+    /// time they are walked, so that memory follows what the analysis keeps, not the run's
+    /// length.
+    pub stored: Option<StoredLists>,
+    /// What the walks of the long lists leave out (the threads of slices, the samples outside
+    /// a benchmark's measured batch).
+    pub view: ListView,
+}
+
+/// The long lists of a run's records kept outside memory (in the run folder's records.ppr),
+/// read again, in the order written, each time they are walked.
+pub trait ListSource: std::fmt::Debug + Send + Sync {
+    /// The switch records, sorted by time.
+    fn switches(&self) -> Box<dyn Iterator<Item = SwitchRecord> + '_>;
+    /// The cpu samples (`switch_outs`: the switch samples) with their stacks, in the order
+    /// written; their call chains are left empty (the stacks stand for them).
+    fn samples(&self, switch_outs: bool) -> Box<dyn Iterator<Item = (CpuSample, StackId)> + '_>;
+    /// Why a walk ended before the list did (the file changed since it was read), if one did.
+    fn failure(&self) -> Option<String>;
+}
+
+/// A shared [`ListSource`]: equal when the same one.
+#[derive(Clone, Debug)]
+pub struct StoredLists(pub Arc<dyn ListSource>);
+
+impl PartialEq for StoredLists {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// What walks of the long lists leave out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ListView {
+    /// Records of these threads.
+    without_threads: Option<Arc<HashSet<u32>>>,
+    /// Cpu samples outside these times (ns, both ends in).
+    samples_between: Option<(u64, u64)>,
+}
+
+impl ListView {
+    fn keeps_thread(&self, tid: u32) -> bool {
+        self.without_threads.as_ref().is_none_or(|t| !t.contains(&tid))
+    }
+
+    fn keeps_sample(&self, sample: &CpuSample) -> bool {
+        self.keeps_thread(sample.tid)
+            && (self.samples_between).is_none_or(|(a, b)| (a..=b).contains(&sample.time_ns))
+    }
+}
+
+/// Switch records that can be walked as often as needed, in time order: held, or read again.
+pub trait SwitchWalk: Sync + std::fmt::Debug {
+    fn walk(&self) -> Box<dyn Iterator<Item = SwitchRecord> + '_>;
+}
+
+impl SwitchWalk for Vec<SwitchRecord> {
+    fn walk(&self) -> Box<dyn Iterator<Item = SwitchRecord> + '_> {
+        Box::new(self.iter().copied())
+    }
+}
+
+impl SwitchWalk for KernelRecords {
+    fn walk(&self) -> Box<dyn Iterator<Item = SwitchRecord> + '_> {
+        self.switch_records()
+    }
+}
+
+/// A sample with its symbolised stack (`None`: not symbolised).
+pub type StackedSample = (CpuSample, Option<StackId>);
+
+impl KernelRecords {
+    /// The switch records, as the view keeps them: sorted by time when the collector kept its
+    /// promise (see [`Self::with_switches_sorted`]).
+    pub fn switch_records(&self) -> Box<dyn Iterator<Item = SwitchRecord> + '_> {
+        let all = match &self.stored {
+            Some(stored) => stored.0.switches(),
+            None => Box::new(self.switches.iter().copied()),
+        };
+        Box::new(all.filter(|s| self.view.keeps_thread(s.tid)))
+    }
+
+    /// The cpu samples as the view keeps them, with their stacks.
+    pub fn cpu_samples(&self) -> Box<dyn Iterator<Item = StackedSample> + '_> {
+        let all = self.stacked(false, &self.samples, &self.sample_stacks);
+        Box::new(all.filter(|(s, _)| self.view.keeps_sample(s)))
+    }
+
+    /// The switch samples (one per switch-out), as the view keeps them, with their stacks.
+    pub fn switch_out_samples(&self) -> Box<dyn Iterator<Item = StackedSample> + '_> {
+        let all = self.stacked(true, &self.switch_samples, &self.switch_sample_stacks);
+        Box::new(all.filter(|(s, _)| self.view.keeps_thread(s.tid)))
+    }
+
+    fn stacked<'a>(
+        &'a self,
+        switch_outs: bool,
+        held: &'a [CpuSample],
+        stacks: &'a [StackId],
+    ) -> Box<dyn Iterator<Item = StackedSample> + 'a> {
+        match &self.stored {
+            Some(stored) => Box::new(stored.0.samples(switch_outs).map(|(s, id)| (s, Some(id)))),
+            // The stacks are all there or none (not symbolised).
+            None => Box::new(held.iter().enumerate().map(|(i, s)| (s.clone(), stacks.get(i).copied()))),
+        }
+    }
+
+    /// Whether the cpu samples have their stacks (symbolised).
+    pub fn samples_have_stacks(&self) -> bool {
+        self.stored.is_some() || self.sample_stacks.len() == self.samples.len()
+    }
+
+    /// Whether there are switch samples.
+    pub fn has_switch_samples(&self) -> bool {
+        self.switch_out_samples().next().is_some()
+    }
+
+    /// These records with their held switches sorted by time, if the collector broke its
+    /// promise (records read again are sorted, or held).
+    pub fn with_switches_sorted(&self) -> std::borrow::Cow<'_, KernelRecords> {
+        if self.switches.is_sorted_by_key(|s| s.time_ns) {
+            std::borrow::Cow::Borrowed(self)
+        } else {
+            let mut sorted = self.clone();
+            sorted.switches.sort_by_key(|s| s.time_ns);
+            std::borrow::Cow::Owned(sorted)
+        }
+    }
 }
 
 impl KernelRecords {
     /// These records without those of the threads `tids` (e.g. the processes of slices, which
     /// the collector follows like any child of the program).
-    pub fn without_threads(&self, tids: &std::collections::HashSet<u32>) -> KernelRecords {
+    pub fn without_threads(&self, tids: &HashSet<u32>) -> KernelRecords {
         let keep = |tid: u32| !tids.contains(&tid);
         let mut out = self.clone();
-        out.switches.retain(|s| keep(s.tid));
         out.thread_starts.retain(|t| keep(t.tid));
         out.thread_names.retain(|(tid, _)| keep(*tid));
-        retain_with_stacks(&mut out.samples, &mut out.sample_stacks, |s| keep(s.tid));
-        retain_with_stacks(
-            &mut out.switch_samples,
-            &mut out.switch_sample_stacks,
-            |s| keep(s.tid),
-        );
+        let mut without = (out.view.without_threads.as_deref().cloned()).unwrap_or_default();
+        without.extend(tids);
+        out.view.without_threads = Some(Arc::new(without));
         out
     }
-}
 
-impl KernelRecords {
     /// These records with the cpu samples taken from `begin_ns` to `end_ns` only (e.g. a
     /// benchmark's measured batch), and how many samples were dropped.
     pub fn with_samples_between(&self, begin_ns: u64, end_ns: u64) -> (KernelRecords, u64) {
         let mut out = self.clone();
-        let before = out.samples.len();
-        retain_with_stacks(&mut out.samples, &mut out.sample_stacks, |s| {
-            (begin_ns..=end_ns).contains(&s.time_ns)
+        let before = self.cpu_samples().count();
+        out.view.samples_between = Some(match self.view.samples_between {
+            Some((a, b)) => (a.max(begin_ns), b.min(end_ns)),
+            None => (begin_ns, end_ns),
         });
-        let dropped = (before - out.samples.len()) as u64;
+        let dropped = (before - out.cpu_samples().count()) as u64;
         (out, dropped)
     }
-}
-
-/// Keeps the samples that `keep` keeps, and their symbolised stacks when there are any
-/// (`stacks` is empty or parallel to `samples`).
-fn retain_with_stacks(
-    samples: &mut Vec<CpuSample>,
-    stacks: &mut Vec<StackId>,
-    keep: impl Fn(&CpuSample) -> bool,
-) {
-    let kept: Vec<bool> = samples.iter().map(&keep).collect();
-    if stacks.len() == samples.len() {
-        let mut i = 0;
-        stacks.retain(|_| {
-            i += 1;
-            kept[i - 1]
-        });
-    }
-    samples.retain(keep);
 }
 
 /// The CPUs a program started from this process may use.

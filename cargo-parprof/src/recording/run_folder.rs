@@ -1,10 +1,13 @@
 //! Saving and loading a run folder's records (`records.ppr`, encoded by [`super::format`]).
 
 use super::format::{self, Loaded, RecordsError};
-use super::kernel_records::KernelRecords;
+use super::kernel_records::{
+    CpuSample, KernelRecords, ListSource, StackId, StoredLists, SwitchRecord,
+};
 use super::run::Recording;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// The records' file in a run folder.
 pub const RECORDS_FILE: &str = "records.ppr";
@@ -82,23 +85,99 @@ pub fn is_run_folder(dir: &Path) -> bool {
 }
 
 /// Reads the records of the run folder `dir`; a cut file is read up to its last complete
-/// part (see [`Loaded::completeness`]).
+/// part (see [`Loaded::completeness`]). The long lists (switches, samples and their stacks)
+/// are not held where they can be walked again from the file ([`RecordsFile`]): memory then
+/// follows what the analysis keeps, not the run's length. Records that cannot (older, cut,
+/// not symbolised) are read whole.
 pub fn load(dir: &Path) -> Result<Loaded, RunFolderError> {
     let path = dir.join(RECORDS_FILE);
-    let file = match std::fs::File::open(&path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(RunFolderError::NoRecords {
-                dir: dir.to_owned(),
-            });
-        }
-        Err(e) => {
-            return Err(RunFolderError::Read {
-                path,
-                source: RecordsError::Io(e),
-            });
-        }
+    let read_error = |source| RunFolderError::Read {
+        path: path.clone(),
+        source,
     };
-    format::read(BufReader::with_capacity(1 << 20, file))
-        .map_err(|source| RunFolderError::Read { path, source })
+    let (mut loaded, walkable) = format::read_counted(open(dir)?).map_err(read_error)?;
+    if !walkable {
+        return format::read(open(dir)?).map_err(read_error);
+    }
+    let file = RecordsFile {
+        path: path.clone(),
+        failure: Mutex::new(None),
+    };
+    loaded.recording.kernel.stored = Some(StoredLists(Arc::new(file)));
+    Ok(loaded)
+}
+
+fn open(dir: &Path) -> Result<BufReader<std::fs::File>, RunFolderError> {
+    let path = dir.join(RECORDS_FILE);
+    match std::fs::File::open(&path) {
+        Ok(file) => Ok(BufReader::with_capacity(1 << 20, file)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(RunFolderError::NoRecords {
+            dir: dir.to_owned(),
+        }),
+        Err(e) => Err(RunFolderError::Read {
+            path,
+            source: RecordsError::Io(e),
+        }),
+    }
+}
+
+/// A run folder's `records.ppr`, its long lists walked again from it, part by part, each time
+/// the analysis walks them.
+#[derive(Debug)]
+pub struct RecordsFile {
+    path: PathBuf,
+    /// The first failure to read them again (the file changed since it was checked): the walk
+    /// ended there.
+    failure: Mutex<Option<String>>,
+}
+
+impl RecordsFile {
+    /// The items of `walk` up to its first failure, which is kept.
+    fn items<'a, T: 'a>(
+        &'a self,
+        walk: impl Iterator<Item = Result<T, RecordsError>> + 'a,
+    ) -> Box<dyn Iterator<Item = T> + 'a> {
+        Box::new(walk.map_while(|item| {
+            item.map_err(|e| self.failed(e.to_string())).ok()
+        }))
+    }
+
+    fn failed(&self, error: String) {
+        if let Ok(mut failure) = self.failure.lock() {
+            failure.get_or_insert(error);
+        }
+    }
+
+    fn input(&self) -> Option<BufReader<std::fs::File>> {
+        match std::fs::File::open(&self.path) {
+            Ok(file) => Some(BufReader::with_capacity(256 << 10, file)),
+            Err(e) => {
+                self.failed(e.to_string());
+                None
+            }
+        }
+    }
+}
+
+impl ListSource for RecordsFile {
+    fn switches(&self) -> Box<dyn Iterator<Item = SwitchRecord> + '_> {
+        match self.input() {
+            Some(input) => self.items(format::walk_switches(input)),
+            None => Box::new(std::iter::empty()),
+        }
+    }
+
+    fn samples(&self, switch_outs: bool) -> Box<dyn Iterator<Item = (CpuSample, StackId)> + '_> {
+        let (Some(samples), Some(stacks)) = (self.input(), self.input()) else {
+            return Box::new(std::iter::empty());
+        };
+        let samples = self.items(format::walk_samples(samples, switch_outs));
+        let stacks = self.items(format::walk_sample_stacks(stacks, switch_outs));
+        Box::new(samples.zip(stacks))
+    }
+
+    fn failure(&self) -> Option<String> {
+        let failure = self.failure.lock().ok()?.clone()?;
+        Some(format!("{}: read again: {failure}", self.path.display()))
+    }
 }
