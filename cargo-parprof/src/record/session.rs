@@ -42,8 +42,8 @@ pub struct Settings {
 ///
 /// The records are written once, as collected, with what symbolising them needs, so that a
 /// failure to symbolise them (or the profiler killed meanwhile) loses nothing: `cargo parprof
-/// report` symbolises such a run. The symbols are appended to them afterwards, beside `then`,
-/// which reads the same records in memory.
+/// report` symbolises such a run. The symbols are appended to them afterwards; then the long
+/// lists are dropped from memory and `then` walks them from the file, as `report` does.
 pub fn record_once<T>(
     program: &Program<'_>,
     settings: &Settings,
@@ -82,18 +82,10 @@ pub fn record_once<T>(
     }
     recording.addresses.symbolize(&mut recording.kernel);
     recording.release_call_chains();
+    recording::append_symbols(output_dir, records_len, &recording.kernel)?;
+    recording::walk_lists_from_file(output_dir, &mut recording.kernel);
     return_freed_memory();
-    let symbolised = &recording;
-    std::thread::scope(|scope| {
-        let saving =
-            scope.spawn(|| recording::append_symbols(output_dir, records_len, &symbolised.kernel));
-        let result = then(symbolised);
-        let saved = saving
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        saved?;
-        Ok((result?, exit_code))
-    })
+    Ok((then(&recording)?, exit_code))
 }
 
 /// What the analysis cannot know of a run: the program, how it was built, how it ended, and

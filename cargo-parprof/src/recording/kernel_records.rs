@@ -129,17 +129,36 @@ pub const EMPTY_STACK: StackId = 0;
 /// (one frame shorter, toward the root) and one frame. A deep recursion makes nearly every
 /// sample's stack distinct, hundreds of frames deep; as a tree, a stack costs the frames it
 /// does not share with stacks met before it, so the table follows the code the run went
-/// through, not its length.
-#[derive(Clone, Debug, PartialEq)]
+/// through, not its length. A node names its frame by its index among the tree's distinct
+/// frames (8 bytes a node rather than 32): a deep recursion makes a million nodes of a few
+/// hundred frames.
+#[derive(Clone, Debug)]
 pub struct StackTree {
     /// Index = [`StackId`]; the node at [`EMPTY_STACK`] is the root (its frame is unused).
     nodes: Vec<StackNode>,
+    /// The distinct frames of the nodes, each once.
+    frames: Vec<Frame>,
+    /// Each frame's index in `frames`, by [`frame_key`].
+    frame_ids: rustc_hash::FxHashMap<(usize, bool), u32>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug)]
 struct StackNode {
     parent: StackId,
-    frame: Frame,
+    /// Index into [`StackTree::frames`].
+    frame: u32,
+}
+
+/// A frame by the address of its function's name (the names are shared) and whether inlined.
+fn frame_key(frame: &Frame) -> (usize, bool) {
+    (Arc::as_ptr(&frame.function).cast::<u8>() as usize, frame.inlined)
+}
+
+/// Trees are equal when their nodes are, in the same order.
+impl PartialEq for StackTree {
+    fn eq(&self, other: &Self) -> bool {
+        self.nodes().eq(other.nodes())
+    }
 }
 
 impl Default for StackTree {
@@ -147,11 +166,13 @@ impl Default for StackTree {
         StackTree {
             nodes: vec![StackNode {
                 parent: EMPTY_STACK,
-                frame: Frame {
-                    function: Arc::from(""),
-                    inlined: false,
-                },
+                frame: 0,
             }],
+            frames: vec![Frame {
+                function: Arc::from(""),
+                inlined: false,
+            }],
+            frame_ids: rustc_hash::FxHashMap::default(),
         }
     }
 }
@@ -161,15 +182,29 @@ impl StackTree {
     /// in the tree.
     fn push(&mut self, parent: StackId, frame: Frame) -> Option<StackId> {
         let id = StackId::try_from(self.nodes.len()).ok()?;
-        ((parent as usize) < self.nodes.len()).then(|| {
-            self.nodes.push(StackNode { parent, frame });
-            id
-        })
+        if (parent as usize) >= self.nodes.len() {
+            return None;
+        }
+        let frames = &mut self.frames;
+        let index = *self.frame_ids.entry(frame_key(&frame)).or_insert_with(|| {
+            frames.push(frame);
+            (frames.len() - 1) as u32
+        });
+        self.nodes.push(StackNode {
+            parent,
+            frame: index,
+        });
+        Some(id)
+    }
+
+    /// The frame of node `id` (an id of this tree).
+    fn frame(&self, id: StackId) -> &Frame {
+        &self.frames[self.nodes[id as usize].frame as usize]
     }
 
     /// Nodes other than the root, in the order added: each after its parent.
     pub fn nodes(&self) -> impl Iterator<Item = (StackId, &Frame)> {
-        self.nodes[1..].iter().map(|n| (n.parent, &n.frame))
+        (self.nodes[1..].iter()).map(|n| (n.parent, &self.frames[n.frame as usize]))
     }
 
     /// Whether `id` is a stack of this tree.
@@ -182,9 +217,9 @@ impl StackTree {
         let mut at = if self.contains(id) { id } else { EMPTY_STACK };
         std::iter::from_fn(move || {
             (at != EMPTY_STACK).then(|| {
-                let node = &self.nodes[at as usize];
-                at = node.parent;
-                &node.frame
+                let frame = self.frame(at);
+                at = self.nodes[at as usize].parent;
+                frame
             })
         })
     }
@@ -224,8 +259,8 @@ const MAX_LISTED_CHILDREN: usize = 8;
 /// A node by its parent and frame (the frame's name by its address: the names are interned,
 /// and a deep recursion repeats the same few hundreds of times).
 fn child_key(parent: StackId, frame: &Frame) -> (StackId, usize, bool) {
-    let name = Arc::as_ptr(&frame.function).cast::<u8>() as usize;
-    (parent, name, frame.inlined)
+    let (name, inlined) = frame_key(frame);
+    (parent, name, inlined)
 }
 
 impl Default for StackInterner {
@@ -258,7 +293,7 @@ impl StackInterner {
         let mut listed = 0;
         let mut at = first;
         while at != EMPTY_STACK {
-            let node = &self.tree.nodes[at as usize].frame;
+            let node = self.tree.frame(at);
             if node.inlined == frame.inlined && Arc::ptr_eq(&node.function, &frame.function) {
                 return at;
             }
@@ -276,7 +311,7 @@ impl StackInterner {
     fn crowd(&mut self, parent: StackId) {
         let mut at = std::mem::replace(&mut self.first_child[parent as usize], CROWDED);
         while at != EMPTY_STACK {
-            let key = child_key(parent, &self.tree.nodes[at as usize].frame);
+            let key = child_key(parent, self.tree.frame(at));
             self.crowded.insert(key, at);
             at = self.next_sibling[at as usize];
         }

@@ -21,5 +21,7 @@ pub use run::{
     DEFAULT_PERIOD_NS, DetailRequest, ExitStatus, Harness, RayonHooks, RecordedOptions, Recording,
     RunMeta, TargetInfo,
 };
-pub use run_folder::{RECORDS_FILE, RunFolderError, append_symbols, is_run_folder, load, save};
+pub use run_folder::{
+    RECORDS_FILE, RunFolderError, append_symbols, is_run_folder, load, save, walk_lists_from_file,
+};
 pub use thresholds::Thresholds;

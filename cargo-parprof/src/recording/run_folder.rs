@@ -99,12 +99,29 @@ pub fn load(dir: &Path) -> Result<Loaded, RunFolderError> {
     if !walkable {
         return format::read(open(dir)?).map_err(read_error);
     }
-    let file = RecordsFile {
-        path: path.clone(),
-        failure: Mutex::new(None),
-    };
-    loaded.recording.kernel.stored = Some(StoredLists(Arc::new(file)));
+    loaded.recording.kernel.stored = Some(RecordsFile::stored(path));
     Ok(loaded)
+}
+
+/// Drops `kernel`'s long lists, saved whole with their symbols in the run folder `dir` (by
+/// [`save`] and [`append_symbols`]), to walk them from its records from now on, as [`load`]
+/// does: the analysis after a recording holds what it keeps, not the run. Lists without
+/// symbols or out of time order stay held.
+pub fn walk_lists_from_file(dir: &Path, kernel: &mut KernelRecords) {
+    let symbolised = kernel.sample_stacks.len() == kernel.samples.len()
+        && kernel.switch_sample_stacks.len() == kernel.switch_samples.len();
+    if kernel.stored.is_some()
+        || !symbolised
+        || !kernel.switches.is_sorted_by_key(|s| s.time_ns)
+    {
+        return;
+    }
+    kernel.switches = Vec::new();
+    kernel.samples = Vec::new();
+    kernel.sample_stacks = Vec::new();
+    kernel.switch_samples = Vec::new();
+    kernel.switch_sample_stacks = Vec::new();
+    kernel.stored = Some(RecordsFile::stored(dir.join(RECORDS_FILE)));
 }
 
 fn open(dir: &Path) -> Result<BufReader<std::fs::File>, RunFolderError> {
@@ -132,6 +149,13 @@ pub struct RecordsFile {
 }
 
 impl RecordsFile {
+    fn stored(path: PathBuf) -> StoredLists {
+        StoredLists(Arc::new(RecordsFile {
+            path,
+            failure: Mutex::new(None),
+        }))
+    }
+
     /// The items of `walk` up to its first failure, which is kept.
     fn items<'a, T: 'a>(
         &'a self,
