@@ -1344,6 +1344,7 @@ mod tests {
                 source: CounterSource::Software,
                 cpu_samples,
                 scaling: Scaling::default(),
+                stored: None,
             }],
             ..CounterRecords::default()
         }

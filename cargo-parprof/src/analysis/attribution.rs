@@ -37,7 +37,7 @@ pub struct CounterPoint {
 pub fn process_series(series: &CounterSeries) -> Vec<CounterPoint> {
     let mut last: BTreeMap<u32, f64> = BTreeMap::new();
     let mut out: Vec<CounterPoint> = Vec::new();
-    for s in &series.cpu_samples {
+    for s in series.samples() {
         last.insert(s.cpu, s.value);
         let value = last.values().sum();
         match out.last_mut() {

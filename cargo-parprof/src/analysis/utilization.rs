@@ -52,7 +52,7 @@ pub struct CpuWork {
 pub fn cpu_work(series: &CounterSeries) -> Vec<CpuWork> {
     let mut last: BTreeMap<u32, (u64, f64)> = BTreeMap::new();
     let mut out = Vec::new();
-    for s in &series.cpu_samples {
+    for s in series.samples() {
         if let Some((t, v)) = last.insert(s.cpu, (s.time_ns, s.value))
             && s.time_ns > t
         {

@@ -589,6 +589,7 @@ fn build_records(
             source: d.source(),
             cpu_samples: Vec::new(),
             scaling: Scaling::default(),
+            stored: None,
         })
         .collect();
     let hardware = group_counters
@@ -716,6 +717,7 @@ fn derived_series(def: &CounterDef, switches: &[SwitchRecord]) -> CounterSeries 
         source: def.source(),
         cpu_samples,
         scaling: Scaling::default(),
+        stored: None,
     }
 }
 

@@ -83,7 +83,7 @@ pub fn record_once<T>(
     recording.addresses.symbolize(&mut recording.kernel);
     recording.release_call_chains();
     recording::append_symbols(output_dir, records_len, &recording.kernel)?;
-    recording::walk_lists_from_file(output_dir, &mut recording.kernel);
+    recording::walk_lists_from_file(output_dir, &mut recording);
     return_freed_memory();
     Ok((then(&recording)?, exit_code))
 }

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Where a counter's values come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,16 +56,48 @@ pub struct CounterSeries {
     /// switch records.
     pub cpu_samples: Vec<CounterSample>,
     pub scaling: Scaling,
+    /// Where `cpu_samples` are when they are not held (they are then empty): read again from
+    /// the run folder's records each time they are walked ([`Self::samples`]).
+    #[serde(skip)]
+    pub stored: Option<StoredSeries>,
 }
 
 impl CounterSeries {
+    /// The readings, held or read again, in time order.
+    pub fn samples(&self) -> Box<dyn Iterator<Item = CounterSample> + '_> {
+        match &self.stored {
+            Some(stored) => stored.source.series_samples(stored.index),
+            None => Box::new(self.cpu_samples.iter().copied()),
+        }
+    }
+
     /// The program's total count: the latest reading of every CPU, summed.
     pub fn total(&self) -> f64 {
         let mut last: BTreeMap<u32, f64> = BTreeMap::new();
-        for s in &self.cpu_samples {
+        for s in self.samples() {
             last.insert(s.cpu, s.value);
         }
         last.values().sum()
+    }
+}
+
+/// Counter series kept outside memory (in the run folder's records), read again, in the order
+/// written, each time they are walked.
+pub trait SeriesSource: std::fmt::Debug + Send + Sync {
+    /// The readings of the `index`-th series.
+    fn series_samples(&self, index: usize) -> Box<dyn Iterator<Item = CounterSample> + '_>;
+}
+
+/// A series in a [`SeriesSource`]: equal when the same one.
+#[derive(Clone, Debug)]
+pub struct StoredSeries {
+    pub source: Arc<dyn SeriesSource>,
+    pub index: usize,
+}
+
+impl PartialEq for StoredSeries {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.source, &other.source) && self.index == other.index
     }
 }
 
@@ -118,6 +151,7 @@ pub(crate) mod tests {
                 time_running_ns: 250,
                 scaled: true,
             },
+            stored: None,
         }
     }
 

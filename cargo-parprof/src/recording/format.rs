@@ -253,6 +253,7 @@ impl Meta {
                             source,
                             cpu_samples: _,
                             scaling,
+                            stored: _,
                         } = series;
                         SeriesMeta {
                             name: name.clone(),
@@ -292,6 +293,7 @@ impl Meta {
                         source: s.source,
                         cpu_samples: Vec::new(),
                         scaling: s.scaling,
+                        stored: None,
                     })
                     .collect(),
                 unavailable: self.counters.unavailable,
@@ -422,7 +424,8 @@ pub fn write(recording: &Recording, out: impl Write) -> io::Result<()> {
 
 /// Writes `recording` up to its end part, without the samples' stacks.
 pub fn write_records(recording: &Recording, out: impl Write) -> io::Result<()> {
-    if recording.kernel.stored.is_some() {
+    let counters = &recording.counters.counters;
+    if recording.kernel.stored.is_some() || counters.iter().any(|s| s.stored.is_some()) {
         // Its long lists are not held: they would be written empty.
         return Err(io::Error::other("records read again from a file are not written again"));
     }
@@ -591,7 +594,7 @@ fn runs(values: &[u32]) -> Vec<(u32, u64)> {
 }
 
 /// The lengths of the long lists, held or only counted as read.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 struct LongLists {
     switches: u64,
     samples: u64,
@@ -600,6 +603,8 @@ struct LongLists {
     switch_sample_stacks: u64,
     sample_pids: u64,
     switch_sample_pids: u64,
+    /// Of each counter series.
+    counter_samples: Vec<u64>,
 }
 
 impl LongLists {
@@ -613,6 +618,9 @@ impl LongLists {
             switch_sample_stacks: k.switch_sample_stacks.len() as u64,
             sample_pids: a.sample_pids.len() as u64,
             switch_sample_pids: a.switch_sample_pids.len() as u64,
+            counter_samples: (recording.counters.counters.iter())
+                .map(|s| s.cpu_samples.len() as u64)
+                .collect(),
         }
     }
 }
@@ -638,9 +646,7 @@ fn list_counts(recording: &Recording, long: &LongLists, version: u32) -> Vec<u64
         long.switch_sample_stacks,
     ]
     .into_iter()
-    .chain(
-        (recording.counters.counters.iter()).map(|s| s.cpu_samples.len() as u64),
-    )
+    .chain(long.counter_samples.iter().copied())
     .chain(addresses.into_iter().filter(|_| version > FIRST_VERSION))
     .collect()
 }
@@ -809,7 +815,21 @@ impl<R: Read> PartReader<R> {
 pub fn walk_switches(
     input: impl Read,
 ) -> impl Iterator<Item = Result<SwitchRecord, RecordsError>> {
-    walk(input, PartKind::Switches, switch)
+    walk(input, PartKind::Switches, None, switch)
+}
+
+/// The readings of the `series`-th counter series of records read from `input`, as
+/// [`walk_switches`].
+pub fn walk_counter_samples(
+    input: impl Read,
+    series: usize,
+) -> impl Iterator<Item = Result<CounterSample, RecordsError>> {
+    walk(
+        input,
+        PartKind::CounterSamples,
+        Some(series as u64),
+        counter_sample,
+    )
 }
 
 /// The cpu samples (`switch_outs`: the switch samples) of records read from `input`, as
@@ -824,7 +844,7 @@ pub fn walk_samples(
         PartKind::Samples
     };
     let none = CallChain::from([]);
-    walk(input, kind, move |c| sample(c, |_| Ok(Arc::clone(&none))))
+    walk(input, kind, None, move |c| sample(c, |_| Ok(Arc::clone(&none))))
 }
 
 /// The stack ids of the samples of [`walk_samples`], in the same order (version 3: checked by
@@ -838,14 +858,15 @@ pub fn walk_sample_stacks(
     } else {
         PartKind::SampleStacks
     };
-    walk(input, kind, |c| Ok(c.u32()?))
+    walk(input, kind, None, |c| Ok(c.u32()?))
 }
 
-/// The entries of the parts of `kind` as `entry` reads them, part by part; a failure is the
-/// last item.
+/// The entries of the parts of `kind` (of the counter series `series`, for counter samples)
+/// as `entry` reads them, part by part; a failure is the last item.
 fn walk<T>(
     mut input: impl Read,
     kind: PartKind,
+    series: Option<u64>,
     mut entry: impl FnMut(&mut Cursor<'_>) -> Result<T, String>,
 ) -> impl Iterator<Item = Result<T, RecordsError>> {
     let mut parts = match read_preamble(&mut input) {
@@ -879,7 +900,17 @@ fn walk<T>(
                         bytes: &reader.payload,
                         pos: 0,
                     };
-                    match c.list(&mut entry) {
+                    let of_series = match series {
+                        Some(series) => c.varint().map(|index| index == series),
+                        None => Ok(true),
+                    };
+                    match of_series.map_err(str::to_owned).and_then(|of_series| {
+                        if of_series {
+                            c.list(&mut entry)
+                        } else {
+                            Ok(Vec::new())
+                        }
+                    }) {
                         Ok(entries) => ready = entries.into_iter(),
                         Err(reason) => {
                             done = true;
@@ -992,11 +1023,16 @@ struct Decoder {
 
 impl Decoder {
     fn new(meta: Meta, version: u32, hold: bool) -> Decoder {
+        let recording = meta.into_recording();
+        let series = recording.counters.counters.len();
         Decoder {
             hold,
-            long: LongLists::default(),
+            long: LongLists {
+                counter_samples: vec![0; series],
+                ..LongLists::default()
+            },
             switches_sorted_to: Some(0),
-            recording: meta.into_recording(),
+            recording,
             version,
             records_ended: false,
             records_len: None,
@@ -1118,15 +1154,8 @@ impl Decoder {
                     .ok()
                     .and_then(|i| self.recording.counters.counters.get_mut(i))
                     .ok_or_else(|| format!("counter series {index} is not in the meta part"))?;
-                series.cpu_samples.extend(c.list(|c| {
-                    Ok(CounterSample {
-                        time_ns: c.varint()?,
-                        cpu: c.u32()?,
-                        value: f64::from_le_bytes(
-                            c.take(8)?.try_into().map_err(|_| "a value is cut")?,
-                        ),
-                    })
-                })?);
+                let len = &mut long.counter_samples[index as usize];
+                Self::take(hold, &mut series.cpu_samples, len, c.list(counter_sample)?);
             }
             PartKind::Mappings
             | PartKind::Forks
@@ -1275,6 +1304,14 @@ fn expand_runs(c: &mut Cursor<'_>, read: u64, samples: u64) -> Result<Vec<u32>, 
         pids.extend(std::iter::repeat_n(pid, n));
     }
     Ok(pids)
+}
+
+fn counter_sample(c: &mut Cursor<'_>) -> Result<CounterSample, String> {
+    Ok(CounterSample {
+        time_ns: c.varint()?,
+        cpu: c.u32()?,
+        value: f64::from_le_bytes(c.take(8)?.try_into().map_err(|_| "a value is cut")?),
+    })
 }
 
 fn switch(c: &mut Cursor<'_>) -> Result<SwitchRecord, String> {

@@ -1,6 +1,7 @@
 //! Saving and loading a run folder's records (`records.ppr`, encoded by [`super::format`]).
 
 use super::format::{self, Loaded, RecordsError};
+use super::counters::{CounterSample, SeriesSource, StoredSeries};
 use super::kernel_records::{
     CpuSample, KernelRecords, ListSource, StackId, StoredLists, SwitchRecord,
 };
@@ -99,15 +100,16 @@ pub fn load(dir: &Path) -> Result<Loaded, RunFolderError> {
     if !walkable {
         return format::read(open(dir)?).map_err(read_error);
     }
-    loaded.recording.kernel.stored = Some(RecordsFile::stored(path));
+    RecordsFile::leave_lists(path, &mut loaded.recording);
     Ok(loaded)
 }
 
-/// Drops `kernel`'s long lists, saved whole with their symbols in the run folder `dir` (by
-/// [`save`] and [`append_symbols`]), to walk them from its records from now on, as [`load`]
-/// does: the analysis after a recording holds what it keeps, not the run. Lists without
-/// symbols or out of time order stay held.
-pub fn walk_lists_from_file(dir: &Path, kernel: &mut KernelRecords) {
+/// Drops the long lists of `recording` (the kernel's and the counters' readings), saved whole
+/// with their symbols in the run folder `dir` (by [`save`] and [`append_symbols`]), to walk
+/// them from its records from now on, as [`load`] does: the analysis after a recording holds
+/// what it keeps, not the run. Lists without symbols or out of time order stay held.
+pub fn walk_lists_from_file(dir: &Path, recording: &mut Recording) {
+    let kernel = &mut recording.kernel;
     let symbolised = kernel.sample_stacks.len() == kernel.samples.len()
         && kernel.switch_sample_stacks.len() == kernel.switch_samples.len();
     if kernel.stored.is_some()
@@ -121,7 +123,10 @@ pub fn walk_lists_from_file(dir: &Path, kernel: &mut KernelRecords) {
     kernel.sample_stacks = Vec::new();
     kernel.switch_samples = Vec::new();
     kernel.switch_sample_stacks = Vec::new();
-    kernel.stored = Some(RecordsFile::stored(dir.join(RECORDS_FILE)));
+    for series in &mut recording.counters.counters {
+        series.cpu_samples = Vec::new();
+    }
+    RecordsFile::leave_lists(dir.join(RECORDS_FILE), recording);
 }
 
 fn open(dir: &Path) -> Result<BufReader<std::fs::File>, RunFolderError> {
@@ -149,11 +154,19 @@ pub struct RecordsFile {
 }
 
 impl RecordsFile {
-    fn stored(path: PathBuf) -> StoredLists {
-        StoredLists(Arc::new(RecordsFile {
+    /// Lets `recording`'s long lists, not held, be walked from the records at `path`.
+    fn leave_lists(path: PathBuf, recording: &mut Recording) {
+        let file = Arc::new(RecordsFile {
             path,
             failure: Mutex::new(None),
-        }))
+        });
+        for (index, series) in recording.counters.counters.iter_mut().enumerate() {
+            series.stored = Some(StoredSeries {
+                source: file.clone(),
+                index,
+            });
+        }
+        recording.kernel.stored = Some(StoredLists(file));
     }
 
     /// The items of `walk` up to its first failure, which is kept.
@@ -201,7 +214,17 @@ impl ListSource for RecordsFile {
     }
 
     fn failure(&self) -> Option<String> {
+        // The counters' walks fail here too: one file.
         let failure = self.failure.lock().ok()?.clone()?;
         Some(format!("{}: read again: {failure}", self.path.display()))
+    }
+}
+
+impl SeriesSource for RecordsFile {
+    fn series_samples(&self, index: usize) -> Box<dyn Iterator<Item = CounterSample> + '_> {
+        match self.input() {
+            Some(input) => self.items(format::walk_counter_samples(input, index)),
+            None => Box::new(std::iter::empty()),
+        }
     }
 }
