@@ -610,6 +610,7 @@ fn leaf(preempted: bool) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recording::kernel_records::SwitchRecord;
     use crate::recording::kernel_records::{CpuSample, StackTree, SwitchKind};
 
     fn frame(function: &str, inlined: bool) -> Frame {
@@ -774,6 +775,7 @@ mod tests {
             user,
         ]);
         let kernel = KernelRecords {
+            switches,
             switch_samples: vec![
                 sample(1_040, 1),
                 sample(5_000, 9),
@@ -788,7 +790,7 @@ mod tests {
             ..KernelRecords::default()
         };
         let threads = [thread(1, "poller"), thread(9, WRITER_THREAD)];
-        let folded = fold_switch_outs(&kernel, &switches, &threads).expect("samples");
+        let folded = fold_switch_outs(&kernel, &threads).expect("samples");
         let stacks: Vec<(String, String, u64)> = folded
             .stacks
             .iter()
@@ -818,8 +820,11 @@ mod tests {
             (folded.total_ns, folded.profiler_ns, folded.unmatched_ns),
             (10_000 + 500 + 300 + 700, 700, 300)
         );
-        let none = KernelRecords::default();
-        assert_eq!(fold_switch_outs(&none, &switches, &threads), None);
+        let none = KernelRecords {
+            switch_samples: Vec::new(),
+            ..kernel
+        };
+        assert_eq!(fold_switch_outs(&none, &threads), None);
     }
 
     #[test]

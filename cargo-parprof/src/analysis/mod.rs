@@ -243,8 +243,7 @@ pub fn analyse_with_counters(
     let (mut counters_analysis, counter_notes) =
         cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites);
     let threads = cx.threads(&streamed.activity, &streamed.contents);
-    let (folded, offcpu_stacks) =
-        cpu_stacks::fold_both(kernel, &threads, span.origin_ns);
+    let (folded, offcpu_stacks) = cpu_stacks::fold_both(kernel, &threads, span.origin_ns);
     let regions = with_blocked_where(streamed.lifecycle.regions, offcpu_stacks.as_ref());
     let lost_events = source.lost_events(&streamed.contents);
     let views = cx.probe_views(

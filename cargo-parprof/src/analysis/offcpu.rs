@@ -6,8 +6,8 @@
 //! in O(log n) through prefix sums.
 
 use crate::recording::kernel_records::{SwitchKind, SwitchRecord, ThreadStart};
-use std::collections::HashMap;
 use std::borrow::Borrow;
+use std::collections::HashMap;
 
 /// One interval during which a thread was not on a CPU. Packed (17 bytes, not 24): a long
 /// run has one per switch-out.

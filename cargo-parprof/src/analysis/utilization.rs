@@ -413,6 +413,7 @@ fn spread_work(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recording::kernel_records::SwitchRecord;
 
     #[test]
     fn cpu_work_is_the_delta_between_a_cpus_consecutive_readings() {

@@ -47,9 +47,8 @@ pub fn analyse(
     };
     // Where the kernel could not be told to follow threads only, it counted the slices with
     // the program (their switches show it).
-    let slices_counted_with_program = slice_pids.is_some_and(|pids| {
-        (recording.kernel.switch_records()).any(|s| pids.contains(&{ s.tid }))
-    });
+    let slices_counted_with_program = slice_pids
+        .is_some_and(|pids| (recording.kernel.switch_records()).any(|s| pids.contains(&{ s.tid })));
     let mut analysis = analyse_trace(run_dir, &kernel, &recording.counters, &analysis_opts)?;
     if let Some(failure) = (recording.kernel.stored.as_ref()).and_then(|s| s.0.failure()) {
         bail!("the run's records changed while they were analysed: {failure}");
@@ -225,8 +224,10 @@ fn symbolise_saved(loaded: &mut Loaded, run_dir: &Path) {
         run_dir.display()
     );
     recording.addresses.symbolize(&mut recording.kernel);
-    if let Err(e) = recording::append_symbols(run_dir, records_len, &recording.kernel) {
-        crate::console::note!("parprof: warning: the symbols were not saved: {e:#}");
+    match recording::append_symbols(run_dir, records_len, &recording.kernel) {
+        // Whole and symbolised in the file now: walked from there, as a run saved so.
+        Ok(()) => recording::walk_lists_from_file(run_dir, recording),
+        Err(e) => crate::console::note!("parprof: warning: the symbols were not saved: {e:#}"),
     }
 }
 

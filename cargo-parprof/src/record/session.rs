@@ -80,6 +80,8 @@ pub fn record_once<T>(
     if !settings.collect.symbolize {
         return Ok((then(&recording)?, exit_code));
     }
+    recording::walk_lists_from_file(output_dir, &mut recording);
+    return_freed_memory();
     recording.addresses.symbolize(&mut recording.kernel);
     recording.release_call_chains();
     recording::append_symbols(output_dir, records_len, &recording.kernel)?;

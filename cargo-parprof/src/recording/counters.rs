@@ -56,8 +56,8 @@ pub struct CounterSeries {
     /// switch records.
     pub cpu_samples: Vec<CounterSample>,
     pub scaling: Scaling,
-    /// Where `cpu_samples` are when they are not held (they are then empty): read again from
-    /// the run folder's records each time they are walked ([`Self::samples`]).
+    /// Where `cpu_samples` are when they are not held (empty): read again from the run
+    /// folder's records each time they are walked ([`Self::samples`]).
     #[serde(skip)]
     pub stored: Option<StoredSeries>,
 }
@@ -66,8 +66,10 @@ impl CounterSeries {
     /// The readings, held or read again, in time order.
     pub fn samples(&self) -> Box<dyn Iterator<Item = CounterSample> + '_> {
         match &self.stored {
-            Some(stored) => stored.source.series_samples(stored.index),
-            None => Box::new(self.cpu_samples.iter().copied()),
+            Some(stored) if self.cpu_samples.is_empty() => {
+                stored.source.series_samples(stored.index)
+            }
+            _ => Box::new(self.cpu_samples.iter().copied()),
         }
     }
 

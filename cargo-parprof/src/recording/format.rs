@@ -427,7 +427,9 @@ pub fn write_records(recording: &Recording, out: impl Write) -> io::Result<()> {
     let counters = &recording.counters.counters;
     if recording.kernel.stored.is_some() || counters.iter().any(|s| s.stored.is_some()) {
         // Its long lists are not held: they would be written empty.
-        return Err(io::Error::other("records read again from a file are not written again"));
+        return Err(io::Error::other(
+            "records read again from a file are not written again",
+        ));
     }
     let mut out = out;
     out.write_all(&MAGIC)?;
@@ -812,9 +814,7 @@ impl<R: Read> PartReader<R> {
 
 /// The switch records of records read from `input`, in the order written: a list that
 /// [`read_counted`] checked, walked again part by part.
-pub fn walk_switches(
-    input: impl Read,
-) -> impl Iterator<Item = Result<SwitchRecord, RecordsError>> {
+pub fn walk_switches(input: impl Read) -> impl Iterator<Item = Result<SwitchRecord, RecordsError>> {
     walk(input, PartKind::Switches, None, switch)
 }
 
@@ -844,7 +844,9 @@ pub fn walk_samples(
         PartKind::Samples
     };
     let none = CallChain::from([]);
-    walk(input, kind, None, move |c| sample(c, |_| Ok(Arc::clone(&none))))
+    walk(input, kind, None, move |c| {
+        sample(c, |_| Ok(Arc::clone(&none)))
+    })
 }
 
 /// The stack ids of the samples of [`walk_samples`], in the same order (version 3: checked by
@@ -1136,17 +1138,32 @@ impl Decoder {
             }
             PartKind::SwitchSamples => {
                 let samples = samples(c, &self.callchains)?;
-                Self::take(hold, &mut k.switch_samples, &mut long.switch_samples, samples);
+                Self::take(
+                    hold,
+                    &mut k.switch_samples,
+                    &mut long.switch_samples,
+                    samples,
+                );
             }
             PartKind::SampleStacks => {
                 let ids = self.stack_ids(c)?;
                 let k = &mut self.recording.kernel;
-                Self::take(hold, &mut k.sample_stacks, &mut self.long.sample_stacks, ids);
+                Self::take(
+                    hold,
+                    &mut k.sample_stacks,
+                    &mut self.long.sample_stacks,
+                    ids,
+                );
             }
             PartKind::SwitchSampleStacks => {
                 let ids = self.stack_ids(c)?;
                 let (k, long) = (&mut self.recording.kernel, &mut self.long);
-                Self::take(hold, &mut k.switch_sample_stacks, &mut long.switch_sample_stacks, ids);
+                Self::take(
+                    hold,
+                    &mut k.switch_sample_stacks,
+                    &mut long.switch_sample_stacks,
+                    ids,
+                );
             }
             PartKind::CounterSamples => {
                 let index = c.varint()?;
@@ -1363,14 +1380,14 @@ fn sample(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::recording::RecordedOptions;
     use crate::recording::Thresholds;
     use crate::recording::address_spaces::SideBand;
     use crate::recording::kernel_records::Capability;
     use crate::recording::kernel_records::CpuQuota;
-    use crate::recording::kernel_records::StackTree;
+    use crate::recording::kernel_records::{ListView, StackTree};
     use proptest::prelude::*;
 
     fn encode(recording: &Recording) -> Vec<u8> {
@@ -1387,7 +1404,8 @@ mod tests {
     }
 
     /// A small recording with every list and a shared stack.
-    fn example() -> Recording {
+    /// A recording with every list and field set, symbolised.
+    pub(crate) fn example() -> Recording {
         let sample = |time_ns, tid, callchain: &[u64]| CpuSample {
             time_ns,
             tid,
@@ -1455,6 +1473,8 @@ mod tests {
                 malformed_records: 1,
                 thread_names: vec![(7, "app".into()), (8, "rayon-0".into())],
                 steal_ns: Some(77),
+                stored: None,
+                view: ListView::default(),
             },
             counters: CounterRecords {
                 counters: vec![CounterSeries {
@@ -1470,6 +1490,7 @@ mod tests {
                         time_running_ns: 4,
                         scaled: true,
                     },
+                    stored: None,
                 }],
                 unavailable: vec![UnavailableCounter {
                     name: "cycles".into(),
@@ -1666,7 +1687,10 @@ mod tests {
         append_symbols(dir.path(), records_len, &recording.kernel).unwrap();
         let file = std::fs::read(dir.path().join(RECORDS_FILE)).unwrap();
         assert_eq!(file, encode(&recording));
-        assert_eq!(load(dir.path()).unwrap().recording, recording);
+        // Of this version now, whole and symbolised: its long lists are walked from the file.
+        let loaded = load(dir.path()).unwrap().recording;
+        assert_eq!(loaded, without_long_lists(&loaded));
+        assert!(loaded.kernel.stored.is_some());
     }
 
     #[test]
@@ -1715,7 +1739,8 @@ mod tests {
                     };
                     assert!(after_byte <= cut as u64);
                     assert_is_prefix(&loaded.recording, &recording);
-                    prefixes.push(list_counts(&loaded.recording, VERSION));
+                    let long = LongLists::of(&loaded.recording);
+                    prefixes.push(list_counts(&loaded.recording, &long, VERSION));
                 }
             }
         }
@@ -1773,7 +1798,7 @@ mod tests {
 
     /// The end part's length, for counts below 128 (one byte each).
     fn end_part_len(recording: &Recording) -> usize {
-        8 + 1 + list_counts(recording, VERSION).len() + 4
+        8 + 1 + list_counts(recording, &LongLists::of(recording), VERSION).len() + 4
     }
 
     #[test]
@@ -1901,7 +1926,110 @@ mod tests {
             )
     }
 
+    /// `recording` without its long lists, as [`read_counted`] reads it.
+    fn without_long_lists(recording: &Recording) -> Recording {
+        let mut r = recording.clone();
+        let k = &mut r.kernel;
+        (k.switches, k.samples, k.switch_samples) = Default::default();
+        (k.sample_stacks, k.switch_sample_stacks) = Default::default();
+        let a = &mut r.addresses;
+        (a.sample_pids, a.switch_sample_pids) = Default::default();
+        for series in &mut r.counters.counters {
+            series.cpu_samples.clear();
+        }
+        r
+    }
+
+    fn walked<T>(walk: impl Iterator<Item = Result<T, RecordsError>>) -> Vec<T> {
+        walk.collect::<Result<_, _>>().expect("walked again")
+    }
+
+    /// What [`read_counted`] left in the file, walked again, is what [`read`] holds.
+    fn assert_walks_give_back(bytes: &[u8], whole: &Recording) {
+        let k = &whole.kernel;
+        assert_eq!(walked(walk_switches(bytes)), k.switches);
+        for (switch_outs, samples, stacks) in [
+            (false, &k.samples, &k.sample_stacks),
+            (true, &k.switch_samples, &k.switch_sample_stacks),
+        ] {
+            let fields = |s: &CpuSample| (s.time_ns, s.tid, s.cpu);
+            let walked_samples = walked(walk_samples(bytes, switch_outs));
+            assert!(walked_samples.iter().all(|s| s.callchain.is_empty()));
+            assert!(
+                walked_samples
+                    .iter()
+                    .map(fields)
+                    .eq(samples.iter().map(fields))
+            );
+            assert_eq!(&walked(walk_sample_stacks(bytes, switch_outs)), stacks);
+        }
+        for (index, series) in whole.counters.counters.iter().enumerate() {
+            assert_eq!(
+                walked(walk_counter_samples(bytes, index)),
+                series.cpu_samples
+            );
+        }
+    }
+
+    #[test]
+    fn counted_records_leave_their_long_lists_to_be_walked_again() {
+        let recording = example();
+        let bytes = encode(&recording);
+        let (counted, walkable) = read_counted(bytes.as_slice()).unwrap();
+        assert!(walkable);
+        assert_eq!(counted.completeness, Completeness::Complete);
+        assert_eq!(counted.recording, without_long_lists(&recording));
+        assert_walks_give_back(&bytes, &recording);
+    }
+
+    #[test]
+    fn records_that_cannot_be_walked_again_say_so() {
+        // Without symbols: symbolised from the held samples' call chains first.
+        let recording = example();
+        let (_, walkable) = read_counted(encode_records(&recording).as_slice()).unwrap();
+        assert!(!walkable);
+        // Switches out of time order: sorted in memory by the analysis.
+        let mut unsorted = example();
+        unsorted.kernel.switches.reverse();
+        let (_, walkable) = read_counted(encode(&unsorted).as_slice()).unwrap();
+        assert!(!walkable);
+        // Cut in the records (what is left is read whole, with --partial) or in the symbols
+        // (symbolised again).
+        let records = encode_records(&recording);
+        let (cut, walkable) = read_counted(&records[..records.len() - 1]).unwrap();
+        assert!(!walkable);
+        assert_ne!(cut.completeness, Completeness::Complete);
+        let bytes = encode(&recording);
+        let (_, walkable) = read_counted(&bytes[..bytes.len() - 1]).unwrap();
+        assert!(!walkable);
+    }
+
+    #[test]
+    fn a_walk_of_damaged_records_ends_with_a_typed_error() {
+        let mut bytes = encode(&example());
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        let items: Vec<_> = walk_sample_stacks(bytes.as_slice(), true).collect();
+        assert!(
+            matches!(items.last(), Some(Err(RecordsError::Corrupt { .. }))),
+            "{items:?}"
+        );
+        let items: Vec<_> = walk_switches(&b"PPRUNREC"[..]).collect();
+        assert!(matches!(items[..], [Err(RecordsError::Empty)]), "{items:?}");
+    }
+
     proptest! {
+        #[test]
+        fn counted_records_walk_back_what_read_holds(recording in recordings()) {
+            let bytes = encode(&recording);
+            let whole = read(bytes.as_slice()).unwrap().recording;
+            let (counted, walkable) = read_counted(bytes.as_slice()).unwrap();
+            let sorted = whole.kernel.switches.is_sorted_by_key(|s| s.time_ns);
+            prop_assert_eq!(walkable, sorted && !whole.needs_symbols());
+            prop_assert_eq!(counted.recording, without_long_lists(&whole));
+            assert_walks_give_back(&bytes, &whole);
+        }
+
         #[test]
         fn recordings_read_back_bit_for_bit(recording in recordings()) {
             let loaded = read(encode(&recording).as_slice()).unwrap();

@@ -151,7 +151,10 @@ struct StackNode {
 
 /// A frame by the address of its function's name (the names are shared) and whether inlined.
 fn frame_key(frame: &Frame) -> (usize, bool) {
-    (Arc::as_ptr(&frame.function).cast::<u8>() as usize, frame.inlined)
+    (
+        Arc::as_ptr(&frame.function).cast::<u8>() as usize,
+        frame.inlined,
+    )
 }
 
 /// Trees are equal when their nodes are, in the same order.
@@ -435,10 +438,10 @@ pub struct KernelRecords {
     /// Steal time of the whole machine during the run (see [`crate::record::steal`]), in ns; `None`
     /// where it cannot be read.
     pub steal_ns: Option<u64>,
-    /// Where the long lists are when they are not held: `switches`, `samples`,
-    /// `switch_samples` and their stacks are then empty, and read again, part by part, each
-    /// time they are walked, so that memory follows what the analysis keeps, not the run's
-    /// length.
+    /// Where the long lists are when they are not held: `switches`, `samples` and
+    /// `switch_samples` (with their stacks) that are empty are then read again from it, part
+    /// by part, each time they are walked, so that memory follows what the analysis keeps,
+    /// not the run's length.
     pub stored: Option<StoredLists>,
     /// What the walks of the long lists leave out (the threads of slices, the samples outside
     /// a benchmark's measured batch).
@@ -478,7 +481,9 @@ pub struct ListView {
 
 impl ListView {
     fn keeps_thread(&self, tid: u32) -> bool {
-        self.without_threads.as_ref().is_none_or(|t| !t.contains(&tid))
+        self.without_threads
+            .as_ref()
+            .is_none_or(|t| !t.contains(&tid))
     }
 
     fn keeps_sample(&self, sample: &CpuSample) -> bool {
@@ -512,8 +517,8 @@ impl KernelRecords {
     /// promise (see [`Self::with_switches_sorted`]).
     pub fn switch_records(&self) -> Box<dyn Iterator<Item = SwitchRecord> + '_> {
         let all = match &self.stored {
-            Some(stored) => stored.0.switches(),
-            None => Box::new(self.switches.iter().copied()),
+            Some(stored) if self.switches.is_empty() => stored.0.switches(),
+            _ => Box::new(self.switches.iter().copied()),
         };
         Box::new(all.filter(|s| self.view.keeps_thread(s.tid)))
     }
@@ -537,15 +542,21 @@ impl KernelRecords {
         stacks: &'a [StackId],
     ) -> Box<dyn Iterator<Item = StackedSample> + 'a> {
         match &self.stored {
-            Some(stored) => Box::new(stored.0.samples(switch_outs).map(|(s, id)| (s, Some(id)))),
+            Some(stored) if held.is_empty() => {
+                Box::new(stored.0.samples(switch_outs).map(|(s, id)| (s, Some(id))))
+            }
             // The stacks are all there or none (not symbolised).
-            None => Box::new(held.iter().enumerate().map(|(i, s)| (s.clone(), stacks.get(i).copied()))),
+            _ => Box::new(
+                held.iter()
+                    .enumerate()
+                    .map(|(i, s)| (s.clone(), stacks.get(i).copied())),
+            ),
         }
     }
 
-    /// Whether the cpu samples have their stacks (symbolised).
+    /// Whether the cpu samples have their stacks (symbolised; those read again always have).
     pub fn samples_have_stacks(&self) -> bool {
-        self.stored.is_some() || self.sample_stacks.len() == self.samples.len()
+        self.sample_stacks.len() == self.samples.len()
     }
 
     /// Whether there are switch samples.

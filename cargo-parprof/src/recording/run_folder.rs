@@ -1,7 +1,7 @@
 //! Saving and loading a run folder's records (`records.ppr`, encoded by [`super::format`]).
 
-use super::format::{self, Loaded, RecordsError};
 use super::counters::{CounterSample, SeriesSource, StoredSeries};
+use super::format::{self, Loaded, RecordsError};
 use super::kernel_records::{
     CpuSample, KernelRecords, ListSource, StackId, StoredLists, SwitchRecord,
 };
@@ -104,29 +104,32 @@ pub fn load(dir: &Path) -> Result<Loaded, RunFolderError> {
     Ok(loaded)
 }
 
-/// Drops the long lists of `recording` (the kernel's and the counters' readings), saved whole
-/// with their symbols in the run folder `dir` (by [`save`] and [`append_symbols`]), to walk
-/// them from its records from now on, as [`load`] does: the analysis after a recording holds
-/// what it keeps, not the run. Lists without symbols or out of time order stay held.
+/// Drops the long lists of `recording` saved in the run folder `dir` (by [`save`], then
+/// [`append_symbols`]) to walk them from its records from now on, as [`load`] does: the
+/// switches and the counters' readings at once, the samples once symbolised (symbolising
+/// needs their call chains). So symbolising holds the samples only, and the analysis after a
+/// recording what it keeps, not the run. Switches out of time order stay held (the analysis
+/// sorts them).
 pub fn walk_lists_from_file(dir: &Path, recording: &mut Recording) {
-    let kernel = &mut recording.kernel;
-    let symbolised = kernel.sample_stacks.len() == kernel.samples.len()
-        && kernel.switch_sample_stacks.len() == kernel.switch_samples.len();
-    if kernel.stored.is_some()
-        || !symbolised
-        || !kernel.switches.is_sorted_by_key(|s| s.time_ns)
-    {
+    if !recording.kernel.switches.is_sorted_by_key(|s| s.time_ns) {
         return;
     }
+    if recording.kernel.stored.is_none() {
+        RecordsFile::leave_lists(dir.join(RECORDS_FILE), recording);
+    }
+    let kernel = &mut recording.kernel;
     kernel.switches = Vec::new();
-    kernel.samples = Vec::new();
-    kernel.sample_stacks = Vec::new();
-    kernel.switch_samples = Vec::new();
-    kernel.switch_sample_stacks = Vec::new();
     for series in &mut recording.counters.counters {
         series.cpu_samples = Vec::new();
     }
-    RecordsFile::leave_lists(dir.join(RECORDS_FILE), recording);
+    if kernel.sample_stacks.len() == kernel.samples.len()
+        && kernel.switch_sample_stacks.len() == kernel.switch_samples.len()
+    {
+        kernel.samples = Vec::new();
+        kernel.sample_stacks = Vec::new();
+        kernel.switch_samples = Vec::new();
+        kernel.switch_sample_stacks = Vec::new();
+    }
 }
 
 fn open(dir: &Path) -> Result<BufReader<std::fs::File>, RunFolderError> {
@@ -174,9 +177,7 @@ impl RecordsFile {
         &'a self,
         walk: impl Iterator<Item = Result<T, RecordsError>> + 'a,
     ) -> Box<dyn Iterator<Item = T> + 'a> {
-        Box::new(walk.map_while(|item| {
-            item.map_err(|e| self.failed(e.to_string())).ok()
-        }))
+        Box::new(walk.map_while(|item| item.map_err(|e| self.failed(e.to_string())).ok()))
     }
 
     fn failed(&self, error: String) {
