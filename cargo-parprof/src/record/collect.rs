@@ -729,19 +729,20 @@ impl Parsed {
             callchains: _,
             unwinder,
         } = self;
-        switches.sort_by_key(|s| (s.time_ns, s.tid));
-        samples.sort_by_key(|(s, _)| s.time_ns);
+        // In place (a stable sort takes scratch of half a list, at the moment every list is
+        // held), by keys that no two records of a thread share.
+        switches.sort_unstable_by_key(|s| (s.time_ns, s.tid, s.cpu, s.kind as u8));
+        samples.sort_unstable_by_key(|(s, _)| (s.time_ns, s.tid, s.cpu));
         let mut switch_samples: Vec<(CpuSample, u32)> = switch_stacks.samples;
-        switch_samples.sort_by_key(|(s, _)| (s.time_ns, s.tid));
+        switch_samples.sort_unstable_by_key(|(s, _)| (s.time_ns, s.tid, s.cpu));
         let (lost, malformed) = (
             lost.saturating_add(switch_stacks.lost),
             malformed.saturating_add(switch_stacks.malformed),
         );
         let thread_names = thread_names(&comms, &forks);
         let thread_starts = thread_starts(&forks);
-        let (samples, sample_pids): (Vec<CpuSample>, Vec<u32>) = samples.into_iter().unzip();
-        let (switch_samples, switch_sample_pids): (Vec<CpuSample>, Vec<u32>) =
-            switch_samples.into_iter().unzip();
+        let (samples, sample_pids) = apart(samples);
+        let (switch_samples, switch_sample_pids) = apart(switch_samples);
         Collected {
             kernel: KernelRecords {
                 capabilities,
@@ -768,6 +769,13 @@ impl Parsed {
             },
         }
     }
+}
+
+/// The samples and their processes apart: the samples where the pairs were (a long run has
+/// millions), the processes in a list of their own.
+fn apart(pairs: Vec<(CpuSample, u32)>) -> (Vec<CpuSample>, Vec<u32>) {
+    let pids = pairs.iter().map(|(_, pid)| *pid).collect();
+    (pairs.into_iter().map(|(sample, _)| sample).collect(), pids)
 }
 
 /// The threads the process created, from its fork records, in time order.

@@ -1105,7 +1105,6 @@ impl Decoder {
             return Err("a part of the records after their end part".into());
         }
         let k = &mut self.recording.kernel;
-        let (hold, long) = (self.hold, &mut self.long);
         match kind {
             PartKind::Meta => return Err("a second meta part".into()),
             PartKind::Functions => self.functions.extend(c.list(|c| {
@@ -1118,6 +1117,33 @@ impl Decoder {
                 .callchains
                 .extend(c.list(|c| c.list(|c| Ok(c.varint()?)).map(CallChain::from))?),
             PartKind::Stacks | PartKind::StackNodes => self.stack_part(kind, c)?,
+            PartKind::ThreadStarts => k.thread_starts.extend(c.list(|c| {
+                Ok(ThreadStart {
+                    time_ns: c.varint()?,
+                    tid: c.u32()?,
+                })
+            })?),
+            PartKind::Switches
+            | PartKind::Samples
+            | PartKind::SwitchSamples
+            | PartKind::SampleStacks
+            | PartKind::SwitchSampleStacks
+            | PartKind::CounterSamples => self.long_part(kind, c)?,
+            PartKind::Mappings
+            | PartKind::Forks
+            | PartKind::Execs
+            | PartKind::SamplePids
+            | PartKind::SwitchSamplePids => self.address_part(kind, c)?,
+            PartKind::End | PartKind::SymbolsEnd => return self.end_part(kind, c),
+        }
+        Ok(false)
+    }
+
+    /// Decodes a part of a long list: held, or only checked and counted.
+    fn long_part(&mut self, kind: PartKind, c: &mut Cursor<'_>) -> Result<(), String> {
+        let k = &mut self.recording.kernel;
+        let (hold, long) = (self.hold, &mut self.long);
+        match kind {
             PartKind::Switches => {
                 let switches = c.list(switch)?;
                 for s in &switches {
@@ -1126,12 +1152,6 @@ impl Decoder {
                 }
                 Self::take(hold, &mut k.switches, &mut long.switches, switches);
             }
-            PartKind::ThreadStarts => k.thread_starts.extend(c.list(|c| {
-                Ok(ThreadStart {
-                    time_ns: c.varint()?,
-                    tid: c.u32()?,
-                })
-            })?),
             PartKind::Samples => {
                 let samples = samples(c, &self.callchains)?;
                 Self::take(hold, &mut k.samples, &mut long.samples, samples);
@@ -1174,14 +1194,10 @@ impl Decoder {
                 let len = &mut long.counter_samples[index as usize];
                 Self::take(hold, &mut series.cpu_samples, len, c.list(counter_sample)?);
             }
-            PartKind::Mappings
-            | PartKind::Forks
-            | PartKind::Execs
-            | PartKind::SamplePids
-            | PartKind::SwitchSamplePids => self.address_part(kind, c)?,
-            PartKind::End | PartKind::SymbolsEnd => return self.end_part(kind, c),
+            // Called for the parts above only.
+            _ => {}
         }
-        Ok(false)
+        Ok(())
     }
 
     /// Decodes a part of the stacks: whole (version 2 and before) or as nodes.
