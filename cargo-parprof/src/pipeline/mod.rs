@@ -339,10 +339,49 @@ pub fn write_bench_summary(index: &BenchIndex, dir: &Path) -> Result<PathBuf> {
 mod tests {
     use super::*;
     use crate::record::bench_harness::BenchEntry;
+    use crate::recording::kernel_records::{SwitchKind, SwitchRecord};
 
     fn run_folder(dir: &Path) {
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join(recording::RECORDS_FILE), b"").unwrap();
+    }
+
+    /// A run whose lists are walked from its records is analysed as one whose lists are held.
+    #[test]
+    fn lists_walked_from_the_file_analyse_as_held_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut recording = recording::format::tests::example();
+        recording.run.options.utilization_period_ns = 1_000;
+        let switch = |time_ns, tid, kind| SwitchRecord {
+            time_ns,
+            tid,
+            cpu: 0,
+            kind,
+        };
+        recording.kernel.switches = vec![
+            switch(10, 7, SwitchKind::In),
+            switch(15, 8, SwitchKind::OutPreempted),
+            switch(40, 7, SwitchKind::OutVoluntary),
+            switch(45, 8, SwitchKind::In),
+        ];
+        recording.kernel.switch_samples[0].time_ns = 40;
+        recording::save(dir.path(), &recording).unwrap();
+        let walked = recording::load(dir.path()).unwrap().recording;
+        assert!(walked.kernel.stored.is_some() && walked.kernel.switches.is_empty());
+        let options = recording.run.options.clone();
+        let held = analyse(&recording, dir.path(), &options).unwrap();
+        let json = |a: &Analysis| serde_json::to_string(a).unwrap();
+        assert_eq!(
+            json(&analyse(&walked, dir.path(), &options).unwrap()),
+            json(&held)
+        );
+        // What the lists give is in it: switches, samples, utilization, off-CPU stacks.
+        let thread = held.threads.iter().find(|t| t.tid == 7).unwrap();
+        assert_eq!(
+            (thread.switches_voluntary, thread.cpu_samples),
+            (Some(1), 1)
+        );
+        assert!(held.utilization.is_some() && held.offcpu_stacks.is_some());
     }
 
     #[test]

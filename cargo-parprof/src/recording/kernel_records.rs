@@ -672,6 +672,48 @@ mod tests {
     }
 
     #[test]
+    fn walks_leave_out_what_the_view_leaves_out() {
+        let sample = |time_ns, tid| CpuSample {
+            time_ns,
+            tid,
+            cpu: 0,
+            callchain: Arc::from([]),
+        };
+        let switch = |time_ns, tid| SwitchRecord {
+            time_ns,
+            tid,
+            cpu: 0,
+            kind: SwitchKind::In,
+        };
+        let kernel = KernelRecords {
+            switches: vec![switch(1, 7), switch(2, 9)],
+            samples: vec![sample(10, 7), sample(20, 9), sample(30, 7)],
+            sample_stacks: vec![1, 2, 3],
+            switch_samples: vec![sample(5, 9)],
+            thread_starts: vec![ThreadStart { time_ns: 0, tid: 9 }],
+            ..KernelRecords::default()
+        };
+        let without = kernel.without_threads(&HashSet::from([9]));
+        let tids = |walk: Box<dyn Iterator<Item = StackedSample> + '_>| {
+            walk.map(|(s, stack)| (s.tid, stack)).collect::<Vec<_>>()
+        };
+        assert_eq!(tids(without.cpu_samples()), [(7, Some(1)), (7, Some(3))]);
+        assert_eq!(tids(without.switch_out_samples()), []);
+        assert_eq!(
+            without.switch_records().map(|s| s.tid).collect::<Vec<_>>(),
+            [7]
+        );
+        assert!(without.thread_starts.is_empty());
+        let (batch, dropped) = without.with_samples_between(15, 40);
+        assert_eq!(
+            (tids(batch.cpu_samples()), dropped),
+            (vec![(7, Some(3))], 1)
+        );
+        // The switches stay whole: only samples are kept to a batch.
+        assert_eq!(batch.switch_records().count(), 1);
+    }
+
+    #[test]
     fn a_node_with_many_children_finds_each_once() {
         // 40 callees of one function, each met three times, inlined once: 80 children, that
         // move from the parent's list to a table on the ninth.
