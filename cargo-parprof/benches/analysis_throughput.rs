@@ -203,6 +203,7 @@ fn counters(end: u64) -> CounterRecords {
             source: CounterSource::Software,
             cpu_samples,
             scaling: Scaling::default(),
+            stored: None,
         }],
         read_interval_ns: COUNTER_INTERVAL,
         ..CounterRecords::default()

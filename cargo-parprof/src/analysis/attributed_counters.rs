@@ -1462,7 +1462,7 @@ mod tests {
         c.on_event(2, &ev(100, EventKind::Exit, 2));
         // Thread 2 blocks at 50 and is not switched in again; thread 1 runs all along.
         let off_cpu = OffCpuIndex::from_switches(
-            &[crate::recording::kernel_records::SwitchRecord {
+            [crate::recording::kernel_records::SwitchRecord {
                 time_ns: 50,
                 tid: 2,
                 cpu: 0,

@@ -276,7 +276,7 @@ mod tests {
             rec(1225, SwitchKind::OutVoluntary),
             rec(1411, SwitchKind::In),
         ];
-        let idx = OffCpuIndex::from_switches(&switches, &[], |t| t, 5000);
+        let idx = OffCpuIndex::from_switches(switches, &[], |t| t, 5000);
         assert_eq!(
             idx.within(1, 900, 1550),
             SwitchedOut {
@@ -298,8 +298,7 @@ mod tests {
 
     #[test]
     fn a_switch_out_without_switch_in_lasts_to_the_end_of_the_run() {
-        let idx =
-            OffCpuIndex::from_switches(&[rec(100, SwitchKind::OutVoluntary)], &[], |t| t, 400);
+        let idx = OffCpuIndex::from_switches([rec(100, SwitchKind::OutVoluntary)], &[], |t| t, 400);
         assert_eq!(idx.within(1, 0, 1000).voluntary, 300);
     }
 
@@ -329,7 +328,7 @@ mod tests {
             },
         ];
         let switches = [rec(100, SwitchKind::In), rec(150, SwitchKind::OutVoluntary)];
-        let idx = OffCpuIndex::from_switches(&switches, &starts, |t| t, 400);
+        let idx = OffCpuIndex::from_switches(switches, &starts, |t| t, 400);
         // Thread 1 waited 40..100 for a CPU, then slept from 150 on.
         assert_eq!(
             idx.within(1, 0, 1000),
