@@ -253,7 +253,11 @@ fn a_run_saved_before_its_symbols_is_symbolised_by_report() {
     );
     let cpu = std::fs::read_to_string(out.path().join("cpu.folded")).expect("cpu.folded");
     assert!(cpu.contains("long_run::"), "{cpu}");
-    let symbolised = recording::load(run.path()).expect("the records");
+    // Whole and symbolised now: `load` leaves the long lists in the file, to be walked.
+    let walked = recording::load(run.path()).expect("the records");
+    assert!(walked.recording.kernel.stored.is_some());
+    let file = std::fs::File::open(&records).expect("the records");
+    let symbolised = recording::format::read(std::io::BufReader::new(file)).expect("the records");
     assert!(!symbolised.recording.needs_symbols());
     assert_eq!(symbolised.recording.kernel, {
         let mut k = unsymbolised.recording.kernel.clone();
