@@ -3,7 +3,8 @@
 //! Built from the kernel's switch records: each switch-out is paired with the next switch-in
 //! of the same thread. A thread created during the run is runnable from its creation to its
 //! first switch-in: a new pool's workers that wait for a CPU are preempted, not absent. Queries answer "how long was thread T switched out within [a, b]"
-//! in O(log n) through prefix sums.
+//! in O(log n) through prefix sums (one per block of intervals, so that the sums cost a
+//! fraction of the intervals' memory, which follows the run's switches).
 
 use crate::recording::kernel_records::{SwitchKind, SwitchRecord, ThreadStart};
 use std::borrow::Borrow;
@@ -47,10 +48,14 @@ impl SwitchedOut {
     }
 }
 
+/// Intervals per prefix sum: a sum then costs 1 byte an interval, and a query reads at most
+/// this many intervals more at each end.
+const PREFIX_BLOCK: usize = 16;
+
 #[derive(Default, Debug)]
 struct ThreadIntervals {
     intervals: Vec<OffCpu>,
-    /// prefix[i] = total length of intervals[..i], per cause.
+    /// prefix[k] = total length of intervals[..k * PREFIX_BLOCK], per cause.
     prefix: Vec<SwitchedOut>,
 }
 
@@ -207,17 +212,29 @@ impl ThreadIntervals {
         });
         intervals.shrink_to_fit();
         let clipped = intervals;
-        let mut prefix = Vec::with_capacity(clipped.len() + 1);
+        let mut prefix = Vec::with_capacity(clipped.len() / PREFIX_BLOCK + 1);
         let mut acc = SwitchedOut::default();
         prefix.push(acc);
-        for i in &clipped {
-            *acc.of_cause(i) += i.end - i.start;
+        for block in clipped.chunks(PREFIX_BLOCK) {
+            for i in block {
+                *acc.of_cause(i) += i.end - i.start;
+            }
             prefix.push(acc);
         }
         ThreadIntervals {
             intervals: clipped,
             prefix,
         }
+    }
+
+    /// The total length of the intervals before the `i`-th, per cause.
+    fn before(&self, i: usize) -> SwitchedOut {
+        let block = i / PREFIX_BLOCK;
+        let mut total = self.prefix[block];
+        for interval in &self.intervals[block * PREFIX_BLOCK..i] {
+            *total.of_cause(interval) += interval.end - interval.start;
+        }
+        total
     }
 
     fn overlapping(&self, a: u64, b: u64) -> &[OffCpu] {
@@ -242,9 +259,10 @@ impl ThreadIntervals {
         if first == last {
             return SwitchedOut::default();
         }
+        let (to_last, to_first) = (self.before(last), self.before(first));
         let mut total = SwitchedOut {
-            preempted: self.prefix[last].preempted - self.prefix[first].preempted,
-            voluntary: self.prefix[last].voluntary - self.prefix[first].voluntary,
+            preempted: to_last.preempted - to_first.preempted,
+            voluntary: to_last.voluntary - to_first.voluntary,
         };
         // The first and last intervals may stick out of the window: remove the outside parts.
         let head = &self.intervals[first];
@@ -368,6 +386,37 @@ mod tests {
         for (a, b) in windows {
             assert_eq!(cursor.within(a, b), idx.within(1, a, b), "[{a}, {b}]");
             assert_eq!(absent.within(a, b), SwitchedOut::default());
+        }
+    }
+
+    #[test]
+    fn sums_over_blocks_of_intervals_are_each_interval_s_overlap_summed() {
+        // 50 intervals (three blocks and part of a fourth) of lengths 1 to 50, causes mixed.
+        let mut at = 0;
+        let switches: Vec<SwitchRecord> = (1..=50u64)
+            .flat_map(|len| {
+                let out = if len % 3 == 0 {
+                    SwitchKind::OutPreempted
+                } else {
+                    SwitchKind::OutVoluntary
+                };
+                at += 7 + len;
+                [rec(at, out), rec(at + len, SwitchKind::In)]
+            })
+            .collect();
+        let idx = OffCpuIndex::from_switches(&switches, &[], |t| t, 0);
+        let intervals = idx.intervals(1);
+        assert_eq!(intervals.len(), 50);
+        for (a, b) in (0..at + 60)
+            .step_by(13)
+            .flat_map(|a| [(a, a + 5), (a, a + 400)])
+        {
+            let mut expected = SwitchedOut::default();
+            for i in intervals {
+                let overlap = i.end.min(b).saturating_sub(i.start.max(a));
+                *expected.of_cause(i) += overlap;
+            }
+            assert_eq!(idx.within(1, a, b), expected, "[{a}, {b}]");
         }
     }
 }
