@@ -55,7 +55,8 @@ pub enum SwitchKind {
 }
 
 /// One `PERF_RECORD_SWITCH` of a thread of the profiled process. Packed (17 bytes, not
-/// 24): a long run has millions, read whole by the analysis.
+/// 24): a long run has millions (walked from the run folder by the analysis, held while
+/// recording).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C, packed)]
 pub struct SwitchRecord {
