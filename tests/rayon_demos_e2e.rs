@@ -143,16 +143,17 @@ const MERGESORT: Sort = Sort {
     implicit: &["demo_mergesort::merge_sort", "demo_mergesort::merge"],
 };
 
-/// The sort of a million integers at `cutoff`: 2·joins + entries tasks.
-/// Keys sorted. Down to single items, 4 M: the share of rayon's code in the tasks is told from
-/// the CPU samples in them, and 1 M keys (a 54 ms region, 75 samples in its tasks) once read 3
-/// of them there, 4 % against the usual 10–20, under the too-fine gate on a quiet machine.
-fn keys(cutoff: &str) -> &'static str {
-    if cutoff == "1" { "4000000" } else { "1000000" }
-}
+/// The sort of four million integers at `cutoff`: 2·joins + entries tasks.
+/// Down to single items, the share of rayon's code in the tasks is told from the CPU samples in
+/// them, and 1 M keys (a 54 ms region, 75 samples in its tasks) once read 3 of them there, 4 %
+/// against the usual 10–20, under the too-fine gate on a quiet machine. Tuned, 1 M keys made a
+/// mergesort region of 2.8 ms (127 tasks, 23 % of its worker time idle) whose few searches,
+/// per second of so short a region, passed the slack gate in both runs of the test once in ten
+/// quiet runs.
+const KEYS: &str = "4000000";
 
 fn sort_regions(sort: &Sort, cutoff: &str, annotation: Annotation) -> Vec<Value> {
-    let run = demo(sort.example, &[keys(cutoff), cutoff], annotation);
+    let run = demo(sort.example, &[KEYS, cutoff], annotation);
     let regions = regions(&run);
     let names: Vec<&str> = regions.iter().map(function).collect();
     let expected = match annotation {

@@ -1,7 +1,7 @@
 //! report.html of a real run, in the real browser: `cargo parprof --example quickstart`, then
 //! headless Chromium (see `cargo-parprof/tests/html_browser.rs` for the driver) checks that
-//! every section a person reads is there and shown, that the figures fill the page's width
-//! without blank space, and keeps a screenshot for a person to look at:
+//! every section a person reads is there and shown, its table within the page's width, that
+//! the figures fill the page's width without blank space, and keeps a screenshot for a person to look at:
 //! `target/parprof-test-output/report.png`.
 
 mod common;
@@ -40,6 +40,12 @@ fn every_section_of_a_real_report_is_shown() {
         assert!(
             s["visible"] == true && s["height"].as_f64() > Some(30.0),
             "section `{id}` is not shown: {s}"
+        );
+        // Every column in sight at the page's width (the regions table's diagnoses were
+        // reached only by scrolling it sideways).
+        assert!(
+            s["tableOverflow"].as_f64() <= Some(0.0),
+            "section `{id}`'s table is wider than the page: {s}"
         );
     }
     let page_width = sections[0]["width"].as_f64().unwrap();

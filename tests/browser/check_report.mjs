@@ -46,7 +46,10 @@ try {
     sections.map((s) => {
       const box = s.getBoundingClientRect();
       const style = getComputedStyle(s);
-      return { id: s.id, heading: (s.querySelector("h2") || {}).textContent || "", width: box.width, height: box.height, visible: style.display !== "none" && style.visibility !== "hidden" };
+      // A table wider than its box is read by scrolling it sideways, its last columns out of sight.
+      const table = s.querySelector(".table");
+      const tableOverflow = table ? table.scrollWidth - table.clientWidth : 0;
+      return { id: s.id, heading: (s.querySelector("h2") || {}).textContent || "", width: box.width, height: box.height, visible: style.display !== "none" && style.visibility !== "hidden", tableOverflow };
     }),
   );
   result.figures = await page.$$eval("figure", (figs) =>

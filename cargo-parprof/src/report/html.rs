@@ -354,8 +354,13 @@ fn table_section(html: &mut String, table: &HtmlTable) {
     for row in &table.rows {
         html.push_str("<tr>");
         for (i, cell) in row.iter().enumerate() {
-            let class = if i == 0 { "" } else { " class=\"num\"" };
-            let _ = write!(html, "<td{class}>{}</td>", rich(cell));
+            let class = cell_class(i, cell);
+            let mut text = rich(cell);
+            if class == WORDS {
+                // Diagnosis codes break after their underscores rather than inside a word.
+                text = text.replace('_', "_<wbr>");
+            }
+            let _ = write!(html, "<td{class}>{text}</td>");
         }
         html.push_str("</tr>\n");
     }
@@ -364,6 +369,29 @@ fn table_section(html: &mut String, table: &HtmlTable) {
         let _ = writeln!(html, "<p class=\"note\">{}</p>", rich(note));
     }
     html.push_str("</section>\n");
+}
+
+/// The class of a table cell of words.
+const WORDS: &str = " class=\"words\"";
+
+/// How a cell of a table is laid out: the first column and words (an entry kind, diagnosis
+/// codes) to the left, wrapping between words; figures to the right on one line, except lists
+/// of figures ("8000737 / 17 / 1 / 8000754"), which wrap between them. Without this a run's
+/// regions table was wider than the page at 1400 px, its diagnoses out of sight.
+fn cell_class(column: usize, cell: &str) -> &'static str {
+    let words = cell
+        .chars()
+        .next()
+        .is_none_or(|c| c.is_alphabetic() || c == '`');
+    if column == 0 {
+        ""
+    } else if words {
+        WORDS
+    } else if cell.contains(" / ") {
+        " class=\"num list\""
+    } else {
+        " class=\"num\""
+    }
 }
 
 fn embed_svg(html: &mut String, caption: &str, svg: &str) {
@@ -492,10 +520,12 @@ code { background: #f3f3f3; padding: 0 .3em; border-radius: 3px; }
 figure { margin: 1rem 0; } figcaption { font-weight: 600; margin-bottom: .4rem; }
 .svg { overflow-x: auto; } .svg svg { width: 100%; height: auto; }
 .svg-frame { width: 100%; border: 0; }
-table { border-collapse: collapse; width: 100%; font-size: .9rem; }
-th, td { border-bottom: 1px solid #eee; padding: .25rem .5rem; text-align: left; }
+table { border-collapse: collapse; width: 100%; font-size: .85rem; }
+th, td { border-bottom: 1px solid #eee; padding: .25rem .4rem; text-align: left; }
 th { position: sticky; top: 0; background: #fafafa; }
 td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+td.num.list { white-space: normal; }
+td.words { overflow-wrap: break-word; }
 .err { color: #888; }
 /* The cause of a figure drowned in its error is a phrase: it wraps in a narrow column. */
 td.uncertain { white-space: normal; font-size: .85em; min-width: 9em; max-width: 14em; }
@@ -736,6 +766,48 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(json).unwrap();
         assert_eq!(back[0]["name"], "</script><!-- f<T>");
         assert_eq!(back[0]["counters"][0]["share"], "equal");
+    }
+
+    #[test]
+    fn figures_stay_on_one_line_and_words_and_lists_wrap() {
+        let input = HtmlInput {
+            tables: vec![HtmlTable {
+                id: "regions".into(),
+                header: vec!["region".into(), "entry".into(), "tasks".into()],
+                rows: vec![vec![
+                    "sort (src/lib.rs:3)".into(),
+                    "join".into(),
+                    "16M".into(),
+                ]],
+                ..HtmlTable::default()
+            }],
+            ..HtmlInput::default()
+        };
+        let html = render(&input);
+        assert!(html.contains(
+            "<td>sort (src/lib.rs:3)</td><td class=\"words\">join</td><td class=\"num\">16M</td>"
+        ));
+        assert_eq!(
+            cell_class(3, "8000737 / 17 / 1 / 8000754"),
+            " class=\"num list\""
+        );
+        assert_eq!(cell_class(2, "4% ±0"), " class=\"num\"");
+        assert_eq!(cell_class(2, "—"), " class=\"num\"");
+        assert_eq!(cell_class(9, "too_fine_granularity"), WORDS);
+        let codes = HtmlInput {
+            tables: vec![HtmlTable {
+                header: vec!["region".into(), "diagnoses".into()],
+                rows: vec![vec![
+                    "r".into(),
+                    "too_fine_granularity, load_imbalance".into(),
+                ]],
+                ..HtmlTable::default()
+            }],
+            ..HtmlInput::default()
+        };
+        assert!(render(&codes).contains(
+            "<td class=\"words\">too_<wbr>fine_<wbr>granularity, load_<wbr>imbalance</td>"
+        ));
     }
 
     #[test]
