@@ -58,9 +58,11 @@ fn hook_ns(region: &Value) -> f64 {
 /// the gap in place beyond its own time is still not in the model. Mean shares plain → dearer:
 /// own UC 0.82 → 0.68, sched 0.08 → 0.10, LQ 0.09 → 0.17, GS 0.01 → 0.04 (±0.06, ±0.05,
 /// ±0.03 each; scaled to the samples, as before: own 0.73, LQ 0.08), 5 of 6 pairs within the
-/// bounds (before: 5 of 6). Run here at load 3.7–5 (06:28 UTC) it passed 2 of 8: the machine's
-/// preemption (35–160 ms of the runs' 40–160 ms) moved LQ, GS and W more than their
-/// uncertainty. Run it with `cargo test --test hook_cost_e2e -- --ignored` on an idle machine.
+/// bounds (before: 5 of 6). Run here at load 3.6 (06:44 UTC) it passed 2 of 5, the hooks' time
+/// taken out the same in each (UC 42.1–42.2 ms, LQ and GS 22–26 ms): the machine's preemption
+/// (13–116 ms of runs of 40–120 ms) moved LQ, GS and W, and the diagnoses, more than their
+/// uncertainty, both ways. Run it with `cargo test --test hook_cost_e2e -- --ignored` on an idle
+/// machine.
 #[test]
 #[ignore = "not met: on an idle machine the hooks' time model moves shares with dearer hooks (see above)"]
 fn a_dearer_hook_moves_no_state_share_nor_diagnosis() {
