@@ -12,7 +12,8 @@
 //! preemption only makes a loop slower) gives a task's pair of hooks and a return. The pair is
 //! split between UC and the gap as the begin's and the end's times, each timed between
 //! serialised clock reads (a plain read overlaps the few nanoseconds of a hook: timed so, a
-//! hook measured nothing), the median of many less the median of the same reads without hooks.
+//! hook measured nothing), the typical time of many (the mean of the shortest nine tenths) less
+//! that of the same reads without hooks.
 //!
 //! The measurement build's dearer hooks (`hook_spin`) are measured here like any others.
 

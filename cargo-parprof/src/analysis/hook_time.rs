@@ -11,8 +11,9 @@
 //! its counts: tasks (local, stolen, injected, inline) and returns (the gaps ended in user code
 //! beyond the tasks' begins); the ends' time comes out of LQ, and what LQ cannot hold out of GS
 //! (a gap classified as a search: with every hook 40 ns dearer a quicksort's gaps held 12.8 ms
-//! of GS and 19.1 ms of LQ for 26.2 ms of ends). What is taken out is kept per region ([`RegionReport::hook_ns`]):
-//! the plain program's region is that much shorter (spread over its workers).
+//! of GS and 19.1 ms of LQ for 26.2 ms of ends). What is taken out is kept per region
+//! ([`RegionReport::hook_ns`]): the plain program's region is that much shorter (spread over
+//! its workers).
 //!
 //! The CPU samples in the profiler's code are not used to size it. On the 2-core VM, a
 //! quicksort of 533 k tasks with every hook 40 ns dearer (six runs alternated with plain ones)
