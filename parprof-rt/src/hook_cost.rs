@@ -126,6 +126,7 @@ fn serialised_now() -> u64 {
         // SAFETY: lfence has no preconditions on x86_64.
         unsafe { core::arch::x86_64::_mm_lfence() };
         let now = clock::now();
+        // SAFETY: as above.
         unsafe { core::arch::x86_64::_mm_lfence() };
         now
     }
