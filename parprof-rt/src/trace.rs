@@ -666,9 +666,11 @@ pub struct BenchPhase {
 /// `hook_cost`): the analysis takes it out of the states.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct HookCosts {
-    /// A task's begin and end: what falls in its user code.
+    /// A task's begin and end: what falls in its user code (the begin's time; half the pair's
+    /// in traces of runtimes that timed the pair as one).
     pub task_in_uc_ticks: f64,
-    /// A task's begin and end: what falls in the gap after it.
+    /// A task's begin and end: what falls in the gap after it (the end's time, or half the
+    /// pair's).
     pub task_in_gap_ticks: f64,
     /// A fork's return: what falls in the user code it resumes.
     pub resume_in_uc_ticks: f64,

@@ -20,11 +20,10 @@
 //!
 //! The scheduler's share of UC is sched ÷ (sched + own) samples, known to ± its binomial
 //! standard deviation; under [`MIN_SAMPLES`] it is "too few samples to tell". The profiler's
-//! samples measure the hooks' time where it ran, which the states' hook time is fitted to
-//! first (see [`hook_time::fit_to_samples`]).
+//! samples are counted and reported, not used to size the hooks' time (see
+//! [`super::hook_time`]: they over-count a dearer hook's spin against the states).
 
 use super::cpu_stacks::{is_profiler_frame, is_runtime_library_frame, type_path};
-use super::hook_time;
 use super::lifecycle::RegionReport;
 use super::model::SchedShare;
 use crate::recording::kernel_records::{CpuSample, Frame, StackId, StackTree};
@@ -193,7 +192,6 @@ pub fn measure(
         counts[at].add(hit);
     }
     for (region, c) in regions.iter_mut().zip(counts) {
-        hook_time::fit_to_samples(region, c.profiler, c.all);
         let running_uc = region
             .state_ns
             .uc
