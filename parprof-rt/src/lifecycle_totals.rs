@@ -568,6 +568,18 @@ pub(crate) fn bridge_ended() {
     PENDING_ITEMS.with(|p| p.set(None));
 }
 
+/// The stretches of user code and of local gaps that the calling thread timed in `region` so far
+/// (for `hook_cost`, which measures what timing adds to a stretch).
+pub(crate) fn timed_stretches(region: u32) -> [state_clock::TimedSample; 2] {
+    let mut tracker = TRACKER.with(Cell::get);
+    if tracker.is_null() {
+        tracker = new_tracker();
+    }
+    // SAFETY: as in `hook`.
+    let c = unsafe { &mut *tracker }.counters(region);
+    [c.timed[UC].get(), c.timed[LOCAL].get()]
+}
+
 /// Forgets what the calling thread counted for `region` and its tracker, so that nothing of a
 /// measurement is written: its next hook starts afresh, as a thread's first.
 pub(crate) fn forget(region: u32) {
@@ -812,7 +824,7 @@ impl Tracker {
         }
         Timing {
             now,
-            ended: (from != 0).then(|| state_clock::timed_length(from, now)),
+            ended: (from != 0).then(|| state_clock::timed_length(from, now, self.in_uc)),
             starts,
         }
     }
@@ -1140,7 +1152,7 @@ impl Tracker {
             // Begun in an earlier window and ended in this one: both ends are events.
             c.task_ended(leaf, own, OwnTime::Exact, ts, took);
         } else if leaf && frame.timed_begin != 0 && timing.now != 0 {
-            let own = state_clock::timed_length(frame.timed_begin, timing.now);
+            let own = state_clock::timed_length(frame.timed_begin, timing.now, true);
             c.task_ended(leaf, own, OwnTime::Timed, timing.now, own);
         } else if state_clock::is_long(own) {
             let end = if count { clock::now() } else { ts };

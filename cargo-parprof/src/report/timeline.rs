@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 
 /// A span: a complete ("X") event. Written as a struct of borrowed fields rather than a JSON
 /// value: tens of thousands of them make the largest view.
@@ -97,6 +97,10 @@ fn nested(spans: &[TimelineSpan]) -> Vec<(TimelineSpan, u64)> {
 /// Writes `timeline.json`: the header, then the events of the profiled process's threads, of
 /// the parallel regions and of the counters, streamed one by one.
 pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
+    // Buffered here, in a writer of a known type, so that each of the event's many small writes
+    // is a copy into the buffer: through the `dyn Write`, each was a call, and writing the 65 k
+    // events of a 16 M-job sort's timeline took 41 ms of CPU.
+    let out = &mut BufWriter::with_capacity(1 << 16, out);
     let pid = process_id(analysis);
     write_header(analysis, out)?;
     for (i, event) in process_metadata(analysis, pid).iter().enumerate() {
@@ -109,11 +113,12 @@ pub fn write(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
     write_region_tracks(analysis, pid, out)?;
     write_counter_tracks(analysis, pid, out)?;
     out.write_all(b"\n]}\n")?;
+    out.flush()?;
     Ok(())
 }
 
 /// Writes one more event of the `traceEvents` list, after the first.
-fn write_event(out: &mut dyn Write, event: &impl Serialize) -> anyhow::Result<()> {
+fn write_event(out: &mut impl Write, event: &impl Serialize) -> anyhow::Result<()> {
     out.write_all(b",\n")?;
     serde_json::to_writer(&mut *out, event)?;
     Ok(())
@@ -121,7 +126,7 @@ fn write_event(out: &mut dyn Write, event: &impl Serialize) -> anyhow::Result<()
 
 /// The document's opening, up to the start of its `traceEvents` list: the time unit and what
 /// the timeline kept and left out.
-fn write_header(analysis: &Analysis, out: &mut dyn Write) -> anyhow::Result<()> {
+fn write_header(analysis: &Analysis, out: &mut impl Write) -> anyhow::Result<()> {
     let mut header = serde_json::to_string(&json!({
         "displayTimeUnit": "ns",
         "otherData": {
@@ -169,7 +174,7 @@ fn process_metadata(analysis: &Analysis, pid: u32) -> Vec<Value> {
 }
 
 /// The threads' tracks: their probe calls and the times they were switched out, nested.
-fn write_thread_spans(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> anyhow::Result<()> {
+fn write_thread_spans(analysis: &Analysis, pid: u32, out: &mut impl Write) -> anyhow::Result<()> {
     let names: HashMap<u32, &str> = analysis
         .probes
         .iter()
@@ -210,7 +215,7 @@ fn write_thread_spans(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> any
 
 /// Counter tracks ("C" events) of the profiled process: each counter's increase per ms, and
 /// the utilization's work executed and slots available per period.
-fn write_counter_tracks(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> anyhow::Result<()> {
+fn write_counter_tracks(analysis: &Analysis, pid: u32, out: &mut impl Write) -> anyhow::Result<()> {
     let mut counter = |name: &str, ts_ns: u64, args: Value| {
         write_event(
             out,
@@ -256,7 +261,7 @@ fn write_counter_tracks(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> a
 
 /// The "parallel regions" process: a track of runs per region, a track of states per worker.
 /// Each track's spans are disjoint, so nothing needs to nest.
-fn write_region_tracks(analysis: &Analysis, pid: u32, out: &mut dyn Write) -> anyhow::Result<()> {
+fn write_region_tracks(analysis: &Analysis, pid: u32, out: &mut impl Write) -> anyhow::Result<()> {
     let timeline = &analysis.timeline;
     if analysis.regions.is_empty() {
         return Ok(());
