@@ -160,7 +160,7 @@ fn tiny_tasks_are_too_fine_granularity() {
 /// Four workers on two CPUs: half of the workers' time is switched out, and the search the
 /// diagnosis weighs is the rest. Beside the other tests of this file (run in parallel on the
 /// 2-core VM), a fresh-clone pass read 8.4 ms of runnable search in 137 ms of runnable worker
-/// time (7.9 %, under the 10 % gate) once in four passes; alone it was found 10 times in 10.
+/// time (7.9 %, under the 10 % gate) in one of three passes; alone it was found 10 times in 10.
 #[test]
 fn a_spawn_loop_is_excessive_stealing() {
     let (run, region) = profile_load_sensitive("rayon_spawn_loop", "excessive_stealing");
