@@ -63,8 +63,8 @@ fn hook_ns(region: &Value) -> f64 {
 /// (13–116 ms of runs of 40–120 ms) moved LQ, GS and W, and the diagnoses, more than their
 /// uncertainty, both ways. With timed stretches less what their ends' general path adds
 /// (`state_clock::set_timed_path_extra`), on the quiet VM (07:27 UTC, load 1.1–1.5): 9 of 12
-/// runs passed; each failure was the own-code share (0.77 plain, 0.49 dearer, bound ±0.27), and
-/// every one of ten alternated recordings, plain and dearer, was `too_fine_granularity` alone.
+/// runs passed (the one failure read in full: the own-code share, 0.77 plain, 0.49 dearer, bound
+/// ±0.27), and each of ten alternated recordings, plain and dearer, was `too_fine_granularity` alone.
 /// Run it with `cargo test --test hook_cost_e2e -- --ignored` on an idle machine.
 #[test]
 #[ignore = "not met: on an idle machine 9 of 12 runs keep every share within its bound (see above)"]
