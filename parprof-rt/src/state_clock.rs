@@ -83,7 +83,8 @@ pub(crate) fn timed_length(from: u64, to: u64, in_user_code: bool) -> u64 {
 /// path, whose cost the analysis takes out. Without this a job-heavy region's gaps read about
 /// 10 ns longer timed than by the marks (2-core VM, a quicksort of 533 k tasks: LQ 8.6–9.0 ms
 /// from its timed gaps alone, 2.5–4.9 ms from the marks alone), and the two estimates, combined
-/// where they agree, gave the same program's LQ share anywhere from 0 to 18 % from run to run.
+/// only where they agree within three standard deviations, were combined in some runs and not
+/// in others. (The LQ share still varies from run to run with what the marks catch.)
 pub(crate) fn set_timed_path_extra(user_code_ticks: u64, gap_ticks: u64) {
     TIMED_PATH_EXTRA_TICKS[0].store(user_code_ticks, Ordering::Relaxed);
     TIMED_PATH_EXTRA_TICKS[1].store(gap_ticks, Ordering::Relaxed);
