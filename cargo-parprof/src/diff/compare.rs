@@ -296,13 +296,14 @@ pub(super) fn compare_runs(
 ) -> Vec<(Row, Option<RowTest>)> {
     let mut rows = Vec::new();
     let unchanged = HashMap::new();
-    for (kind, list, figure, count, renamed) in [
-        (RowKind::Probe, "probes", "active_ns", "calls", &unchanged),
-        (RowKind::Region, "regions", "elapsed_ns", "instances", moved),
-    ] {
+    let items: [(RowKind, ItemsOf, _); 2] = [
+        (RowKind::Probe, probe_items, &unchanged),
+        (RowKind::Region, region_items, moved),
+    ];
+    for (kind, items, renamed) in items {
         let per_iteration = measure == Measure::PerIteration;
-        let b = per_run(base, list, figure, count, renamed, per_iteration);
-        let h = per_run(head, list, figure, count, &unchanged, per_iteration);
+        let b = per_run(base, kind, items, renamed, per_iteration);
+        let h = per_run(head, kind, items, &unchanged, per_iteration);
         let names: BTreeSet<&String> = b.keys().chain(h.keys()).collect();
         let none = |n: usize| vec![None; n];
         for name in names {
@@ -314,30 +315,43 @@ pub(super) fn compare_runs(
     rows
 }
 
+/// A run's items of one kind, each as its name, its figure (ns) and its count (calls, or
+/// region runs).
+type ItemsOf = fn(&Run) -> Vec<(&str, f64, f64)>;
+
+fn probe_items(run: &Run) -> Vec<(&str, f64, f64)> {
+    (run.report.probes.iter())
+        .map(|p| (p.name.as_str(), p.active_ns, p.calls))
+        .collect()
+}
+
+/// The regions cover the whole run, warm-up included (`bench.whole_run_views`).
+fn region_items(run: &Run) -> Vec<(&str, f64, f64)> {
+    (run.report.regions.iter())
+        .map(|r| (r.name.as_str(), r.elapsed_ns, r.instances))
+        .collect()
+}
+
 /// name → its sums in each run (`None` where the run does not have it), summed over the items
 /// of that name, and divided by the run's measured iterations when `per_iteration`; an item
 /// whose name `renamed` holds goes under the new one.
 fn per_run(
     runs: &[Run],
-    list: &str,
-    figure: &str,
-    count: &str,
+    kind: RowKind,
+    items: ItemsOf,
     renamed: &HashMap<String, String>,
     per_iteration: bool,
 ) -> BTreeMap<String, Vec<Sums>> {
     let mut sums: BTreeMap<String, Vec<Sums>> = BTreeMap::new();
     for (i, run) in runs.iter().enumerate() {
-        let iterations = match run.iterations_of(list) {
+        let iterations = match run.iterations_of(kind) {
             Some(n) if per_iteration => n,
             _ => 1.0,
         };
-        for item in run.report[list].as_array().into_iter().flatten() {
-            let (Some(name), Some(value)) = (item["name"].as_str(), item[figure].as_f64()) else {
-                continue;
-            };
+        for (name, value, n) in items(run) {
             let name = renamed.get(name).map_or(name, String::as_str);
             let value = value / iterations;
-            let n = item[count].as_f64().unwrap_or(0.0) / iterations;
+            let n = n / iterations;
             let slot = &mut sums
                 .entry(name.to_owned())
                 .or_insert_with(|| vec![None; runs.len()])[i];
@@ -429,13 +443,11 @@ fn diagnosis_codes(
 ) -> BTreeMap<(String, String), usize> {
     let mut runs_with = BTreeMap::new();
     for run in runs {
-        let pairs: BTreeSet<(String, String)> = (run.report["regions"].as_array().into_iter())
-            .flatten()
+        let pairs: BTreeSet<(String, String)> = (run.report.regions.iter())
             .flat_map(|region| {
-                let name = region["name"].as_str().unwrap_or("?");
-                let name = renamed.get(name).map_or(name, String::as_str).to_owned();
-                (region["diagnoses"].as_array().into_iter().flatten())
-                    .filter_map(move |d| Some((name.clone(), d["code"].as_str()?.to_owned())))
+                let name = region.name.as_str();
+                let name = renamed.get(name).map_or(name, String::as_str);
+                (region.diagnoses.iter()).map(move |d| (name.to_owned(), d.code.clone()))
             })
             .collect();
         for pair in pairs {
@@ -524,7 +536,7 @@ mod tests {
                     .into_iter()
                     .map(|report| Run {
                         dir: PathBuf::from("run"),
-                        report,
+                        report: serde_json::from_value(report).unwrap(),
                     })
                     .collect(),
             }],
@@ -575,7 +587,7 @@ mod tests {
                         report["bench"] = json!({ "measured_iterations": iterations });
                         Run {
                             dir: PathBuf::from("run"),
-                            report,
+                            report: serde_json::from_value(report).unwrap(),
                         }
                     })
                     .collect(),
@@ -599,7 +611,7 @@ mod tests {
         assert_eq!(views::calls_text(leaf), "8 → 32 calls");
         // Without the count (criterion not hooked), per call as before.
         let mut unhooked = bench(vec![(1000.0, 1e9, 8000.0)]);
-        unhooked.benchmarks[0].runs[0].report["bench"] = Value::Null;
+        unhooked.benchmarks[0].runs[0].report.bench = None;
         assert_eq!(compare(&unhooked, &head).unwrap().measure, Measure::PerCall);
     }
 

@@ -487,7 +487,7 @@ mod tests {
                 name: None,
                 runs: vec![super::super::Run {
                     dir: run,
-                    report: serde_json::Value::Null,
+                    report: Default::default(),
                 }],
             }],
         };

@@ -117,7 +117,7 @@ impl Profile {
             ..Profile::default()
         };
         for (i, run) in runs.iter().enumerate() {
-            let per = match run.iterations_of("probes") {
+            let per = match run.measured_iterations() {
                 Some(n) if measure == Measure::PerIteration => n,
                 _ => 1.0,
             };
@@ -386,7 +386,7 @@ mod tests {
                 std::fs::write(run.join(CPU_FOLDED), text).unwrap();
                 Run {
                     dir: run,
-                    report: serde_json::json!({}),
+                    report: Default::default(),
                 }
             })
             .collect();

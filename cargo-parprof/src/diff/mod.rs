@@ -24,6 +24,7 @@ pub mod frames;
 mod moved_regions;
 pub mod noise;
 pub mod paired;
+pub mod report_digest;
 pub mod side;
 pub mod spread;
 pub mod stats;

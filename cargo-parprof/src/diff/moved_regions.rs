@@ -10,8 +10,8 @@
 //! lines, and only when both sides have as many (a loop added or removed leaves them to their
 //! exact names).
 
+use super::report_digest::RegionDigest;
 use super::side::Run;
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// BASE region name → HEAD region name, for the regions whose line moved.
@@ -41,15 +41,12 @@ type SiteWithoutLine = (String, String, String, String);
 /// without it, in line order.
 fn by_site_without_line(runs: &[Run]) -> BTreeMap<SiteWithoutLine, BTreeSet<(u32, String)>> {
     let mut sites: BTreeMap<SiteWithoutLine, BTreeSet<(u32, String)>> = BTreeMap::new();
-    for region in runs
-        .iter()
-        .flat_map(|r| r.report["regions"].as_array().into_iter().flatten())
-    {
-        if let (Some(name), Some((site, line))) = (region["name"].as_str(), site_of(region)) {
+    for region in runs.iter().flat_map(|r| &r.report.regions) {
+        if let Some((site, line)) = site_of(region) {
             sites
                 .entry(site)
                 .or_default()
-                .insert((line, name.to_owned()));
+                .insert((line, region.name.clone()));
         }
     }
     sites
@@ -57,23 +54,21 @@ fn by_site_without_line(runs: &[Run]) -> BTreeMap<SiteWithoutLine, BTreeSet<(u32
 
 /// A region's call site without its line, and the line; `None` for a region without a call
 /// site (a `parallel_region!`) or without a line (no debug information).
-fn site_of(region: &Value) -> Option<(SiteWithoutLine, u32)> {
-    let call_site = &region["call_site"];
-    let line = u32::try_from(call_site["line"].as_u64()?).ok()?;
-    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+fn site_of(region: &RegionDigest) -> Option<(SiteWithoutLine, u32)> {
+    let call_site = region.call_site.as_ref()?;
     let site = (
-        text(&call_site["function"]),
-        text(&call_site["file"]),
-        text(&call_site["caller"]),
-        text(&region["kind"]),
+        call_site.function.clone(),
+        call_site.file.clone(),
+        call_site.caller.clone().unwrap_or_default(),
+        region.kind.clone().unwrap_or_default(),
     );
-    (line != 0).then_some((site, line))
+    (call_site.line != 0).then_some((site, call_site.line))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use std::path::PathBuf;
 
     /// A region as report.json writes it: `function` at `line` of src/lib.rs, called from
@@ -88,6 +83,8 @@ mod tests {
         };
         json!({
             "name": name,
+            "elapsed_ns": 1,
+            "instances": 1,
             "kind": "iterator",
             "call_site": { "function": function, "file": "src/lib.rs", "line": line, "caller": caller },
         })
@@ -96,21 +93,22 @@ mod tests {
     fn run(regions: Vec<Value>) -> Run {
         Run {
             dir: PathBuf::new(),
-            report: json!({ "regions": regions }),
+            report: serde_json::from_value(json!({ "probes": [], "regions": regions })).unwrap(),
         }
     }
 
     #[test]
     fn a_named_region_or_one_without_a_line_has_no_site_to_move() {
-        assert_eq!(
-            site_of(&json!({ "name": "tuned", "call_site": null })),
-            None
-        );
+        let digest = |region: Value| serde_json::from_value::<RegionDigest>(region).unwrap();
+        let named = json!({ "name": "tuned", "elapsed_ns": 1, "instances": 1, "call_site": null });
+        assert_eq!(site_of(&digest(named)), None);
         let no_line = json!({
             "name": "rayon::slice::mergesort::par_mergesort",
+            "elapsed_ns": 1,
+            "instances": 1,
             "call_site": { "function": "rayon::slice::mergesort::par_mergesort", "file": "", "line": 0, "caller": null },
         });
-        assert_eq!(site_of(&no_line), None);
+        assert_eq!(site_of(&digest(no_line)), None);
     }
 
     #[test]
@@ -138,7 +136,7 @@ mod tests {
             region("app::step", 40, None),
             region("app::step", 52, None),
             region("app::hist", 60, None),
-            json!({ "name": "tuned", "kind": "named", "call_site": null }),
+            json!({ "name": "tuned", "elapsed_ns": 1, "instances": 1, "kind": "named", "call_site": null }),
         ])];
         let head = [run(vec![
             region("app::sort", 28, Some("app::run")),
@@ -146,7 +144,7 @@ mod tests {
             region("app::step", 53, None),
             region("app::hist", 61, None),
             region("app::hist", 70, None),
-            json!({ "name": "tuned", "kind": "named", "call_site": null }),
+            json!({ "name": "tuned", "elapsed_ns": 1, "instances": 1, "kind": "named", "call_site": null }),
         ])];
         let renamed = base_to_head(&base, &head);
         let mut pairs: Vec<_> = renamed.iter().collect();

@@ -1,8 +1,11 @@
 //! The two sides of a diff, read from disk: run folders, folders of `--repeat` runs (with
 //! their spread summary at the top), or a criterion bench's folder of benchmarks.
 
+use super::compare::RowKind;
+use super::report_digest::ReportDigest;
 use crate::record::bench_harness::BenchIndex;
 use anyhow::{Context, Result, bail};
+use serde::Deserialize;
 use serde_json::Value;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -16,31 +19,33 @@ const REPORT_SCHEMA: &str = "parprof-report/1";
 /// One run of a side: its folder and its report.
 pub struct Run {
     pub dir: PathBuf,
-    pub(super) report: Value,
+    pub(super) report: ReportDigest,
 }
 
 impl Run {
     /// When the run started, in ms since the Unix epoch (`None` for runs recorded before it was
     /// kept).
     fn started_unix_ms(&self) -> Option<f64> {
-        self.report["target"]["started_unix_ms"].as_f64()
+        self.report.target.started_unix_ms
     }
 
     /// The iterations of the routine in the measured batch, as criterion counted them.
     pub(super) fn measured_iterations(&self) -> Option<f64> {
-        self.report["bench"]["measured_iterations"]
-            .as_f64()
+        self.report
+            .bench
+            .as_ref()?
+            .measured_iterations
             .filter(|&n| n > 0.0)
     }
 
-    /// The iterations the figures of `list` cover: the probes keep to the measured batch, the
+    /// The iterations the figures of `kind` cover: the probes keep to the measured batch, the
     /// regions cover the whole run, warm-up included (`bench.whole_run_views`).
-    pub(super) fn iterations_of(&self, list: &str) -> Option<f64> {
+    pub(super) fn iterations_of(&self, kind: RowKind) -> Option<f64> {
         let measured = self.measured_iterations()?;
-        let warm_up = self.report["bench"]["warm_up_iterations"]
-            .as_f64()
+        let warm_up = (self.report.bench.as_ref())
+            .and_then(|b| b.warm_up_iterations)
             .unwrap_or(0.0);
-        Some(if list == "regions" {
+        Some(if kind == RowKind::Region {
             measured + warm_up
         } else {
             measured
@@ -208,15 +213,14 @@ fn load_run(dir: PathBuf) -> Result<Run> {
         ),
         None => bail!("{} is not a parprof report (no schema)", file.display()),
     }
-    if !report["probes"].is_array() || !report["regions"].is_array() {
-        bail!("{} is damaged: no probes[] or regions[]", file.display());
-    }
+    let report = ReportDigest::deserialize(report)
+        .with_context(|| format!("{} is damaged; profile that run again", file.display()))?;
     Ok(Run { dir, report })
 }
 
 pub(super) fn program_of(run: &Run) -> String {
-    run.report["target"]["name"]
-        .as_str()
-        .unwrap_or("?")
-        .to_owned()
+    match run.report.target.name.as_str() {
+        "" => "?".to_owned(),
+        name => name.to_owned(),
+    }
 }
