@@ -32,6 +32,8 @@ pub mod slices;
 mod spans;
 pub mod spill;
 mod threads;
+mod trace_pass;
+mod trace_source;
 pub mod utilization;
 
 pub use cpu_stacks::{INLINED_SUFFIX, fold_recursion};
@@ -42,24 +44,21 @@ use crate::recording::counters::CounterRecords;
 use crate::recording::kernel_records::Capabilities;
 use crate::recording::kernel_records::KernelRecords;
 use crate::recording::{DEFAULT_PERIOD_NS, ExitStatus, TargetInfo, Thresholds};
-use active_time::{ActiveTime, ActiveTimeResult, PathFrame};
+use active_time::{ActiveTimeResult, PathFrame};
 use attributed_counters::CountersAnalysis;
 use attributed_counters::{AttributionContext, SpanCollector};
-use event_consumer::EventConsumer;
-use lifecycle::{Lifecycle, LifecycleBuilder, LifecycleTimeline};
+use lifecycle::LifecycleTimeline;
 use offcpu::OffCpuIndex;
-use parprof_rt::trace::{
-    Chunk, Completeness, End, Event, Header, HookCosts, LifecycleTotals, SiteRecord, ThreadRecord,
-    TickConverter, TraceReader,
-};
+use parprof_rt::trace::{SiteRecord, TickConverter};
 use serde::Serialize;
 use spans::{LongestSpans, TickSpan, TickSpanKind};
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io::{BufReader, Read};
-use std::path::PathBuf;
 use std::sync::Arc;
 use threads::{ThreadActivity, ThreadSources};
+use trace_pass::{Streamed, TraceContents, lifecycle_span_cap, stream_trace};
+pub use trace_source::{OpenTrace, TraceBytes, TraceInput};
+use trace_source::{RunSpan, TraceSource};
 
 /// Everything every report needs, from one pass over the trace and the kernel's records.
 #[derive(Clone, Debug, Serialize)]
@@ -152,60 +151,6 @@ impl Default for AnalysisOptions {
     }
 }
 
-/// The bytes of a trace as the analysis reads them: buffered, from wherever the caller took
-/// them (a file, with a progress bar as it is read).
-pub type TraceBytes = BufReader<Box<dyn Read>>;
-
-/// A trace opened for the analysis, its header read.
-pub struct OpenTrace {
-    pub path: PathBuf,
-    pub reader: TraceReader<TraceBytes>,
-    /// The End chunk found at the file's tail (`None` for a cut trace).
-    pub end: Option<End>,
-}
-
-/// What the analysis is fed of the run's trace: the caller finds, opens and scans it, and
-/// notes what it found on the way.
-pub struct TraceInput {
-    /// The trace file chosen, if any (the report names it even when it was not analysed).
-    pub path: Option<PathBuf>,
-    /// `None` without a usable trace: the kernel's records alone are analysed.
-    pub opened: Option<OpenTrace>,
-    /// A criterion benchmark's phases, scanned from the trace before its pass.
-    pub bench_phases: bench_phases::BenchPhases,
-    /// What finding, opening and scanning the trace noted: the first of the analysis's notes.
-    pub notes: Vec<Note>,
-    /// Where what does not fit in memory goes (the counters' spans of a long run).
-    pub spill: Arc<dyn spill::SpillSpace>,
-}
-
-/// What the reading loop gathered besides what the consumers keep.
-struct TraceContents {
-    sites: HashMap<u32, SiteRecord>,
-    threads: HashMap<u32, ThreadRecord>,
-    lost_by_thread: HashMap<u32, u64>,
-    /// The last snapshot of each (thread, region)'s lifecycle counted in the program.
-    lifecycle_totals: HashMap<(u32, u32), LifecycleTotals>,
-    /// What the rayon-core hooks cost, measured at start-up (absent from older traces).
-    hook_costs: Option<HookCosts>,
-    events: u64,
-    completeness: TraceCompleteness,
-}
-
-impl TraceContents {
-    fn absent() -> TraceContents {
-        TraceContents {
-            sites: HashMap::new(),
-            threads: HashMap::new(),
-            lost_by_thread: HashMap::new(),
-            lifecycle_totals: HashMap::new(),
-            hook_costs: None,
-            events: 0,
-            completeness: TraceCompleteness::Absent,
-        }
-    }
-}
-
 /// Analyses a run from its trace, as the caller opened it, and the kernel's records; without
 /// a trace the analysis stands on the kernel's records alone. A trace that turns out cut or
 /// corrupt is analysed up to that point. `target` and `exit` of the result are left for the
@@ -245,7 +190,7 @@ pub fn analyse_with_counters(
     let threads = cx.threads(&streamed.activity, &streamed.contents);
     let (folded, offcpu_stacks) = cpu_stacks::fold_both(kernel, &threads, span.origin_ns);
     let regions = with_blocked_where(streamed.lifecycle.regions, offcpu_stacks.as_ref());
-    let lost_events = source.lost_events(&streamed.contents);
+    let lost_events = streamed.contents.lost_events(source.end_chunk());
     let views = cx.probe_views(
         streamed.active,
         streamed.lifecycle.timeline,
@@ -350,7 +295,16 @@ impl<'a> MeasuredBatch<'a> {
         opts: &AnalysisOptions,
     ) -> Streamed {
         let calls = self.calls.as_mut();
-        stream_trace(source, &self.kernel, counters, off_cpu, opts, calls)
+        let (spans, thresholds) = (opts.max_timeline_spans, &opts.thresholds);
+        stream_trace(
+            source,
+            &self.kernel,
+            counters,
+            off_cpu,
+            spans,
+            thresholds,
+            calls,
+        )
     }
 
     /// What the benchmark measured, for the reports (`None`: not a hooked benchmark).
@@ -390,234 +344,6 @@ const WHOLE_RUN_VIEWS: &[&str] = &[
     "threads",
     "off-CPU stacks",
 ];
-
-/// The run's trace, if any, and the clock that places kernel records on its tick time line.
-struct TraceSource {
-    path: Option<PathBuf>,
-    opened: Option<OpenTrace>,
-    /// The trace's header; without a trace, kernel nanoseconds serve as ticks.
-    header: Header,
-    /// The End chunk, when its clock sync point can be used.
-    end: Option<End>,
-    converter: TickConverter,
-    /// Where the counters' span collector spills.
-    spill: Arc<dyn spill::SpillSpace>,
-}
-
-impl TraceSource {
-    /// The trace as opened, with the clock its header and End chunk give.
-    fn of(
-        path: Option<PathBuf>,
-        opened: Option<OpenTrace>,
-        spill: Arc<dyn spill::SpillSpace>,
-    ) -> TraceSource {
-        let header = opened
-            .as_ref()
-            .map_or_else(Header::monotonic_without_calibration, |t| {
-                t.reader.header().clone()
-            });
-        let end = opened
-            .as_ref()
-            .and_then(|t| clock::usable_end(&header, t.end.as_ref()))
-            .copied();
-        let converter = TickConverter::new(&header, end.as_ref().map(|e| &e.end));
-        TraceSource {
-            path,
-            opened,
-            header,
-            end,
-            converter,
-            spill,
-        }
-    }
-
-    fn ticks(&self, ns: u64) -> u64 {
-        self.converter.ns_to_ticks(ns)
-    }
-
-    /// A duration in ticks, in whole ns.
-    fn span_ns(&self, ticks: u64) -> u64 {
-        self.converter.span_ns(ticks).round() as u64
-    }
-
-    fn pid(&self) -> Option<u32> {
-        self.opened.as_ref().map(|_| self.header.pid)
-    }
-
-    /// Events the runtime lost: counted per thread, or in the End chunk, whichever says more.
-    fn lost_events(&self, contents: &TraceContents) -> u64 {
-        let in_end = self.opened.as_ref().and_then(|t| t.end);
-        (contents.lost_by_thread.values().sum::<u64>()).max(in_end.map_or(0, |e| e.events_lost))
-    }
-
-    fn summary(&self, completeness: TraceCompleteness, events: u64) -> TraceSummary {
-        TraceSummary {
-            file: self.path.as_ref().map(|p| p.display().to_string()),
-            pid: self.pid(),
-            program: self.opened.as_ref().map(|_| self.header.program.clone()),
-            completeness,
-            events,
-        }
-    }
-
-    /// The trace's clock with the speed measured during the run, by which the probes'
-    /// overhead uncertainty is weighed.
-    fn clock_with_speed(
-        &self,
-        in_run_speed: Option<InRunSpeed>,
-        probes: &mut [ProbeSummary],
-    ) -> Option<ClockInfo> {
-        let mut clock = self
-            .opened
-            .as_ref()
-            .map(|_| clock::clock_info(&self.header, self.end.as_ref(), &self.converter));
-        if let Some(clock) = clock.as_mut() {
-            clock.in_run_speed = in_run_speed;
-            clock::weigh_overhead_uncertainty(clock, probes);
-        }
-        clock
-    }
-
-    /// Every thread's switched-out intervals, on the trace's tick time line up to the run's end.
-    fn off_cpu(&self, kernel: &KernelRecords, span: RunSpan) -> OffCpuIndex {
-        OffCpuIndex::from_switches(
-            kernel.switch_records(),
-            &kernel.thread_starts,
-            |ns| self.ticks(ns),
-            span.end_ticks,
-        )
-    }
-}
-
-/// The run on both time lines.
-#[derive(Clone, Copy, Debug)]
-struct RunSpan {
-    /// The end of the run in ticks: the trace's end or the last kernel record, the later.
-    end_ticks: u64,
-    /// `CLOCK_MONOTONIC` ns of the timeline's time 0: the first thing recorded.
-    origin_ns: u64,
-}
-
-impl RunSpan {
-    fn of(source: &TraceSource, kernel: &KernelRecords) -> RunSpan {
-        let first_and_last = |mut times: Box<dyn Iterator<Item = u64> + '_>| {
-            let first = times.next();
-            (first, times.last().or(first))
-        };
-        let (first_switch, last_switch) =
-            first_and_last(Box::new(kernel.switch_records().map(|s| s.time_ns)));
-        let (first_sample, last_sample) =
-            first_and_last(Box::new(kernel.cpu_samples().map(|(s, _)| s.time_ns)));
-        let last_kernel_ns = last_switch.max(last_sample);
-        let end_ticks = source
-            .end
-            .map(|e| e.end.ticks)
-            .max(last_kernel_ns.map(|ns| source.ticks(ns)))
-            .unwrap_or(0);
-        let origin_ns = [
-            source
-                .opened
-                .as_ref()
-                .map(|_| source.header.start.monotonic_ns),
-            first_switch,
-            first_sample,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-        .unwrap_or(0);
-        RunSpan {
-            end_ticks,
-            origin_ns,
-        }
-    }
-}
-
-/// What the pass over the trace produced.
-struct Streamed {
-    active: ActiveTimeResult,
-    activity: ThreadActivity,
-    lifecycle: Lifecycle,
-    counter_spans: SpanCollector,
-    contents: TraceContents,
-}
-
-/// Feeds the trace to every per-event analysis, then finishes those that need nothing else.
-fn stream_trace(
-    source: &mut TraceSource,
-    kernel: &KernelRecords,
-    counters: &CounterRecords,
-    off_cpu: &Arc<OffCpuIndex>,
-    opts: &AnalysisOptions,
-    calls: Option<&mut bench_phases::CallWindow>,
-) -> Streamed {
-    let mut active = ActiveTime::new(off_cpu, &source.header.calibration, opts.max_timeline_spans);
-    let mut activity = ThreadActivity::default();
-    let mut lifecycle = LifecycleBuilder::new(lifecycle_span_cap(opts.max_timeline_spans))
-        .with_switched_out(Arc::clone(off_cpu));
-    lifecycle.set_profiler_threads(
-        kernel
-            .thread_names
-            .iter()
-            .filter(|(_, name)| name == parprof_rt::trace::WRITER_THREAD_NAME)
-            .map(|(tid, _)| *tid),
-    );
-    let mut counter_spans =
-        SpanCollector::new(!counters.counters.is_empty(), Arc::clone(&source.spill));
-    let contents = match source.opened.as_mut() {
-        // The active time does about as much work as decoding and the others together.
-        Some(trace) => read_chunks(
-            trace,
-            calls,
-            &mut [&mut activity, &mut lifecycle, &mut counter_spans],
-            &mut [&mut active],
-        ),
-        None => TraceContents::absent(),
-    };
-    for (tid, ns) in (kernel.switch_records().map(|s| (s.tid, s.time_ns)))
-        .chain(kernel.cpu_samples().map(|(s, _)| (s.tid, s.time_ns)))
-    {
-        activity.saw(tid, source.ticks(ns));
-    }
-    for site in contents.sites.values() {
-        lifecycle.on_site(site);
-    }
-    for thread in contents.threads.values() {
-        lifecycle.on_thread(thread);
-    }
-    for totals in contents.lifecycle_totals.values() {
-        lifecycle.on_totals(totals.clone());
-    }
-    let mut lifecycle = lifecycle.finish(off_cpu, source.converter.ns_per_tick());
-    if let Some(costs) = &contents.hook_costs {
-        hook_time::remove(
-            &mut lifecycle.regions,
-            costs,
-            source.converter.ns_per_tick(),
-        );
-    }
-    if kernel.samples_have_stacks() {
-        sched_share::measure(
-            &mut lifecycle.regions,
-            &lifecycle.region_runs,
-            (kernel.cpu_samples()).filter_map(|(sample, stack)| Some((sample, stack?))),
-            &kernel.stacks,
-            |ns| source.ticks(ns),
-        );
-    }
-    diagnoses::diagnose_regions(
-        &mut lifecycle.regions,
-        &opts.thresholds,
-        Some(kernel.capabilities.cpus.usable()),
-    );
-    Streamed {
-        active: active.finish(),
-        activity,
-        lifecycle,
-        counter_spans,
-        contents,
-    }
-}
 
 /// The run's records and what the steps after the trace's pass share.
 struct Context<'a> {
@@ -820,104 +546,6 @@ fn fewest_marks(regions: &[lifecycle::RegionReport]) -> Option<RegionMarks> {
             marks: r.state_marks,
             share_uncertainty: r.state_share_uncertainty,
         })
-}
-
-/// Chunks decoded and not yet analysed by the second thread: a few, so that memory stays
-/// bounded (a chunk holds at most a runtime ring, 2 MiB decoded) while a slower chunk on one
-/// side does not stall the other.
-const CHUNKS_IN_FLIGHT: usize = 4;
-
-/// The one pass over the trace: every chunk of events goes to every consumer, in the order of
-/// the file. It is decoded once and fed to the consumers of `here` on this thread, then to
-/// those of `there` on a second one while this thread decodes the next: two cores on one
-/// pass, and each consumer sees the same events in the same order as with one.
-fn read_chunks(
-    trace: &mut OpenTrace,
-    mut calls: Option<&mut bench_phases::CallWindow>,
-    here: &mut [&mut dyn EventConsumer],
-    there: &mut [&mut (dyn EventConsumer + Send)],
-) -> TraceContents {
-    std::thread::scope(|scope| {
-        let (to_there, chunks) =
-            std::sync::mpsc::sync_channel::<(u32, Vec<Event>)>(CHUNKS_IN_FLIGHT);
-        let second = scope.spawn(move || {
-            for (tid, events) in chunks {
-                for consumer in there.iter_mut() {
-                    consumer.on_events(tid, &events);
-                }
-            }
-        });
-        let contents = read_events(trace, |tid, events| {
-            let events = match calls.as_deref_mut() {
-                Some(window) => window.keep(tid, events),
-                None => events,
-            };
-            for consumer in here.iter_mut() {
-                consumer.on_events(tid, &events);
-            }
-            // Fails only when the second thread panicked, which its join passes on.
-            let _ = to_there.send((tid, events));
-        });
-        drop(to_there);
-        if let Err(panic) = second.join() {
-            std::panic::resume_unwind(panic);
-        }
-        contents
-    })
-}
-
-/// Reads the trace to its end, or to what cuts it short, handing each chunk of events to
-/// `on_events`.
-fn read_events(trace: &mut OpenTrace, mut on_events: impl FnMut(u32, Vec<Event>)) -> TraceContents {
-    let mut contents = TraceContents {
-        completeness: TraceCompleteness::Complete,
-        ..TraceContents::absent()
-    };
-    let failure = loop {
-        match trace.reader.next_chunk() {
-            Ok(Some(Chunk::Events { tid, events })) => {
-                contents.events += events.len() as u64;
-                on_events(tid, events);
-            }
-            Ok(Some(Chunk::Site(site))) => {
-                contents.sites.insert(site.id, site);
-            }
-            // A later record of a thread knows more (e.g. its rayon index): the last one wins.
-            Ok(Some(Chunk::Thread(thread))) => {
-                contents.threads.insert(thread.tid, thread);
-            }
-            Ok(Some(Chunk::Lost { tid, count })) => {
-                *contents.lost_by_thread.entry(tid).or_default() += count
-            }
-            Ok(Some(Chunk::LifecycleTotals(totals))) => {
-                contents
-                    .lifecycle_totals
-                    .insert((totals.tid, totals.region), totals);
-            }
-            Ok(Some(Chunk::HookCosts(costs))) => contents.hook_costs = Some(costs),
-            // Read before the pass (`bench_phases`).
-            Ok(Some(Chunk::Header(_) | Chunk::End(_) | Chunk::BenchPhase(_))) => {}
-            Ok(None) => break None,
-            Err(error) => break Some(error),
-        }
-    };
-    contents.completeness = match (failure, trace.reader.completeness()) {
-        (Some(error), _) => TraceCompleteness::Corrupt {
-            error: format!("{}: {error}", trace.path.display()),
-        },
-        (
-            None,
-            Some(Completeness::Cut {
-                after_byte,
-                tail_bytes,
-            }),
-        ) => TraceCompleteness::Cut {
-            after_byte: *after_byte,
-            tail_bytes: *tail_bytes,
-        },
-        (None, _) => TraceCompleteness::Complete,
-    };
-    contents
 }
 
 /// The frame of a rayon task in a call path (`report.json`'s `call_paths`, `active.folded`).
@@ -1179,13 +807,6 @@ fn loss_notes(facts: &MeasurementFacts<'_>) -> Vec<Note> {
     .flatten()
     .map(Note::Loss)
     .collect()
-}
-
-/// The worker-state spans the timeline keeps: a quarter of its spans. They come from the
-/// detail windows, a sample already; at 170 bytes each in timeline.json, 200,000 of them made
-/// 34 MB of a 44 MB run folder (a 12 M-key quicksort recursing to single elements).
-fn lifecycle_span_cap(max_timeline_spans: usize) -> usize {
-    max_timeline_spans / 4
 }
 
 /// Probe events that did not nest or had no calibration, spans left out, unsymbolised samples.

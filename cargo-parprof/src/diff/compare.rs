@@ -315,6 +315,14 @@ pub(super) fn compare_runs(
     rows
 }
 
+/// The iterations a kind of row's figures cover (see [`Run::whole_run_iterations`]).
+fn iterations_of(run: &Run, kind: RowKind) -> Option<f64> {
+    match kind {
+        RowKind::Probe => run.measured_iterations(),
+        RowKind::Region => run.whole_run_iterations(),
+    }
+}
+
 /// A run's items of one kind, each as its name, its figure (ns) and its count (calls, or
 /// region runs).
 type ItemsOf = fn(&Run) -> Vec<(&str, f64, f64)>;
@@ -344,7 +352,7 @@ fn per_run(
 ) -> BTreeMap<String, Vec<Sums>> {
     let mut sums: BTreeMap<String, Vec<Sums>> = BTreeMap::new();
     for (i, run) in runs.iter().enumerate() {
-        let iterations = match run.iterations_of(kind) {
+        let iterations = match iterations_of(run, kind) {
             Some(n) if per_iteration => n,
             _ => 1.0,
         };

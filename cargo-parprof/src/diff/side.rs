@@ -1,7 +1,6 @@
 //! The two sides of a diff, read from disk: run folders, folders of `--repeat` runs (with
 //! their spread summary at the top), or a criterion bench's folder of benchmarks.
 
-use super::compare::RowKind;
 use super::report_digest::ReportDigest;
 use crate::record::bench_harness::BenchIndex;
 use anyhow::{Context, Result, bail};
@@ -38,18 +37,13 @@ impl Run {
             .filter(|&n| n > 0.0)
     }
 
-    /// The iterations the figures of `kind` cover: the probes keep to the measured batch, the
-    /// regions cover the whole run, warm-up included (`bench.whole_run_views`).
-    pub(super) fn iterations_of(&self, kind: RowKind) -> Option<f64> {
-        let measured = self.measured_iterations()?;
+    /// The iterations the regions' figures cover: the whole run, warm-up included
+    /// (`bench.whole_run_views`); the probes keep to the measured batch.
+    pub(super) fn whole_run_iterations(&self) -> Option<f64> {
         let warm_up = (self.report.bench.as_ref())
             .and_then(|b| b.warm_up_iterations)
             .unwrap_or(0.0);
-        Some(if kind == RowKind::Region {
-            measured + warm_up
-        } else {
-            measured
-        })
+        Some(self.measured_iterations()? + warm_up)
     }
 }
 
