@@ -4,6 +4,7 @@
 
 use crate::record::collect::CollectOptions;
 use crate::record::launch::{self, RunOutcome};
+use crate::record::symbolize;
 use crate::recording::{
     self, DetailRequest, ExitStatus, Harness, RayonHooks, RecordedOptions, Recording, RunMeta,
     TargetInfo,
@@ -42,8 +43,9 @@ pub struct Settings {
 ///
 /// The records are written once, as collected, with what symbolising them needs, so that a
 /// failure to symbolise them (or the profiler killed meanwhile) loses nothing: `cargo parprof
-/// report` symbolises such a run. The symbols are appended to them afterwards; then the long
-/// lists are dropped from memory and `then` walks them from the file, as `report` does.
+/// report` symbolises such a run. Then the long lists are dropped from memory: the samples are
+/// symbolised from the file, their symbols appended to it, and `then` walks the lists from the
+/// file, as `report` does.
 pub fn record_once<T>(
     program: &Program<'_>,
     settings: &Settings,
@@ -82,10 +84,7 @@ pub fn record_once<T>(
     }
     recording::walk_lists_from_file(output_dir, &mut recording);
     return_freed_memory();
-    recording.addresses.symbolize(&mut recording.kernel);
-    recording.release_call_chains();
-    recording::append_symbols(output_dir, records_len, &recording.kernel)?;
-    recording::walk_lists_from_file(output_dir, &mut recording);
+    symbolize::symbolize_saved(output_dir, records_len, &mut recording)?;
     return_freed_memory();
     Ok((then(&recording)?, exit_code))
 }

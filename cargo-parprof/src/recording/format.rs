@@ -838,15 +838,50 @@ pub fn walk_samples(
     input: impl Read,
     switch_outs: bool,
 ) -> impl Iterator<Item = Result<CpuSample, RecordsError>> {
+    let none = CallChain::from([]);
+    walk(input, samples_kind(switch_outs), None, move |c| {
+        sample(c, |_| Ok(Arc::clone(&none)))
+    })
+}
+
+/// The call chains of records read from `input`, in the order of their ids, as
+/// [`walk_switches`].
+pub fn walk_callchains(input: impl Read) -> impl Iterator<Item = Result<CallChain, RecordsError>> {
+    walk(input, PartKind::Callchains, None, |c| {
+        Ok(c.list(|c| Ok(c.varint()?))?.into())
+    })
+}
+
+/// The samples of [`walk_samples`] as (time, thread, call-chain id).
+pub fn walk_sample_chains(
+    input: impl Read,
+    switch_outs: bool,
+) -> impl Iterator<Item = Result<(u64, u32, u64), RecordsError>> {
+    walk(input, samples_kind(switch_outs), None, |c| {
+        let (time_ns, tid, _cpu, callchain) = sample_fields(c)?;
+        Ok((time_ns, tid, callchain))
+    })
+}
+
+/// The processes of the samples of [`walk_samples`], as runs of (process, samples).
+pub fn walk_sample_pid_runs(
+    input: impl Read,
+    switch_outs: bool,
+) -> impl Iterator<Item = Result<(u32, u64), RecordsError>> {
     let kind = if switch_outs {
+        PartKind::SwitchSamplePids
+    } else {
+        PartKind::SamplePids
+    };
+    walk(input, kind, None, |c| Ok((c.u32()?, c.varint()?)))
+}
+
+fn samples_kind(switch_outs: bool) -> PartKind {
+    if switch_outs {
         PartKind::SwitchSamples
     } else {
         PartKind::Samples
-    };
-    let none = CallChain::from([]);
-    walk(input, kind, None, move |c| {
-        sample(c, |_| Ok(Arc::clone(&none)))
-    })
+    }
 }
 
 /// The stack ids of the samples of [`walk_samples`], in the same order (version 3: checked by
@@ -1386,13 +1421,18 @@ fn sample(
     c: &mut Cursor<'_>,
     callchain: impl FnOnce(u64) -> Result<CallChain, String>,
 ) -> Result<CpuSample, String> {
-    let (time_ns, tid, cpu) = (c.varint()?, c.u32()?, c.u32()?);
+    let (time_ns, tid, cpu, id) = sample_fields(c)?;
     Ok(CpuSample {
         time_ns,
         tid,
         cpu,
-        callchain: callchain(c.varint()?)?,
+        callchain: callchain(id)?,
     })
+}
+
+/// A sample's time, thread, CPU and call-chain id.
+fn sample_fields(c: &mut Cursor<'_>) -> Result<(u64, u32, u32, u64), String> {
+    Ok((c.varint()?, c.u32()?, c.u32()?, c.varint()?))
 }
 
 #[cfg(test)]
