@@ -781,6 +781,8 @@ impl<R: Read> PartReader<R> {
             return Err(corrupt(format!("part length {len} exceeds {MAX_PART_LEN}")));
         }
         self.payload.clear();
+        // Exactly: a walk holds this buffer, and parts of a list have about the same length.
+        self.payload.reserve_exact(len as usize + 4);
         self.payload.resize(len as usize + 4, 0);
         let got_payload = read_full(&mut self.input, &mut self.payload)?;
         if got_payload < self.payload.len() {
@@ -899,7 +901,9 @@ pub fn walk_sample_stacks(
 }
 
 /// The entries of the parts of `kind` (of the counter series `series`, for counter samples)
-/// as `entry` reads them, part by part; a failure is the last item.
+/// as `entry` reads them, one at a time from the part read last (a walk holds one part, not
+/// its entries decoded: a part of samples decodes to three times its size); a failure is the
+/// last item.
 fn walk<T>(
     mut input: impl Read,
     kind: PartKind,
@@ -914,13 +918,11 @@ fn walk<T>(
         }),
         Err(e) => Err(Some(e)),
     };
-    let mut ready = Vec::new().into_iter();
+    // In the part read last: where it starts, where its next entry starts, how many are left.
+    let (mut part, mut at, mut left) = (0, 0, 0);
     let mut done = false;
     std::iter::from_fn(move || {
         loop {
-            if let Some(item) = ready.next() {
-                return Some(Ok(item));
-            }
             if done {
                 return None;
             }
@@ -931,30 +933,37 @@ fn walk<T>(
                     return failed.take().map(Err);
                 }
             };
+            let corrupt = |offset, reason: String| RecordsError::Corrupt {
+                offset,
+                reason: format!("{kind:?} part: {reason}"),
+            };
+            if left > 0 {
+                left -= 1;
+                let mut c = Cursor {
+                    bytes: &reader.payload,
+                    pos: at,
+                };
+                let item = entry(&mut c);
+                at = c.pos;
+                done = item.is_err();
+                return Some(item.map_err(|reason| corrupt(part, reason)));
+            }
             match reader.next() {
                 Ok(Next::Part(k, start)) if k == kind => {
                     let mut c = Cursor {
                         bytes: &reader.payload,
                         pos: 0,
                     };
-                    let of_series = match series {
+                    let entries = match series {
                         Some(series) => c.varint().map(|index| index == series),
                         None => Ok(true),
-                    };
-                    match of_series.map_err(str::to_owned).and_then(|of_series| {
-                        if of_series {
-                            c.list(&mut entry)
-                        } else {
-                            Ok(Vec::new())
-                        }
-                    }) {
-                        Ok(entries) => ready = entries.into_iter(),
+                    }
+                    .and_then(|of_series| if of_series { c.count() } else { Ok(0) });
+                    match entries {
+                        Ok(n) => (part, at, left) = (start, c.pos, n),
                         Err(reason) => {
                             done = true;
-                            return Some(Err(RecordsError::Corrupt {
-                                offset: start,
-                                reason: format!("{kind:?} part: {reason}"),
-                            }));
+                            return Some(Err(corrupt(start, reason.to_owned())));
                         }
                     }
                 }
@@ -2024,6 +2033,31 @@ pub(crate) mod tests {
                 walked(walk_counter_samples(bytes, index)),
                 series.cpu_samples
             );
+        }
+        assert_walks_give_back_what_symbolising_needs(bytes, whole);
+    }
+
+    /// The samples' call chains by id, and each sample's process, walked again.
+    fn assert_walks_give_back_what_symbolising_needs(bytes: &[u8], whole: &Recording) {
+        let (k, a) = (&whole.kernel, &whole.addresses);
+        let chains = walked(walk_callchains(bytes));
+        for (switch_outs, samples, pids) in [
+            (false, &k.samples, &a.sample_pids),
+            (true, &k.switch_samples, &a.switch_sample_pids),
+        ] {
+            let walked_samples = walked(walk_sample_chains(bytes, switch_outs));
+            let chain_of = |id: u64| &chains[id as usize];
+            assert!(
+                (walked_samples
+                    .iter()
+                    .map(|&(t, tid, id)| (t, tid, chain_of(id))))
+                .eq(samples.iter().map(|s| (s.time_ns, s.tid, &s.callchain)))
+            );
+            let runs = walked(walk_sample_pid_runs(bytes, switch_outs));
+            let walked_pids = runs
+                .iter()
+                .flat_map(|&(pid, n)| std::iter::repeat_n(pid, n as usize));
+            assert!(walked_pids.eq(pids.iter().copied()));
         }
     }
 
