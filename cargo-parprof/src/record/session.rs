@@ -68,7 +68,7 @@ pub fn record_once<T>(
     };
     let started = std::time::SystemTime::now();
     let mut outcome =
-        launch::run_and_collect(program.exe, args, &env, program.working_dir, &collect)?;
+        launch::run_keeping_lists(program.exe, args, &env, program.working_dir, &collect)?;
     crate::console::note!("parprof: the target {}", outcome.exit);
     let exit_code = outcome.exit.shell_code();
     let run = run_meta(program, settings, args, &outcome, started);
@@ -78,10 +78,17 @@ pub fn record_once<T>(
         counters: outcome.counters,
         addresses: outcome.unsymbolised.take().unwrap_or_default(),
     };
-    let records_len = recording::save(output_dir, &recording)?;
+    let Some(lists) = outcome.lists else {
+        anyhow::bail!("the collection kept no lists to save");
+    };
+    let records_len = recording::save_with_lists(output_dir, &recording, &lists)?;
     if !settings.collect.symbolize {
+        // Analysed unsymbolised, from memory: the file's samples are walked with their stacks.
+        let r = &mut recording;
+        lists.hold(&mut r.kernel, &mut r.addresses, &mut r.counters);
         return Ok((then(&recording)?, exit_code));
     }
+    drop(lists);
     recording::walk_lists_from_file(output_dir, &mut recording);
     return_freed_memory();
     symbolize::symbolize_saved(output_dir, records_len, &mut recording)?;

@@ -2,7 +2,7 @@
 
 use super::address_spaces::SampleAt;
 use super::counters::{CounterSample, SeriesSource, StoredSeries};
-use super::format::{self, Loaded, RecordsError};
+use super::format::{self, ListsToWrite, Loaded, RecordsError};
 use super::kernel_records::{
     CallChain, CpuSample, KernelRecords, ListSource, StackId, StoredLists, SwitchRecord,
 };
@@ -40,17 +40,35 @@ pub enum RunFolderError {
 /// not at all: it is written aside and renamed; returns its length. Samples without stacks are saved with what
 /// symbolising them needs; [`append_symbols`] adds the stacks later.
 pub fn save(dir: &Path, recording: &Recording) -> Result<u64, RunFolderError> {
+    save_as(dir, |out| format::write(recording, out))
+}
+
+/// [`save`] of `recording`'s records up to their end part, its long lists as `lists` gives
+/// them (those it holds are not read): what the collector kept off memory.
+pub fn save_with_lists(
+    dir: &Path,
+    recording: &Recording,
+    lists: &dyn ListsToWrite,
+) -> Result<u64, RunFolderError> {
+    save_as(dir, |out| format::write_records_of(recording, lists, out))
+}
+
+/// Writes `records.ppr` in `dir` as `write` does, aside, then renames it; its length.
+fn save_as(
+    dir: &Path,
+    write: impl FnOnce(&mut BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<u64, RunFolderError> {
     let path = dir.join(RECORDS_FILE);
     let partial = dir.join(format!("{RECORDS_FILE}.partial"));
-    let write = || -> std::io::Result<u64> {
+    let save = || -> std::io::Result<u64> {
         let mut out = BufWriter::new(std::fs::File::create(&partial)?);
-        format::write(recording, &mut out)?;
+        write(&mut out)?;
         let file = out.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         std::fs::rename(&partial, &path)?;
         Ok(file.metadata()?.len())
     };
-    write().map_err(|source| RunFolderError::Write { path, source })
+    save().map_err(|source| RunFolderError::Write { path, source })
 }
 
 /// Appends the symbolised stacks of `kernel`'s samples to the records saved in the run folder
