@@ -28,6 +28,8 @@ pub trait Spillable: Copy {
 /// A list being filled: sorted runs in a temporary file, the last batch in memory.
 pub struct Spill<T> {
     file: Option<File>,
+    /// The file could not be made or written: the rest of the list stays in memory.
+    held_from_now: bool,
     /// Each run's first byte in the file and its records.
     runs: Vec<(u64, usize)>,
     written: u64,
@@ -38,6 +40,7 @@ impl<T: Spillable> Default for Spill<T> {
     fn default() -> Self {
         Spill {
             file: None,
+            held_from_now: false,
             runs: Vec::new(),
             written: 0,
             batch: Vec::new(),
@@ -48,7 +51,7 @@ impl<T: Spillable> Default for Spill<T> {
 impl<T: Spillable> Spill<T> {
     pub fn push(&mut self, item: T) {
         self.batch.push(item);
-        if self.batch.len() >= RUN_LEN {
+        if self.batch.len() >= RUN_LEN && !self.held_from_now {
             self.write_batch();
         }
     }
@@ -64,11 +67,13 @@ impl<T: Spillable> Spill<T> {
         if self.file.is_none() {
             self.file = tempfile::tempfile().ok();
         }
-        let Some(file) = &self.file else { return };
-        if file.write_all_at(&bytes, self.written).is_ok() {
-            self.runs.push((self.written, self.batch.len()));
-            self.written += bytes.len() as u64;
-            self.batch.clear();
+        match &self.file {
+            Some(file) if file.write_all_at(&bytes, self.written).is_ok() => {
+                self.runs.push((self.written, self.batch.len()));
+                self.written += bytes.len() as u64;
+                self.batch.clear();
+            }
+            _ => self.held_from_now = true,
         }
     }
 
