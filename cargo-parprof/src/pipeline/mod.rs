@@ -223,11 +223,9 @@ fn symbolise_saved(loaded: &mut Loaded, run_dir: &Path) {
         "parprof: {} has no symbols (saved before its samples were symbolised): symbolising them",
         run_dir.display()
     );
-    recording.addresses.symbolize(&mut recording.kernel);
-    match recording::append_symbols(run_dir, records_len, &recording.kernel) {
-        // Whole and symbolised in the file now: walked from there, as a run saved so.
-        Ok(()) => recording::walk_lists_from_file(run_dir, recording),
-        Err(e) => crate::console::note!("parprof: warning: the symbols were not saved: {e:#}"),
+    // Whole and symbolised in the file then: walked from there, as a run saved so.
+    if let Err(e) = crate::record::symbolize::symbolize_saved(run_dir, records_len, recording) {
+        crate::console::note!("parprof: warning: the symbols were not saved: {e:#}");
     }
 }
 

@@ -15,12 +15,14 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Counter, SampleFlag, Sampler};
 
 use crate::record::counters::CounterOptions;
+use crate::record::kept_lists::{KeptLists, KeptSample, KeptSamples};
 use crate::record::perf::{
     CollectorThread, Cursor, Follow, PERF_CONTEXT_MAX, PERF_RECORD_COMM, PERF_RECORD_FORK,
     PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MISC_COMM_EXEC, PERF_RECORD_MMAP,
@@ -28,12 +30,13 @@ use crate::record::perf::{
     describe_errno, drain_ring, fitting_ring_size, lost_count, online_cpus, open_per_cpu,
     padded_str, ring_events, switch_record, task_builder,
 };
+use crate::record::spill::Spill;
 use crate::record::steal::machine_steal_ns;
 use crate::record::symbolize::{ExecEvent, ForkEvent, Mapping, SampleAddresses, SideBand};
 use crate::record::unwind::{SAMPLE_REGS_USER, STACK_COPY_BYTES, StackUnwinder, UserStack};
 use crate::recording::kernel_records::CpuQuota;
 use crate::recording::kernel_records::{
-    Capabilities, Capability, CpuSample, Interner, KernelRecords, SwitchRecord, ThreadStart,
+    Capabilities, Capability, KernelRecords, SwitchRecord, ThreadStart,
 };
 
 /// The highest cpu-clock sampling frequency asked of the kernel: above it the samples'
@@ -100,11 +103,12 @@ impl Default for CollectOptions {
 }
 
 /// What a finished collection produced: the records for the analyses, plus what
-/// symbolisation needs.
-#[derive(Clone, Debug, Default)]
+/// symbolisation needs; the long lists kept apart, off memory (`kernel`'s and `addresses`'
+/// are empty).
 pub struct Collected {
     pub kernel: KernelRecords,
     pub addresses: SampleAddresses,
+    pub lists: KeptLists,
 }
 
 /// A running collection, from [`Collector::attach`] to [`Collector::finish`].
@@ -194,7 +198,8 @@ impl Collector {
         &self.capabilities
     }
 
-    /// Stops the collection after one last drain and returns the records sorted by time.
+    /// Stops the collection after one last drain and returns the records, the long lists
+    /// kept in time order.
     /// Call it after the child has exited so that its last records are in the buffers.
     pub fn finish(self) -> Collected {
         let steal_ns = self
@@ -544,16 +549,15 @@ struct Comm {
 
 #[derive(Default)]
 struct Parsed {
-    switches: Vec<SwitchRecord>,
-    samples: Vec<(CpuSample, u32)>,
+    switches: Spill<SwitchRecord>,
+    /// The samples with their call chains: a long run repeats the same few thousand.
+    samples: KeptSamples,
     maps: Vec<Mapping>,
     comms: Vec<Comm>,
     forks: Vec<ForkEvent>,
     execs: Vec<ExecEvent>,
     lost: u64,
     malformed: u64,
-    /// The samples' distinct call chains: a long run repeats the same few thousand.
-    callchains: Interner<[u64]>,
     /// Present when the samples carry user registers and stack copies: it follows the
     /// address spaces and replaces each sample's frame-pointer chain by the unwound one.
     unwinder: Option<StackUnwinder>,
@@ -629,15 +633,14 @@ fn parse_sample(c: &mut Cursor<'_>, out: &mut Parsed) -> Option<()> {
             }
         };
     }
-    out.samples.push((
-        CpuSample {
-            time_ns: id.time_ns,
-            tid: id.tid,
-            cpu: id.cpu,
-            callchain: out.callchains.intern(callchain),
-        },
-        id.pid,
-    ));
+    let chain = out.samples.chains.id(callchain);
+    out.samples.samples.push(KeptSample {
+        time_ns: id.time_ns,
+        tid: id.tid,
+        cpu: id.cpu,
+        chain,
+        pid: id.pid,
+    });
     Some(())
 }
 
@@ -718,64 +721,45 @@ impl Parsed {
         steal_ns: Option<u64>,
     ) -> Collected {
         let Parsed {
-            mut switches,
-            mut samples,
+            switches,
+            samples,
             maps,
             comms,
             forks,
             execs,
             lost,
             malformed,
-            callchains: _,
             unwinder,
         } = self;
-        // In place (a stable sort takes scratch of half a list, at the moment every list is
-        // held), by keys that no two records of a thread share.
-        switches.sort_unstable_by_key(|s| (s.time_ns, s.tid, s.cpu, s.kind as u8));
-        samples.sort_unstable_by_key(|(s, _)| (s.time_ns, s.tid, s.cpu));
-        let mut switch_samples: Vec<(CpuSample, u32)> = switch_stacks.samples;
-        switch_samples.sort_unstable_by_key(|(s, _)| (s.time_ns, s.tid, s.cpu));
         let (lost, malformed) = (
             lost.saturating_add(switch_stacks.lost),
             malformed.saturating_add(switch_stacks.malformed),
         );
         let thread_names = thread_names(&comms, &forks);
         let thread_starts = thread_starts(&forks);
-        let (samples, sample_pids) = apart(samples);
-        let (switch_samples, switch_sample_pids) = apart(switch_samples);
+        let kept = |k: KeptSamples| (k.samples.finish(), k.chains.finish());
         Collected {
             kernel: KernelRecords {
                 capabilities,
-                switches,
                 thread_starts,
                 call_chains: unwinder.map(|u| u.counts()).unwrap_or_default(),
-                samples,
-                stacks: Default::default(),
-                sample_stacks: Vec::new(),
-                switch_samples,
-                switch_sample_stacks: Vec::new(),
                 sample_period_ns: period_ns,
                 lost_records: lost,
                 malformed_records: malformed,
                 thread_names,
                 steal_ns,
-                stored: None,
-                view: Default::default(),
+                ..KernelRecords::default()
             },
             addresses: SampleAddresses {
-                sample_pids,
-                switch_sample_pids,
                 side_band: SideBand { maps, forks, execs },
+                ..SampleAddresses::default()
+            },
+            lists: KeptLists {
+                switches: Arc::new(switches.finish()),
+                samples: [kept(samples), kept(switch_stacks.samples)],
             },
         }
     }
-}
-
-/// The samples and their processes apart: the samples where the pairs were (a long run has
-/// millions), the processes in a list of their own.
-fn apart(pairs: Vec<(CpuSample, u32)>) -> (Vec<CpuSample>, Vec<u32>) {
-    let pids = pairs.iter().map(|(_, pid)| *pid).collect();
-    (pairs.into_iter().map(|(sample, _)| sample).collect(), pids)
 }
 
 /// The threads the process created, from its fork records, in time order.
@@ -840,11 +824,12 @@ mod tests {
     #[test]
     fn switch_misc_bits_decide_the_kind() {
         let mut p = Parsed::default();
-        let body = trailer_bytes(1, 2, 100, 1);
-        parse_record(PERF_RECORD_SWITCH, 0, &body, &mut p).unwrap();
-        parse_record(PERF_RECORD_SWITCH, 0x2000, &body, &mut p).unwrap();
-        parse_record(PERF_RECORD_SWITCH, 0x6000, &body, &mut p).unwrap();
-        let kinds: Vec<_> = p.switches.iter().map(|s| s.kind).collect();
+        for (time_ns, misc) in [(100, 0), (101, 0x2000), (102, 0x6000)] {
+            let body = trailer_bytes(1, 2, time_ns, 1);
+            parse_record(PERF_RECORD_SWITCH, misc, &body, &mut p).unwrap();
+        }
+        let switches: Vec<SwitchRecord> = p.switches.finish().walk().collect();
+        let kinds: Vec<_> = switches.iter().map(|s| s.kind).collect();
         assert_eq!(
             kinds,
             [
@@ -854,7 +839,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            (p.switches[0].tid, p.switches[0].time_ns, p.switches[0].cpu),
+            (switches[0].tid, switches[0].time_ns, switches[0].cpu),
             (2, 100, 1)
         );
     }
@@ -874,8 +859,13 @@ mod tests {
         body.extend(0x5678u64.to_ne_bytes());
         let mut p = Parsed::default();
         parse_record(PERF_RECORD_SAMPLE, 0, &body, &mut p).unwrap();
-        assert_eq!(*p.samples[0].0.callchain, [0x1234, 0x5678]);
-        assert_eq!(p.samples[0].1, 7);
+        let kept = std::mem::take(&mut p.samples);
+        let sample = kept.samples.finish().walk().next().unwrap();
+        assert_eq!(
+            *kept.chains.finish()[sample.chain as usize],
+            [0x1234, 0x5678]
+        );
+        assert_eq!(sample.pid, 7);
 
         // Truncated chain, and an absurd `nr`.
         assert!(parse_record(PERF_RECORD_SAMPLE, 0, &body[..body.len() - 4], &mut p).is_none());

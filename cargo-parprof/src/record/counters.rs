@@ -30,6 +30,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 use perf_event::events::{Event, Hardware, Software};
@@ -40,10 +41,10 @@ use crate::record::perf::{
     open_per_cpu, task_builder,
 };
 use crate::recording::counters::{
-    CounterRecords, CounterSample, CounterSeries, CounterSource, ReadCost, Scaling,
-    UnavailableCounter,
+    CounterRecords, CounterSample, CounterSeries, CounterSource, ReadCost, Scaling, SeriesSource,
+    StoredSeries, UnavailableCounter,
 };
-use crate::recording::kernel_records::{Capability, SwitchKind, SwitchRecord};
+use crate::recording::kernel_records::{Capability, SwitchKind, SwitchRecord, SwitchWalk};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -400,8 +401,9 @@ impl CounterCollector {
 
     /// Stops the collection after one last read. Call it after the child has exited, so
     /// that the last read holds the final counts of every thread. `switches` are the
-    /// program's switch records from [`crate::record::collect`], for the derived counters.
-    pub fn finish(self, switches: &[SwitchRecord], switch_records: &Capability) -> CounterRecords {
+    /// program's switch records from [`crate::record::collect`]: the derived counters are
+    /// counted from them each time they are walked (not held: one reading per switch).
+    pub fn finish(self, switches: &SharedSwitches, switch_records: &Capability) -> CounterRecords {
         let gathered = self
             .worker
             .map_or_else(Gathered::default, CollectorThread::finish);
@@ -689,36 +691,65 @@ fn push_cpu_samples(gathered: &Gathered, factors: &[f64], series: &mut [CounterS
 /// `context-switches` (one per switch-out of a thread) or `cpu-migrations` (a thread
 /// switched in on another CPU than it last ran on), exact at every switch; `switches` sorted
 /// by time.
-fn derived_series(def: &CounterDef, switches: &[SwitchRecord]) -> CounterSeries {
+/// Switch records kept by the collector, walked in time order as often as needed.
+pub type SharedSwitches = Arc<dyn SwitchWalk + Send + Sync>;
+
+fn derived_series(def: &CounterDef, switches: &SharedSwitches) -> CounterSeries {
+    let source = CountedFromSwitches {
+        kind: def.kind,
+        switches: Arc::clone(switches),
+    };
+    CounterSeries {
+        name: def.name.to_string(),
+        source: def.source(),
+        cpu_samples: Vec::new(),
+        scaling: Scaling::default(),
+        stored: Some(StoredSeries {
+            source: Arc::new(source),
+            index: 0,
+        }),
+    }
+}
+
+/// A counter counted from the switch records, each time its readings are walked.
+#[derive(Debug)]
+struct CountedFromSwitches {
+    kind: Kind,
+    switches: SharedSwitches,
+}
+
+impl SeriesSource for CountedFromSwitches {
+    fn series_samples(&self, _index: usize) -> Box<dyn Iterator<Item = CounterSample> + '_> {
+        Box::new(readings_from_switches(self.kind, self.switches.walk()))
+    }
+}
+
+/// The readings of a counter of `kind` counted from `switches` (in time order): one per
+/// switch it counts, the count of its CPU so far.
+fn readings_from_switches(
+    kind: Kind,
+    switches: impl Iterator<Item = SwitchRecord>,
+) -> impl Iterator<Item = CounterSample> {
     let mut per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
     let mut last_cpu: HashMap<u32, u32> = HashMap::new();
-    let mut cpu_samples = Vec::new();
-    for s in switches {
-        let counts = match (def.kind, s.kind) {
+    switches.filter_map(move |s| {
+        let counts = match (kind, s.kind) {
             (Kind::ContextSwitches, SwitchKind::OutPreempted | SwitchKind::OutVoluntary) => true,
             (Kind::CpuMigrations, SwitchKind::In) => {
                 last_cpu.insert(s.tid, s.cpu).is_some_and(|c| c != s.cpu)
             }
             _ => false,
         };
-        if !counts {
-            continue;
-        }
-        let on_cpu = per_cpu.entry(s.cpu).or_default();
-        *on_cpu += 1;
-        cpu_samples.push(CounterSample {
-            time_ns: s.time_ns,
-            cpu: s.cpu,
-            value: *on_cpu as f64,
-        });
-    }
-    CounterSeries {
-        name: def.name.to_string(),
-        source: def.source(),
-        cpu_samples,
-        scaling: Scaling::default(),
-        stored: None,
-    }
+        counts.then(|| {
+            let on_cpu = per_cpu.entry(s.cpu).or_default();
+            *on_cpu += 1;
+            CounterSample {
+                time_ns: s.time_ns,
+                cpu: s.cpu,
+                value: *on_cpu as f64,
+            }
+        })
+    })
 }
 
 #[cfg(test)]
@@ -899,16 +930,13 @@ mod tests {
             sw(50, 1, 2, In),
             sw(60, 1, 1, In),
         ];
+        let switches: SharedSwitches = Arc::new(switches.to_vec());
         let cs = derived_series(&def("context-switches"), &switches);
         assert_eq!(cs.total(), 2.0);
-        let at: Vec<(u64, u32, f64)> = cs
-            .cpu_samples
-            .iter()
-            .map(|s| (s.time_ns, s.cpu, s.value))
-            .collect();
+        let at: Vec<(u64, u32, f64)> = cs.samples().map(|s| (s.time_ns, s.cpu, s.value)).collect();
         assert_eq!(at, [(20, 0, 1.0), (40, 1, 1.0)]);
         let mig = derived_series(&def("cpu-migrations"), &switches);
-        let at: Vec<(u64, u32)> = mig.cpu_samples.iter().map(|s| (s.time_ns, s.cpu)).collect();
+        let at: Vec<(u64, u32)> = mig.samples().map(|s| (s.time_ns, s.cpu)).collect();
         assert_eq!(at, [(30, 1)]);
     }
 
@@ -1011,8 +1039,10 @@ mod tests {
             let collector = CounterCollector::attach(pid, opts);
             go_w.write_all(b"g").unwrap();
             let output = spawner.join().unwrap().unwrap().wait_with_output().unwrap();
-            let kernel = recorder.finish().kernel;
-            let records = collector.finish(&kernel.switches, &kernel.capabilities.context_switches);
+            let collected = recorder.finish();
+            let switches: SharedSwitches = collected.lists.switches;
+            let records =
+                collector.finish(&switches, &collected.kernel.capabilities.context_switches);
             (output, records)
         })
     }

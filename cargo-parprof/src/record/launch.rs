@@ -18,12 +18,14 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::record::collect::{CollectOptions, Collector};
-use crate::record::counters::{CounterCollector, CounterOptions};
+use crate::record::collect::{CollectOptions, Collected, Collector};
+use crate::record::counters::{CounterCollector, CounterOptions, SharedSwitches};
+use crate::record::kept_lists::KeptLists;
 use crate::record::perf::monotonic_ns;
 use crate::record::symbolize::SampleAddresses;
 use crate::recording::counters::CounterRecords;
 use crate::recording::kernel_records::{Capability, KernelRecords};
+use std::sync::Arc;
 
 /// How the profiled program ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,7 +121,7 @@ pub fn signal_name(sig: i32) -> Option<&'static str> {
 }
 
 /// Everything one profiled run produced.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct RunOutcome {
     pub exit: ExitStatus,
     pub kernel: KernelRecords,
@@ -136,6 +138,9 @@ pub struct RunOutcome {
     /// `symbolize: false` (to save the records before symbolising them, say); `None` once
     /// they are symbolised.
     pub unsymbolised: Option<SampleAddresses>,
+    /// The long lists (switches, samples, switch samples) kept off memory by
+    /// [`run_keeping_lists`]; `None` when `kernel` and `unsymbolised` hold them.
+    pub lists: Option<KeptLists>,
 }
 
 /// Runs `exe` with `args`, the extra `env` (e.g. `PARPROF_OUT=<dir>`) on top of the
@@ -146,6 +151,28 @@ pub struct RunOutcome {
 /// already delivered it to the child's process group); a second one kills the child with
 /// SIGKILL. Either way the records collected so far are returned.
 pub fn run_and_collect(
+    exe: &Path,
+    args: &[OsString],
+    env: &[(OsString, OsString)],
+    working_dir: Option<&Path>,
+    opts: &CollectOptions,
+) -> anyhow::Result<RunOutcome> {
+    let mut outcome = run_keeping_lists(exe, args, env, working_dir, opts)?;
+    let mut addresses = outcome.unsymbolised.take().unwrap_or_default();
+    if let Some(lists) = outcome.lists.take() {
+        lists.hold(&mut outcome.kernel, &mut addresses, &mut outcome.counters);
+    }
+    if opts.symbolize {
+        addresses.symbolize(&mut outcome.kernel);
+    } else {
+        outcome.unsymbolised = Some(addresses);
+    }
+    Ok(outcome)
+}
+
+/// [`run_and_collect`] without symbolising, the long lists kept off memory in
+/// [`RunOutcome::lists`] (to be saved from there).
+pub fn run_keeping_lists(
     exe: &Path,
     args: &[OsString],
     env: &[(OsString, OsString)],
@@ -177,7 +204,9 @@ pub fn run_and_collect(
             Ok(Ok(child)) => child,
             Ok(Err(e)) => {
                 drop(collector.finish());
-                drop(counters.map(|c| c.finish(&[], &Capability::no("the program did not start"))));
+                let none: SharedSwitches = Arc::new(Vec::new());
+                let refused = Capability::no("the program did not start");
+                drop(counters.map(|c| c.finish(&none, &refused)));
                 return Err(
                     anyhow::Error::new(e).context(format!("cannot start {}", exe.display()))
                 );
@@ -187,19 +216,14 @@ pub fn run_and_collect(
         let (status, interrupted) = wait_forwarding_sigint(&mut child, &sigint)
             .with_context(|| format!("waiting for {} (pid {pid})", exe.display()))?;
         let wall_ns = monotonic_ns().saturating_sub(started);
-        let (mut kernel, addresses, counters) = finish_collection(collector, counters);
+        let (collected, counters) = finish_collection(collector, counters);
         // From here on Ctrl-C is the user's to abort symbolisation and reporting.
         drop(sigint);
-        let unsymbolised = if opts.symbolize {
-            addresses.symbolize(&mut kernel);
-            None
-        } else {
-            Some(addresses)
-        };
         Ok(RunOutcome {
             exit: status.into(),
-            kernel,
-            unsymbolised,
+            kernel: collected.kernel,
+            unsymbolised: Some(collected.addresses),
+            lists: Some(collected.lists),
             counters,
             child_pid: pid,
             started_ns: started,
@@ -245,15 +269,13 @@ fn spawn_failure(spawned: std::thread::Result<io::Result<Child>>) -> anyhow::Err
 fn finish_collection(
     collector: Collector,
     counters: Option<CounterCollector>,
-) -> (KernelRecords, SampleAddresses, CounterRecords) {
+) -> (Collected, CounterRecords) {
     let collected = collector.finish();
+    let switches: SharedSwitches = collected.lists.switches.clone();
     let counters = counters.map_or_else(CounterRecords::default, |c| {
-        c.finish(
-            &collected.kernel.switches,
-            &collected.kernel.capabilities.context_switches,
-        )
+        c.finish(&switches, &collected.kernel.capabilities.context_switches)
     });
-    (collected.kernel, collected.addresses, counters)
+    (collected, counters)
 }
 
 /// The program's command, which holds the child between fork and exec until the collectors

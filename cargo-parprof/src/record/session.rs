@@ -4,6 +4,7 @@
 
 use crate::record::collect::CollectOptions;
 use crate::record::launch::{self, RunOutcome};
+use crate::record::symbolize;
 use crate::recording::{
     self, DetailRequest, ExitStatus, Harness, RayonHooks, RecordedOptions, Recording, RunMeta,
     TargetInfo,
@@ -42,8 +43,9 @@ pub struct Settings {
 ///
 /// The records are written once, as collected, with what symbolising them needs, so that a
 /// failure to symbolise them (or the profiler killed meanwhile) loses nothing: `cargo parprof
-/// report` symbolises such a run. The symbols are appended to them afterwards; then the long
-/// lists are dropped from memory and `then` walks them from the file, as `report` does.
+/// report` symbolises such a run. Then the long lists are dropped from memory: the samples are
+/// symbolised from the file, their symbols appended to it, and `then` walks the lists from the
+/// file, as `report` does.
 pub fn record_once<T>(
     program: &Program<'_>,
     settings: &Settings,
@@ -66,7 +68,7 @@ pub fn record_once<T>(
     };
     let started = std::time::SystemTime::now();
     let mut outcome =
-        launch::run_and_collect(program.exe, args, &env, program.working_dir, &collect)?;
+        launch::run_keeping_lists(program.exe, args, &env, program.working_dir, &collect)?;
     crate::console::note!("parprof: the target {}", outcome.exit);
     let exit_code = outcome.exit.shell_code();
     let run = run_meta(program, settings, args, &outcome, started);
@@ -76,16 +78,20 @@ pub fn record_once<T>(
         counters: outcome.counters,
         addresses: outcome.unsymbolised.take().unwrap_or_default(),
     };
-    let records_len = recording::save(output_dir, &recording)?;
+    let Some(lists) = outcome.lists else {
+        anyhow::bail!("the collection kept no lists to save");
+    };
+    let records_len = recording::save_with_lists(output_dir, &recording, &lists)?;
     if !settings.collect.symbolize {
+        // Analysed unsymbolised, from memory: the file's samples are walked with their stacks.
+        let r = &mut recording;
+        lists.hold(&mut r.kernel, &mut r.addresses, &mut r.counters);
         return Ok((then(&recording)?, exit_code));
     }
+    drop(lists);
     recording::walk_lists_from_file(output_dir, &mut recording);
     return_freed_memory();
-    recording.addresses.symbolize(&mut recording.kernel);
-    recording.release_call_chains();
-    recording::append_symbols(output_dir, records_len, &recording.kernel)?;
-    recording::walk_lists_from_file(output_dir, &mut recording);
+    symbolize::symbolize_saved(output_dir, records_len, &mut recording)?;
     return_freed_memory();
     Ok((then(&recording)?, exit_code))
 }

@@ -18,30 +18,85 @@ use blazesym::symbolize::{Input, Sym, Symbolizer};
 use rayon::prelude::*;
 
 pub use crate::recording::address_spaces::{
-    ExecEvent, ForkEvent, Mapping, SampleAddresses, SideBand,
+    ExecEvent, ForkEvent, Mapping, SampleAddresses, SampleAt, SideBand,
 };
 use crate::recording::kernel_records::{
-    CpuSample, EMPTY_STACK, Frame, Interner, KernelRecords, StackId, StackInterner, StackTree,
+    CallChain, EMPTY_STACK, Frame, Interner, KernelRecords, StackId, StackInterner, StackTree,
 };
+use crate::recording::{self, Recording, run_folder::SavedSamples};
 
 impl SampleAddresses {
-    /// Fills in the symbolised stacks of `kernel`'s samples and switch samples, from the
-    /// mapped files.
-    ///
-    /// The collection's last step, after the program ended, when its CPUs are free: each
-    /// distinct address of both lists is symbolised once, the files in parallel (each file's
-    /// symbol table and its debug information on a core of their own, where there are cores).
+    /// Fills in the symbolised stacks of `kernel`'s samples and switch samples, held in memory,
+    /// from the mapped files (see [`symbolize_lists`]).
     pub fn symbolize(&self, kernel: &mut KernelRecords) {
-        let (tree, [stacks, switch_stacks]) = symbolize_lists(
-            [
-                (&kernel.samples, &self.sample_pids),
-                (&kernel.switch_samples, &self.switch_sample_pids),
-            ],
-            &self.side_band,
-        );
+        let mut chains = ChainIds::default();
+        let lists = [
+            (&kernel.samples, &self.sample_pids),
+            (&kernel.switch_samples, &self.switch_sample_pids),
+        ]
+        .map(|(samples, pids)| {
+            (samples.iter().enumerate())
+                .map(|(i, s)| SampleAt {
+                    time_ns: s.time_ns,
+                    pid: pids.get(i).copied().unwrap_or(s.tid),
+                    chain: chains.id(&s.callchain),
+                })
+                .collect::<Vec<_>>()
+        });
+        let (tree, [stacks, switch_stacks]) =
+            symbolize_lists(&chains.chains, lists.map(Vec::into_iter), &self.side_band);
         kernel.stacks = Arc::new(tree);
         kernel.sample_stacks = stacks;
         kernel.switch_sample_stacks = switch_stacks;
+    }
+}
+
+/// Symbolises the samples saved without symbols in the run folder `dir` (its records
+/// `records_len` bytes long), walking them from its records rather than holding them, and
+/// appends the symbols there; then `recording`'s long lists are walked from the folder
+/// ([`recording::walk_lists_from_file`]). What symbolising holds is the run's distinct call
+/// chains and a stack id per sample until they are written. Should the symbols not be
+/// written, `recording` keeps them beside its lists, held if they still were.
+pub fn symbolize_saved(
+    dir: &Path,
+    records_len: u64,
+    recording: &mut Recording,
+) -> anyhow::Result<()> {
+    let saved = SavedSamples::in_folder(dir);
+    let chains = saved.call_chains();
+    let lists = [saved.samples(false), saved.samples(true)];
+    let (tree, [stacks, switch_stacks]) =
+        symbolize_lists(&chains, lists, &recording.addresses.side_band);
+    drop(chains);
+    if let Some(failure) = saved.failure() {
+        anyhow::bail!("the samples could not be read again to symbolise them: {failure}");
+    }
+    let kernel = &mut recording.kernel;
+    kernel.stacks = Arc::new(tree);
+    kernel.sample_stacks = stacks;
+    kernel.switch_sample_stacks = switch_stacks;
+    recording::append_symbols(dir, records_len, kernel)?;
+    recording::walk_lists_from_file(dir, recording);
+    Ok(())
+}
+
+/// The call chains of samples held in memory, each by an id: samples share the interned
+/// chains, so a chain is known by its address.
+#[derive(Default)]
+struct ChainIds {
+    ids: FxHashMap<usize, u32>,
+    chains: Vec<CallChain>,
+}
+
+impl ChainIds {
+    fn id(&mut self, chain: &CallChain) -> u32 {
+        let next = self.chains.len() as u32;
+        *(self.ids)
+            .entry(Arc::as_ptr(chain).cast::<u64>() as usize)
+            .or_insert_with(|| {
+                self.chains.push(Arc::clone(chain));
+                next
+            })
     }
 }
 
@@ -82,6 +137,16 @@ impl<'a> AddressSpaces<'a> {
             execs,
             parent,
         }
+    }
+
+    /// How many of the mappings and of the execs of `pid` had happened by `time_ns`: all that
+    /// [`Self::lookup`] of `pid` at that time depends on besides the address (a forked
+    /// process falls back on its parent at the fork, a fixed time), so two samples of one
+    /// process and one call chain that agree on it have the same sites.
+    fn seen_by(&self, pid: u32, time_ns: u64) -> (u32, u32) {
+        let maps = (self.maps.get(&pid)).map_or(0, |v| v.partition_point(|m| m.time_ns <= time_ns));
+        let execs = (self.execs.get(&pid)).map_or(0, |v| v.partition_point(|&t| t <= time_ns));
+        (maps as u32, execs as u32)
     }
 
     fn lookup(&self, pid: u32, time_ns: u64, addr: u64) -> Option<&'a Mapping> {
@@ -182,95 +247,134 @@ fn module_label(m: &Mapping) -> String {
     }
 }
 
-/// Symbolises each sample's call chain (leaf first, raw instruction pointers) into frames,
-/// root first, for each list of samples; `pids[i]` is the process of `samples[i]`. Each result
-/// has one stack per sample of its list, in the tree returned with them.
+/// Symbolises each sample's call chain (leaf first, raw instruction pointers, `chains` by the
+/// samples' ids) into frames, root first, for each list of samples. Each result has one stack
+/// per sample of its list, in the tree returned with them.
 ///
 /// A long run repeats a few thousand distinct call chains millions of times, so the memory
-/// here follows the distinct ones: each is resolved to sites once and symbolised once, each
-/// address of a file once (whichever list has it), each function name once, and the stacks
-/// as a prefix tree shared by every sample.
-pub fn symbolize_lists<const N: usize>(
-    lists: [(&[CpuSample], &[u32]); N],
+/// here follows the distinct ones, not the samples (which may be walked from a file): each
+/// sample is known by what decides its sites (its process, its chain and how far its address
+/// space had come, [`SiteKey`]); each key is resolved to sites and symbolised once, each
+/// address of a file once (whichever list has it), each function name once, and the stacks as
+/// a prefix tree shared by every sample.
+pub fn symbolize_lists<const N: usize, I>(
+    chains: &[CallChain],
+    lists: [I; N],
     side: &SideBand,
-) -> (StackTree, [Vec<StackId>; N]) {
-    let spaces = AddressSpaces::new(side);
-    // Each list's chains on a core of their own, where there are cores.
-    let chains = std::thread::scope(|scope| {
-        (lists.map(|(samples, pids)| scope.spawn(|| distinct_site_chains(samples, pids, &spaces))))
+) -> (StackTree, [Vec<StackId>; N])
+where
+    I: Iterator<Item = SampleAt> + Send,
+{
+    let sites = ChainSites {
+        chains,
+        spaces: AddressSpaces::new(side),
+    };
+    // Each list walked on a core of its own, where there are cores.
+    let keyed = std::thread::scope(|scope| {
+        (lists.map(|list| scope.spawn(|| distinct_keys(list, &sites.spaces))))
             .map(|list| list.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
     });
     let mut names = Interner::default();
-    let resolved = resolve_file_sites(chains.iter().flat_map(|(c, _)| c), &mut names);
+    let firsts = keyed.iter().flat_map(|(firsts, _)| firsts);
+    let resolved = resolve_file_sites(firsts, &sites, &mut names);
     let mut tree = StackInterner::default();
-    let ids = chains.map(|(chains, chain_of_sample)| {
-        let stacks = stacks_of_chains(&chains, &resolved, &mut names, &mut tree);
-        chain_of_sample.into_iter().map(|id| stacks[id]).collect()
+    let mut chain_sites = Vec::new();
+    let ids = keyed.map(|(firsts, mut key_of_sample)| {
+        let stacks: Vec<StackId> = (firsts.iter())
+            .map(|first| {
+                sites.of(first, &mut chain_sites);
+                stack_of(&chain_sites, &resolved, &mut names, &mut tree)
+            })
+            .collect();
+        for id in &mut key_of_sample {
+            *id = stacks[*id as usize];
+        }
+        key_of_sample
     });
     (tree.finish(), ids)
 }
 
-/// The distinct chains of sites of `samples`, and which one each sample has.
-fn distinct_site_chains<'a>(
-    samples: &[CpuSample],
-    pids: &[u32],
-    spaces: &'a AddressSpaces,
-) -> (Vec<Vec<Site<'a>>>, Vec<usize>) {
-    // Chains are hundreds of sites deep in a recursion: hashed with the compiler's fast hash.
-    let mut chain_ids: FxHashMap<Vec<Site>, usize> = FxHashMap::default();
-    let mut chain_of_sample = Vec::with_capacity(samples.len());
-    let mut sites = Vec::new();
-    for (i, s) in samples.iter().enumerate() {
-        let pid = pids.get(i).copied().unwrap_or(s.tid);
-        sites.clear();
+/// What decides the sites of a sample's call chain: its process, the chain, and how many of
+/// the process's mappings and execs had happened by then ([`AddressSpaces::seen_by`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct SiteKey {
+    pid: u32,
+    chain: u32,
+    seen: (u32, u32),
+}
+
+/// The first sample of each distinct [`SiteKey`] of `samples`, and which key each sample has.
+fn distinct_keys(
+    samples: impl Iterator<Item = SampleAt>,
+    spaces: &AddressSpaces,
+) -> (Vec<SampleAt>, Vec<u32>) {
+    let mut ids: FxHashMap<SiteKey, u32> = FxHashMap::default();
+    let mut firsts = Vec::new();
+    let mut key_of_sample = Vec::with_capacity(samples.size_hint().0);
+    for s in samples {
+        let key = SiteKey {
+            pid: s.pid,
+            chain: s.chain,
+            seen: spaces.seen_by(s.pid, s.time_ns),
+        };
+        let id = *ids.entry(key).or_insert_with(|| {
+            firsts.push(s);
+            (firsts.len() - 1) as u32
+        });
+        key_of_sample.push(id);
+    }
+    (firsts, key_of_sample)
+}
+
+/// The call chains of samples by their ids, and the address spaces they were taken in.
+struct ChainSites<'a> {
+    chains: &'a [CallChain],
+    spaces: AddressSpaces<'a>,
+}
+
+impl<'a> ChainSites<'a> {
+    /// The sites of the call chain of `sample`, into `out`.
+    fn of(&self, sample: &SampleAt, out: &mut Vec<Site<'a>>) {
+        let chain = (self.chains.get(sample.chain as usize)).map_or(&[][..], |c| &c[..]);
+        out.clear();
         // Return addresses point after the call; one byte back lands inside the call
         // instruction, which is the line and inlining context the caller was actually in.
-        sites.extend(s.callchain.iter().enumerate().map(|(depth, &ip)| {
+        out.extend(chain.iter().enumerate().map(|(depth, &ip)| {
             let addr = if depth == 0 { ip } else { ip.saturating_sub(1) };
-            match spaces.lookup(pid, s.time_ns, addr) {
+            match self.spaces.lookup(sample.pid, sample.time_ns, addr) {
                 None => Site::Unknown,
                 Some(m) if !is_file(&m.path) => Site::Label(m),
                 Some(m) => Site::File(m, addr - m.start + m.pgoff),
             }
         }));
-        let id = match chain_ids.get(&sites) {
-            Some(&id) => id,
-            None => {
-                let id = chain_ids.len();
-                chain_ids.insert(sites.clone(), id);
-                id
-            }
-        };
-        chain_of_sample.push(id);
     }
-    // Each chain held once: the map's keys, in the order of their ids.
-    let mut chains = vec![Vec::new(); chain_ids.len()];
-    for (chain, id) in chain_ids {
-        chains[id] = chain;
-    }
-    (chains, chain_of_sample)
 }
 
-/// The frames of each file address the chains hold, each symbolised once, the files in
-/// parallel.
+/// The frames of each file address of the call chains of the samples `firsts`, each
+/// symbolised once, the files in parallel.
 fn resolve_file_sites<'c, 's: 'c>(
-    chains: impl IntoIterator<Item = &'c Vec<Site<'s>>>,
+    firsts: impl IntoIterator<Item = &'c SampleAt>,
+    sites: &ChainSites<'s>,
     names: &mut Interner<str>,
 ) -> FxHashMap<(&'s OsStr, u64), Vec<Frame>> {
-    let mut offsets_by_file: FxHashMap<&OsStr, Vec<u64>> = FxHashMap::default();
-    for site in chains.into_iter().flatten() {
-        if let Site::File(m, off) = site {
-            offsets_by_file
-                .entry(m.path.as_os_str())
-                .or_default()
-                .push(*off);
+    let mut offsets_by_file: FxHashMap<&OsStr, rustc_hash::FxHashSet<u64>> = FxHashMap::default();
+    let mut chain = Vec::new();
+    for first in firsts {
+        sites.of(first, &mut chain);
+        for site in &chain {
+            if let Site::File(m, off) = site {
+                offsets_by_file
+                    .entry(m.path.as_os_str())
+                    .or_default()
+                    .insert(*off);
+            }
         }
     }
     let files: Vec<(&OsStr, Vec<u64>)> = offsets_by_file
         .into_iter()
-        .map(|(path, mut offsets)| {
+        .map(|(path, offsets)| {
+            let mut offsets: Vec<u64> = offsets.into_iter().collect();
             offsets.sort_unstable();
-            offsets.dedup();
             (path, offsets)
         })
         .collect();
@@ -287,37 +391,32 @@ fn resolve_file_sites<'c, 's: 'c>(
     resolved
 }
 
-/// Each chain's stack, root first, in `tree`; two chains of sites can still make one stack
-/// (the same file mapped twice), stored once.
-fn stacks_of_chains(
-    chains: &[Vec<Site>],
+/// The stack of a chain of sites, root first, in `tree`; two chains of sites can still make
+/// one stack (the same file mapped twice), stored once.
+fn stack_of(
+    chain: &[Site],
     resolved: &FxHashMap<(&OsStr, u64), Vec<Frame>>,
     names: &mut Interner<str>,
     tree: &mut StackInterner,
-) -> Vec<StackId> {
+) -> StackId {
     let mut unknown = |label: String| Frame {
         function: names.intern(label),
         inlined: false,
     };
-    chains
-        .iter()
-        .map(|chain| {
-            let mut stack = EMPTY_STACK;
-            for site in chain.iter().rev() {
-                match site {
-                    Site::Unknown => stack = tree.child(stack, &unknown("[unknown]".to_string())),
-                    Site::Label(m) => stack = tree.child(stack, &unknown(module_label(m))),
-                    Site::File(m, off) => match resolved.get(&(m.path.as_os_str(), *off)) {
-                        Some(frames) => {
-                            stack = (frames.iter()).fold(stack, |at, f| tree.child(at, f));
-                        }
-                        None => stack = tree.child(stack, &unknown(module_label(m))),
-                    },
+    let mut stack = EMPTY_STACK;
+    for site in chain.iter().rev() {
+        match site {
+            Site::Unknown => stack = tree.child(stack, &unknown("[unknown]".to_string())),
+            Site::Label(m) => stack = tree.child(stack, &unknown(module_label(m))),
+            Site::File(m, off) => match resolved.get(&(m.path.as_os_str(), *off)) {
+                Some(frames) => {
+                    stack = (frames.iter()).fold(stack, |at, f| tree.child(at, f));
                 }
-            }
-            stack
-        })
-        .collect()
+                None => stack = tree.child(stack, &unknown(module_label(m))),
+            },
+        }
+    }
+    stack
 }
 
 /// A symbolizer that reads only the debug information inside the mapped files: following
@@ -400,6 +499,7 @@ impl FileSymbols {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recording::kernel_records::CpuSample;
     use std::path::PathBuf;
 
     fn map(time_ns: u64, pid: u32, start: u64, path: &str) -> Mapping {
@@ -448,6 +548,121 @@ mod tests {
         assert!(spaces.lookup(1, 35, 0x9000).is_none());
     }
 
+    /// The tree and stacks of `samples` of process `pid`, symbolised as held in memory.
+    fn symbolize_held(
+        samples: Vec<CpuSample>,
+        pid: u32,
+        side: &SideBand,
+    ) -> (Arc<StackTree>, Vec<StackId>) {
+        let addresses = SampleAddresses {
+            sample_pids: vec![pid; samples.len()],
+            side_band: side.clone(),
+            ..SampleAddresses::default()
+        };
+        let mut kernel = KernelRecords {
+            samples,
+            ..KernelRecords::default()
+        };
+        addresses.symbolize(&mut kernel);
+        (kernel.stacks, kernel.sample_stacks)
+    }
+
+    #[test]
+    fn one_chain_has_the_sites_of_the_address_space_at_each_sample() {
+        let side = SideBand {
+            maps: vec![map(10, 1, 0x1000, "[old]"), map(30, 1, 0x1000, "[new]")],
+            execs: vec![ExecEvent {
+                time_ns: 25,
+                pid: 1,
+            }],
+            ..SideBand::default()
+        };
+        let chain: CallChain = vec![0x1010].into();
+        let samples = [15, 20, 35, 40, 27].map(|time_ns| CpuSample {
+            time_ns,
+            tid: 1,
+            cpu: 0,
+            callchain: Arc::clone(&chain),
+        });
+        let (tree, stacks) = symbolize_held(samples.to_vec(), 1, &side);
+        let name = |stack: StackId| {
+            (tree.frames(stack).iter().map(|f| f.function.to_string())).collect::<Vec<_>>()
+        };
+        assert_eq!(stacks[0], stacks[1]);
+        assert_eq!(stacks[2], stacks[3]);
+        assert_eq!(name(stacks[0]), ["[old]"]);
+        assert_eq!(name(stacks[2]), ["[new]"]);
+        // After the exec, before the new mapping: no mapping of this address space yet, and
+        // none of the parent's (there is none), so the one mapped later explains it.
+        assert_eq!(name(stacks[4]), ["[new]"]);
+    }
+
+    #[test]
+    fn samples_symbolised_from_the_saved_records_get_the_symbols_of_samples_held() {
+        let side = SideBand {
+            maps: vec![
+                map(10, 1, 0x1000, "[old]"),
+                map(30, 1, 0x1000, "[new]"),
+                map(0, 1, 0x4000, "/nonexistent/libfoo.so"),
+                map(0, 2, 0x1000, "[other]"),
+            ],
+            execs: vec![ExecEvent {
+                time_ns: 25,
+                pid: 1,
+            }],
+            ..SideBand::default()
+        };
+        let chains: [CallChain; 3] = [
+            vec![0x1010, 0x4010].into(),
+            vec![0x4020].into(),
+            vec![0x1010, 0x4020, 0x9999].into(),
+        ];
+        let list = |n: u64, step: u64| {
+            let samples: Vec<CpuSample> = (0..n)
+                .map(|i| CpuSample {
+                    time_ns: i * step % 45,
+                    tid: 1 + (i % 5 == 0) as u32,
+                    cpu: (i % 2) as u32,
+                    callchain: Arc::clone(&chains[(i * 7 % 3) as usize]),
+                })
+                .collect();
+            let pids = samples.iter().map(|s| s.tid).collect::<Vec<_>>();
+            (samples, pids)
+        };
+        let ((samples, sample_pids), (switch_samples, switch_sample_pids)) =
+            (list(200, 3), list(90, 7));
+        let recording = Recording {
+            kernel: KernelRecords {
+                samples,
+                switch_samples,
+                ..KernelRecords::default()
+            },
+            addresses: SampleAddresses {
+                sample_pids,
+                switch_sample_pids,
+                side_band: side,
+            },
+            ..Recording::default()
+        };
+        let (held_dir, walked_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let records_len = recording::save(held_dir.path(), &recording).unwrap();
+        recording::save(walked_dir.path(), &recording).unwrap();
+
+        let mut held = recording.clone();
+        held.addresses.symbolize(&mut held.kernel);
+        recording::append_symbols(held_dir.path(), records_len, &held.kernel).unwrap();
+        let mut walked = recording;
+        recording::walk_lists_from_file(walked_dir.path(), &mut walked);
+        symbolize_saved(walked_dir.path(), records_len, &mut walked).unwrap();
+
+        let bytes =
+            |dir: &tempfile::TempDir| std::fs::read(dir.path().join("records.ppr")).unwrap();
+        assert_eq!(bytes(&held_dir), bytes(&walked_dir));
+        assert_eq!(held.kernel.stacks, walked.kernel.stacks);
+        // Samples of one chain in two address spaces: more stacks than chains.
+        assert!(held.kernel.stacks.nodes().count() > chains.len());
+    }
+
     #[test]
     fn unmapped_and_unreadable_frames_get_labels() {
         let side = SideBand {
@@ -463,7 +678,7 @@ mod tests {
             cpu: 0,
             callchain: vec![0x1010, 0x4010, 0x9999].into(),
         };
-        let (tree, [stacks]) = symbolize_lists([(&[sample][..], &[1][..])], &side);
+        let (tree, stacks) = symbolize_held(vec![sample], 1, &side);
         let names: Vec<&str> = (tree.frames(stacks[0]).iter())
             .map(|f| &*f.function)
             .collect();
@@ -489,9 +704,9 @@ mod tests {
         // Another address in the same mappings: another chain, the same frames.
         samples.push(sample(1000, &[0x1020, 0x4020]));
         samples.push(sample(1001, &[0x4010]));
-        let (tree, [stacks]) =
-            symbolize_lists([(&samples[..], &vec![1; samples.len()][..])], &side);
-        assert_eq!(stacks.len(), samples.len());
+        let count = samples.len();
+        let (tree, stacks) = symbolize_held(samples, 1, &side);
+        assert_eq!(stacks.len(), count);
         assert!(stacks[..1001].iter().all(|s| *s == stacks[0]));
         let names = |stack: StackId| {
             (tree.frames(stack).iter())

@@ -54,3 +54,12 @@ pub struct SampleAddresses {
     pub switch_sample_pids: Vec<u32>,
     pub side_band: SideBand,
 }
+
+/// A sample as symbolising needs it: when, in which process, and its call chain by its id
+/// (into the chains symbolised with it, as `records.ppr` stores them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleAt {
+    pub time_ns: u64,
+    pub pid: u32,
+    pub chain: u32,
+}

@@ -60,7 +60,7 @@
 //! The meta part must come first, ids must refer to entries already read, and the end parts'
 //! counts must match what was read; anything else is [`RecordsError::Corrupt`].
 
-use super::address_spaces::{ExecEvent, ForkEvent, Mapping, SampleAddresses};
+use super::address_spaces::{ExecEvent, ForkEvent, Mapping, SampleAddresses, SideBand};
 use super::counters::{
     CounterRecords, CounterSample, CounterSeries, CounterSource, ReadCost, Scaling,
     UnavailableCounter,
@@ -374,9 +374,9 @@ impl<W: Write> PartWriter<W> {
         prefix: &[u8],
         items: impl IntoIterator<Item = T>,
         encode: impl Fn(&mut Vec<u8>, T),
-    ) -> io::Result<()> {
+    ) -> io::Result<u64> {
         let mut body = Vec::new();
-        let mut count = 0u64;
+        let (mut count, mut total) = (0u64, 0u64);
         let flush = |this: &mut Self, body: &mut Vec<u8>, count: &mut u64| {
             let mut payload = prefix.to_vec();
             put_varint(&mut payload, *count);
@@ -387,6 +387,7 @@ impl<W: Write> PartWriter<W> {
         for item in items {
             encode(&mut body, item);
             count += 1;
+            total += 1;
             if body.len() >= TARGET_PART_LEN {
                 flush(self, &mut body, &mut count)?;
             }
@@ -394,20 +395,58 @@ impl<W: Write> PartWriter<W> {
         if count > 0 {
             flush(self, &mut body, &mut count)?;
         }
-        Ok(())
+        Ok(total)
     }
 }
 
-/// The id of each sample's call chain in `table`.
-fn callchain_ids<'a>(table: &mut Table<&'a [u64]>, samples: &'a [CpuSample]) -> Vec<u64> {
-    samples.iter().map(|s| table.id(&s.callchain)).collect()
+/// A sample as written: time, thread, CPU and its call chain.
+pub type SampleToWrite<'a> = (u64, u32, u32, &'a [u64]);
+
+/// The long lists of a recording as [`write_records_of`] reads them, in the order saved, each
+/// as often as it needs: held in the recording, or kept by the collector off memory.
+pub trait ListsToWrite {
+    /// The switch records, sorted by time.
+    fn switches(&self) -> Box<dyn Iterator<Item = SwitchRecord> + '_>;
+    /// The cpu samples (`switch_outs`: the switch samples), sorted by time.
+    fn samples(&self, switch_outs: bool) -> Box<dyn Iterator<Item = SampleToWrite<'_>> + '_>;
+    /// The process of each sample of [`Self::samples`], in the same order.
+    fn sample_pids(&self, switch_outs: bool) -> Box<dyn Iterator<Item = u32> + '_>;
 }
 
-fn put_sample(buf: &mut Vec<u8>, (sample, callchain): (&CpuSample, &u64)) {
-    put_varint(buf, sample.time_ns);
-    put_varint(buf, sample.tid.into());
-    put_varint(buf, sample.cpu.into());
-    put_varint(buf, *callchain);
+/// The long lists of a recording held in it.
+struct HeldLists<'a>(&'a Recording);
+
+impl ListsToWrite for HeldLists<'_> {
+    fn switches(&self) -> Box<dyn Iterator<Item = SwitchRecord> + '_> {
+        Box::new(self.0.kernel.switches.iter().copied())
+    }
+
+    fn samples(&self, switch_outs: bool) -> Box<dyn Iterator<Item = SampleToWrite<'_>> + '_> {
+        let k = &self.0.kernel;
+        let list = if switch_outs {
+            &k.switch_samples
+        } else {
+            &k.samples
+        };
+        Box::new((list.iter()).map(|s| (s.time_ns, s.tid, s.cpu, &s.callchain[..])))
+    }
+
+    fn sample_pids(&self, switch_outs: bool) -> Box<dyn Iterator<Item = u32> + '_> {
+        let a = &self.0.addresses;
+        let list = if switch_outs {
+            &a.switch_sample_pids
+        } else {
+            &a.sample_pids
+        };
+        Box::new(list.iter().copied())
+    }
+}
+
+fn put_sample(buf: &mut Vec<u8>, (time_ns, tid, cpu, callchain): (u64, u32, u32, u64)) {
+    put_varint(buf, time_ns);
+    put_varint(buf, tid.into());
+    put_varint(buf, cpu.into());
+    put_varint(buf, callchain);
 }
 
 /// Writes `recording` in the format above: its records, then its symbols when its samples
@@ -431,31 +470,43 @@ pub fn write_records(recording: &Recording, out: impl Write) -> io::Result<()> {
             "records read again from a file are not written again",
         ));
     }
+    write_records_of(recording, &HeldLists(recording), out)
+}
+
+/// Writes the records of `recording` up to its end part, its long lists (switches, samples and
+/// their processes) as `lists` gives them (those `recording` holds are not read), its counter
+/// series' readings as [`CounterSeries::samples`] gives them.
+pub fn write_records_of(
+    recording: &Recording,
+    lists: &dyn ListsToWrite,
+    out: impl Write,
+) -> io::Result<()> {
     let mut out = out;
     out.write_all(&MAGIC)?;
     out.write_all(&VERSION.to_le_bytes())?;
     let mut w = PartWriter { out };
     let meta = serde_json::to_vec(&Meta::of(recording))?;
     w.part(PartKind::Meta, &meta)?;
-    write_kernel_lists(&mut w, &recording.kernel)?;
+    let mut long = write_kernel_lists(&mut w, &recording.kernel, lists)?;
     for (index, series) in recording.counters.counters.iter().enumerate() {
         let mut prefix = Vec::new();
         put_varint(&mut prefix, index as u64);
-        w.list(
+        let written = w.list(
             PartKind::CounterSamples,
             &prefix,
-            &series.cpu_samples,
+            series.samples(),
             |b, s| {
                 put_varint(b, s.time_ns);
                 put_varint(b, s.cpu.into());
                 b.extend_from_slice(&s.value.to_bits().to_le_bytes());
             },
         )?;
+        long.counter_samples.push(written);
     }
-    write_addresses(&mut w, &recording.addresses)?;
-    let mut counts = list_counts(recording, &LongLists::of(recording), VERSION);
+    (long.sample_pids, long.switch_sample_pids) =
+        write_addresses(&mut w, &recording.addresses.side_band, lists)?;
     // The stacks come after the end part.
-    (counts[3], counts[5]) = (0, 0);
+    let counts = list_counts(recording, &long, VERSION);
     w.part(PartKind::End, &put_counts(&counts))?;
     w.out.flush()
 }
@@ -515,15 +566,23 @@ fn put_codes(b: &mut Vec<u8>, codes: &[u64]) {
     codes.iter().for_each(|c| put_varint(b, *c));
 }
 
-/// The table of call chains, then the kernel's lists that refer to it.
-fn write_kernel_lists(w: &mut PartWriter<impl Write>, k: &KernelRecords) -> io::Result<()> {
+/// The table of call chains (in the order the samples, then the switch samples, first have
+/// them), then the kernel's lists that refer to it; the long lists' lengths.
+fn write_kernel_lists(
+    w: &mut PartWriter<impl Write>,
+    k: &KernelRecords,
+    lists: &dyn ListsToWrite,
+) -> io::Result<LongLists> {
     let mut callchains = Table::new();
-    let sample_chains = callchain_ids(&mut callchains, &k.samples);
-    let switch_sample_chains = callchain_ids(&mut callchains, &k.switch_samples);
+    for switch_outs in [false, true] {
+        for (.., chain) in lists.samples(switch_outs) {
+            callchains.id(chain);
+        }
+    }
     w.list(PartKind::Callchains, &[], &callchains.items, |b, c| {
         put_codes(b, c)
     })?;
-    w.list(PartKind::Switches, &[], &k.switches, |b, s| {
+    let switches = w.list(PartKind::Switches, &[], lists.switches(), |b, s| {
         put_varint(b, s.time_ns);
         put_varint(b, s.tid.into());
         put_varint(b, s.cpu.into());
@@ -533,24 +592,29 @@ fn write_kernel_lists(w: &mut PartWriter<impl Write>, k: &KernelRecords) -> io::
         put_varint(b, t.time_ns);
         put_varint(b, t.tid.into());
     })?;
-    w.list(
-        PartKind::Samples,
-        &[],
-        k.samples.iter().zip(&sample_chains),
-        put_sample,
-    )?;
-    w.list(
-        PartKind::SwitchSamples,
-        &[],
-        k.switch_samples.iter().zip(&switch_sample_chains),
-        put_sample,
-    )
+    let mut samples = [PartKind::Samples, PartKind::SwitchSamples].map(|kind| (kind, 0));
+    for (switch_outs, (kind, written)) in [false, true].into_iter().zip(&mut samples) {
+        let with_ids = (lists.samples(switch_outs))
+            .map(|(time_ns, tid, cpu, chain)| (time_ns, tid, cpu, callchains.ids[chain]));
+        *written = w.list(*kind, &[], with_ids, put_sample)?;
+    }
+    let [(_, samples), (_, switch_samples)] = samples;
+    Ok(LongLists {
+        switches,
+        samples,
+        switch_samples,
+        ..LongLists::default()
+    })
 }
 
-/// What symbolising the samples needs: the address spaces and each sample's process.
-fn write_addresses(w: &mut PartWriter<impl Write>, a: &SampleAddresses) -> io::Result<()> {
+/// What symbolising the samples needs: the address spaces and each sample's process; the
+/// lengths of the two lists of processes.
+fn write_addresses(
+    w: &mut PartWriter<impl Write>,
+    side: &SideBand,
+    lists: &dyn ListsToWrite,
+) -> io::Result<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
-    let side = &a.side_band;
     w.list(PartKind::Mappings, &[], &side.maps, |b, m| {
         for n in [m.time_ns, m.pid.into(), m.start, m.len, m.pgoff] {
             put_varint(b, n);
@@ -569,24 +633,24 @@ fn write_addresses(w: &mut PartWriter<impl Write>, a: &SampleAddresses) -> io::R
         put_varint(b, e.time_ns);
         put_varint(b, e.pid.into());
     })?;
-    let put_run = |b: &mut Vec<u8>, (pid, n): (u32, u64)| {
-        put_varint(b, pid.into());
-        put_varint(b, n);
+    let put_run = |b: &mut Vec<u8>, (pid, n): &(u32, u64)| {
+        put_varint(b, (*pid).into());
+        put_varint(b, *n);
     };
-    w.list(PartKind::SamplePids, &[], runs(&a.sample_pids), put_run)?;
-    w.list(
-        PartKind::SwitchSamplePids,
-        &[],
-        runs(&a.switch_sample_pids),
-        put_run,
-    )
+    let mut pids = [(PartKind::SamplePids, 0), (PartKind::SwitchSamplePids, 0)];
+    for (switch_outs, (kind, len)) in [false, true].into_iter().zip(&mut pids) {
+        let runs = runs(lists.sample_pids(switch_outs));
+        *len = runs.iter().map(|(_, n)| n).sum();
+        w.list(*kind, &[], &runs, put_run)?;
+    }
+    Ok((pids[0].1, pids[1].1))
 }
 
 /// The runs of equal values of `values`, as (value, length): a sample's process is nearly
 /// always the program's.
-fn runs(values: &[u32]) -> Vec<(u32, u64)> {
+fn runs(values: impl Iterator<Item = u32>) -> Vec<(u32, u64)> {
     let mut runs: Vec<(u32, u64)> = Vec::new();
-    for &v in values {
+    for v in values {
         match runs.last_mut() {
             Some((last, n)) if *last == v => *n += 1,
             _ => runs.push((v, 1)),
@@ -609,6 +673,7 @@ struct LongLists {
     counter_samples: Vec<u64>,
 }
 
+#[cfg(test)]
 impl LongLists {
     fn of(recording: &Recording) -> LongLists {
         let (k, a) = (&recording.kernel, &recording.addresses);
@@ -781,6 +846,8 @@ impl<R: Read> PartReader<R> {
             return Err(corrupt(format!("part length {len} exceeds {MAX_PART_LEN}")));
         }
         self.payload.clear();
+        // Exactly: a walk holds this buffer, and parts of a list have about the same length.
+        self.payload.reserve_exact(len as usize + 4);
         self.payload.resize(len as usize + 4, 0);
         let got_payload = read_full(&mut self.input, &mut self.payload)?;
         if got_payload < self.payload.len() {
@@ -838,15 +905,50 @@ pub fn walk_samples(
     input: impl Read,
     switch_outs: bool,
 ) -> impl Iterator<Item = Result<CpuSample, RecordsError>> {
+    let none = CallChain::from([]);
+    walk(input, samples_kind(switch_outs), None, move |c| {
+        sample(c, |_| Ok(Arc::clone(&none)))
+    })
+}
+
+/// The call chains of records read from `input`, in the order of their ids, as
+/// [`walk_switches`].
+pub fn walk_callchains(input: impl Read) -> impl Iterator<Item = Result<CallChain, RecordsError>> {
+    walk(input, PartKind::Callchains, None, |c| {
+        Ok(c.list(|c| Ok(c.varint()?))?.into())
+    })
+}
+
+/// The samples of [`walk_samples`] as (time, thread, call-chain id).
+pub fn walk_sample_chains(
+    input: impl Read,
+    switch_outs: bool,
+) -> impl Iterator<Item = Result<(u64, u32, u64), RecordsError>> {
+    walk(input, samples_kind(switch_outs), None, |c| {
+        let (time_ns, tid, _cpu, callchain) = sample_fields(c)?;
+        Ok((time_ns, tid, callchain))
+    })
+}
+
+/// The processes of the samples of [`walk_samples`], as runs of (process, samples).
+pub fn walk_sample_pid_runs(
+    input: impl Read,
+    switch_outs: bool,
+) -> impl Iterator<Item = Result<(u32, u64), RecordsError>> {
     let kind = if switch_outs {
+        PartKind::SwitchSamplePids
+    } else {
+        PartKind::SamplePids
+    };
+    walk(input, kind, None, |c| Ok((c.u32()?, c.varint()?)))
+}
+
+fn samples_kind(switch_outs: bool) -> PartKind {
+    if switch_outs {
         PartKind::SwitchSamples
     } else {
         PartKind::Samples
-    };
-    let none = CallChain::from([]);
-    walk(input, kind, None, move |c| {
-        sample(c, |_| Ok(Arc::clone(&none)))
-    })
+    }
 }
 
 /// The stack ids of the samples of [`walk_samples`], in the same order (version 3: checked by
@@ -864,7 +966,9 @@ pub fn walk_sample_stacks(
 }
 
 /// The entries of the parts of `kind` (of the counter series `series`, for counter samples)
-/// as `entry` reads them, part by part; a failure is the last item.
+/// as `entry` reads them, one at a time from the part read last (a walk holds one part, not
+/// its entries decoded: a part of samples decodes to three times its size); a failure is the
+/// last item.
 fn walk<T>(
     mut input: impl Read,
     kind: PartKind,
@@ -879,13 +983,11 @@ fn walk<T>(
         }),
         Err(e) => Err(Some(e)),
     };
-    let mut ready = Vec::new().into_iter();
+    // In the part read last: where it starts, where its next entry starts, how many are left.
+    let (mut part, mut at, mut left) = (0, 0, 0);
     let mut done = false;
     std::iter::from_fn(move || {
         loop {
-            if let Some(item) = ready.next() {
-                return Some(Ok(item));
-            }
             if done {
                 return None;
             }
@@ -896,30 +998,37 @@ fn walk<T>(
                     return failed.take().map(Err);
                 }
             };
+            let corrupt = |offset, reason: String| RecordsError::Corrupt {
+                offset,
+                reason: format!("{kind:?} part: {reason}"),
+            };
+            if left > 0 {
+                left -= 1;
+                let mut c = Cursor {
+                    bytes: &reader.payload,
+                    pos: at,
+                };
+                let item = entry(&mut c);
+                at = c.pos;
+                done = item.is_err();
+                return Some(item.map_err(|reason| corrupt(part, reason)));
+            }
             match reader.next() {
                 Ok(Next::Part(k, start)) if k == kind => {
                     let mut c = Cursor {
                         bytes: &reader.payload,
                         pos: 0,
                     };
-                    let of_series = match series {
+                    let entries = match series {
                         Some(series) => c.varint().map(|index| index == series),
                         None => Ok(true),
-                    };
-                    match of_series.map_err(str::to_owned).and_then(|of_series| {
-                        if of_series {
-                            c.list(&mut entry)
-                        } else {
-                            Ok(Vec::new())
-                        }
-                    }) {
-                        Ok(entries) => ready = entries.into_iter(),
+                    }
+                    .and_then(|of_series| if of_series { c.count() } else { Ok(0) });
+                    match entries {
+                        Ok(n) => (part, at, left) = (start, c.pos, n),
                         Err(reason) => {
                             done = true;
-                            return Some(Err(RecordsError::Corrupt {
-                                offset: start,
-                                reason: format!("{kind:?} part: {reason}"),
-                            }));
+                            return Some(Err(corrupt(start, reason.to_owned())));
                         }
                     }
                 }
@@ -1386,13 +1495,18 @@ fn sample(
     c: &mut Cursor<'_>,
     callchain: impl FnOnce(u64) -> Result<CallChain, String>,
 ) -> Result<CpuSample, String> {
-    let (time_ns, tid, cpu) = (c.varint()?, c.u32()?, c.u32()?);
+    let (time_ns, tid, cpu, id) = sample_fields(c)?;
     Ok(CpuSample {
         time_ns,
         tid,
         cpu,
-        callchain: callchain(c.varint()?)?,
+        callchain: callchain(id)?,
     })
+}
+
+/// A sample's time, thread, CPU and call-chain id.
+fn sample_fields(c: &mut Cursor<'_>) -> Result<(u64, u32, u32, u64), String> {
+    Ok((c.varint()?, c.u32()?, c.u32()?, c.varint()?))
 }
 
 #[cfg(test)]
@@ -1984,6 +2098,31 @@ pub(crate) mod tests {
                 walked(walk_counter_samples(bytes, index)),
                 series.cpu_samples
             );
+        }
+        assert_walks_give_back_what_symbolising_needs(bytes, whole);
+    }
+
+    /// The samples' call chains by id, and each sample's process, walked again.
+    fn assert_walks_give_back_what_symbolising_needs(bytes: &[u8], whole: &Recording) {
+        let (k, a) = (&whole.kernel, &whole.addresses);
+        let chains = walked(walk_callchains(bytes));
+        for (switch_outs, samples, pids) in [
+            (false, &k.samples, &a.sample_pids),
+            (true, &k.switch_samples, &a.switch_sample_pids),
+        ] {
+            let walked_samples = walked(walk_sample_chains(bytes, switch_outs));
+            let chain_of = |id: u64| &chains[id as usize];
+            assert!(
+                (walked_samples
+                    .iter()
+                    .map(|&(t, tid, id)| (t, tid, chain_of(id))))
+                .eq(samples.iter().map(|s| (s.time_ns, s.tid, &s.callchain)))
+            );
+            let runs = walked(walk_sample_pid_runs(bytes, switch_outs));
+            let walked_pids = runs
+                .iter()
+                .flat_map(|&(pid, n)| std::iter::repeat_n(pid, n as usize));
+            assert!(walked_pids.eq(pids.iter().copied()));
         }
     }
 

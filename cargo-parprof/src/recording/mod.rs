@@ -22,6 +22,7 @@ pub use run::{
     RunMeta, TargetInfo,
 };
 pub use run_folder::{
-    RECORDS_FILE, RunFolderError, append_symbols, is_run_folder, load, save, walk_lists_from_file,
+    RECORDS_FILE, RunFolderError, append_symbols, is_run_folder, load, save, save_with_lists,
+    walk_lists_from_file,
 };
 pub use thresholds::Thresholds;

@@ -1,9 +1,10 @@
 //! Saving and loading a run folder's records (`records.ppr`, encoded by [`super::format`]).
 
+use super::address_spaces::SampleAt;
 use super::counters::{CounterSample, SeriesSource, StoredSeries};
-use super::format::{self, Loaded, RecordsError};
+use super::format::{self, ListsToWrite, Loaded, RecordsError};
 use super::kernel_records::{
-    CpuSample, KernelRecords, ListSource, StackId, StoredLists, SwitchRecord,
+    CallChain, CpuSample, KernelRecords, ListSource, StackId, StoredLists, SwitchRecord,
 };
 use super::run::Recording;
 use std::io::{BufReader, BufWriter};
@@ -39,17 +40,35 @@ pub enum RunFolderError {
 /// not at all: it is written aside and renamed; returns its length. Samples without stacks are saved with what
 /// symbolising them needs; [`append_symbols`] adds the stacks later.
 pub fn save(dir: &Path, recording: &Recording) -> Result<u64, RunFolderError> {
+    save_as(dir, |out| format::write(recording, out))
+}
+
+/// [`save`] of `recording`'s records up to their end part, its long lists as `lists` gives
+/// them (those it holds are not read): what the collector kept off memory.
+pub fn save_with_lists(
+    dir: &Path,
+    recording: &Recording,
+    lists: &dyn ListsToWrite,
+) -> Result<u64, RunFolderError> {
+    save_as(dir, |out| format::write_records_of(recording, lists, out))
+}
+
+/// Writes `records.ppr` in `dir` as `write` does, aside, then renames it; its length.
+fn save_as(
+    dir: &Path,
+    write: impl FnOnce(&mut BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<u64, RunFolderError> {
     let path = dir.join(RECORDS_FILE);
     let partial = dir.join(format!("{RECORDS_FILE}.partial"));
-    let write = || -> std::io::Result<u64> {
+    let save = || -> std::io::Result<u64> {
         let mut out = BufWriter::new(std::fs::File::create(&partial)?);
-        format::write(recording, &mut out)?;
+        write(&mut out)?;
         let file = out.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         std::fs::rename(&partial, &path)?;
         Ok(file.metadata()?.len())
     };
-    write().map_err(|source| RunFolderError::Write { path, source })
+    save().map_err(|source| RunFolderError::Write { path, source })
 }
 
 /// Appends the symbolised stacks of `kernel`'s samples to the records saved in the run folder
@@ -104,12 +123,12 @@ pub fn load(dir: &Path) -> Result<Loaded, RunFolderError> {
     Ok(loaded)
 }
 
-/// Drops the long lists of `recording` saved in the run folder `dir` (by [`save`], then
-/// [`append_symbols`]) to walk them from its records from now on, as [`load`] does: the
-/// switches and the counters' readings at once, the samples once symbolised (symbolising
-/// needs their call chains). So symbolising holds the samples only, and the analysis after a
-/// recording what it keeps, not the run. Switches out of time order stay held (the analysis
-/// sorts them).
+/// Drops the long lists of `recording` saved in the run folder `dir` (by [`save`], with or
+/// without [`append_symbols`]) to walk them from its records from now on, as [`load`] does:
+/// the switches, the counters' readings, the samples with their stacks and processes. The
+/// samples are symbolised from the records too ([`SavedSamples`]), so memory after a recording
+/// follows what the analysis keeps, not the run. Switches out of time order stay held (the
+/// analysis sorts them).
 pub fn walk_lists_from_file(dir: &Path, recording: &mut Recording) {
     if !recording.kernel.switches.is_sorted_by_key(|s| s.time_ns) {
         return;
@@ -122,14 +141,13 @@ pub fn walk_lists_from_file(dir: &Path, recording: &mut Recording) {
     for series in &mut recording.counters.counters {
         series.cpu_samples = Vec::new();
     }
-    if kernel.sample_stacks.len() == kernel.samples.len()
-        && kernel.switch_sample_stacks.len() == kernel.switch_samples.len()
-    {
-        kernel.samples = Vec::new();
-        kernel.sample_stacks = Vec::new();
-        kernel.switch_samples = Vec::new();
-        kernel.switch_sample_stacks = Vec::new();
-    }
+    kernel.samples = Vec::new();
+    kernel.sample_stacks = Vec::new();
+    kernel.switch_samples = Vec::new();
+    kernel.switch_sample_stacks = Vec::new();
+    let addresses = &mut recording.addresses;
+    addresses.sample_pids = Vec::new();
+    addresses.switch_sample_pids = Vec::new();
 }
 
 fn open(dir: &Path) -> Result<BufReader<std::fs::File>, RunFolderError> {
@@ -176,8 +194,8 @@ impl RecordsFile {
     fn items<'a, T: 'a>(
         &'a self,
         walk: impl Iterator<Item = Result<T, RecordsError>> + 'a,
-    ) -> Box<dyn Iterator<Item = T> + 'a> {
-        Box::new(walk.map_while(|item| item.map_err(|e| self.failed(e.to_string())).ok()))
+    ) -> impl Iterator<Item = T> + 'a {
+        walk.map_while(|item| item.map_err(|e| self.failed(e.to_string())).ok())
     }
 
     fn failed(&self, error: String) {
@@ -200,7 +218,7 @@ impl RecordsFile {
 impl ListSource for RecordsFile {
     fn switches(&self) -> Box<dyn Iterator<Item = SwitchRecord> + '_> {
         match self.input() {
-            Some(input) => self.items(format::walk_switches(input)),
+            Some(input) => Box::new(self.items(format::walk_switches(input))),
             None => Box::new(std::iter::empty()),
         }
     }
@@ -224,8 +242,53 @@ impl ListSource for RecordsFile {
 impl SeriesSource for RecordsFile {
     fn series_samples(&self, index: usize) -> Box<dyn Iterator<Item = CounterSample> + '_> {
         match self.input() {
-            Some(input) => self.items(format::walk_counter_samples(input, index)),
+            Some(input) => Box::new(self.items(format::walk_counter_samples(input, index))),
             None => Box::new(std::iter::empty()),
         }
+    }
+}
+
+/// The samples saved in a run folder's records, walked from them as symbolising needs them
+/// ([`SampleAt`]), so that symbolising a long run does not hold its samples.
+#[derive(Debug)]
+pub struct SavedSamples(RecordsFile);
+
+impl SavedSamples {
+    pub fn in_folder(dir: &Path) -> SavedSamples {
+        SavedSamples(RecordsFile {
+            path: dir.join(RECORDS_FILE),
+            failure: Mutex::new(None),
+        })
+    }
+
+    /// The call chains the samples refer to, by id.
+    pub fn call_chains(&self) -> Vec<CallChain> {
+        let file = &self.0;
+        (file.input()).map_or_else(Vec::new, |input| {
+            file.items(format::walk_callchains(input)).collect()
+        })
+    }
+
+    /// The cpu samples (`switch_outs`: the switch samples) in the order saved, each with its
+    /// process (its thread where the records have none).
+    pub fn samples(&self, switch_outs: bool) -> Box<dyn Iterator<Item = SampleAt> + Send + '_> {
+        let file = &self.0;
+        let (Some(samples), Some(pids)) = (file.input(), file.input()) else {
+            return Box::new(std::iter::empty());
+        };
+        let mut pids = (file.items(format::walk_sample_pid_runs(pids, switch_outs)))
+            .flat_map(|(pid, n)| std::iter::repeat_n(pid, n as usize));
+        let samples = file.items(format::walk_sample_chains(samples, switch_outs));
+        Box::new(samples.map(move |(time_ns, tid, chain)| SampleAt {
+            time_ns,
+            pid: pids.next().unwrap_or(tid),
+            // An id past the table is no chain (the records were checked when saved).
+            chain: u32::try_from(chain).unwrap_or(u32::MAX),
+        }))
+    }
+
+    /// Why a walk ended before its list did, if one did.
+    pub fn failure(&self) -> Option<String> {
+        ListSource::failure(&self.0)
     }
 }
