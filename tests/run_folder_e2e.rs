@@ -50,10 +50,34 @@ fn damaged_copy(run: &Path, damage: impl FnOnce(&mut Vec<u8>)) -> tempfile::Temp
     copy
 }
 
+/// `quickstart` recorded twice (`--repeat 2`), and once more when the first run's finely cut
+/// region misses `too_fine_granularity`, which the thresholds check below needs to turn off. That
+/// region lasts about 11 ms with a dozen CPU samples in its tasks: with fewer than ten its
+/// scheduler's share is not told, and LQ + GS alone read 8–36 % of its worker time (12 quiet
+/// recordings, 2026-11-28: one of them 8 %, under the 10 % gate). Missed twice in a row fails.
+fn quickstart_twice() -> common::Run {
+    let record = || {
+        let run = parprof(&["--example", "quickstart", "--repeat", "2"], &[]);
+        assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
+        run
+    };
+    let run = record();
+    let first = report_json(&run.path("run-1"));
+    if all_codes(&first)
+        .iter()
+        .any(|c| c == "too_fine_granularity")
+    {
+        return run;
+    }
+    eprintln!(
+        "quickstart: no `too_fine_granularity` in the first run (machine busy?), recording again"
+    );
+    record()
+}
+
 #[test]
 fn saved_runs_are_reported_again_figure_for_figure_and_with_other_thresholds() {
-    let run = parprof(&["--example", "quickstart", "--repeat", "2"], &[]);
-    assert!(run.output.status.success(), "stderr:\n{}", run.stderr());
+    let run = quickstart_twice();
     let (run_1, run_2) = (run.path("run-1"), run.path("run-2"));
     let recorded = [report_json(&run_1), report_json(&run_2)];
     // The runs' spread, saved beside them.
@@ -83,8 +107,8 @@ fn saved_runs_are_reported_again_figure_for_figure_and_with_other_thresholds() {
     // Other thresholds change the diagnoses, and nothing else is measured anew.
     let diagnosed = all_codes(&recorded[0]);
     assert!(
-        !diagnosed.is_empty(),
-        "quickstart's finely cut region is diagnosed: {:#}",
+        diagnosed.iter().any(|c| c == "too_fine_granularity"),
+        "quickstart's finely cut region is too fine: {:#}",
         recorded[0]["regions"]
     );
     for flags in [
