@@ -25,6 +25,15 @@ pub struct KeptSample {
     pub pid: u32,
 }
 
+/// The little-endian numbers at `i` of a spilled record (its length is the type's `BYTES`).
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    u64::from(u32_at(b, i)) | u64::from(u32_at(b, i + 4)) << 32
+}
+
 impl Spillable for KeptSample {
     const BYTES: usize = 24;
     /// A thread has one sample at a time on a CPU.
@@ -39,13 +48,12 @@ impl Spillable for KeptSample {
         }
     }
     fn get(b: &[u8]) -> Self {
-        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         KeptSample {
-            time_ns: u64::from_le_bytes(b[..8].try_into().unwrap_or_default()),
-            tid: u32_at(8),
-            cpu: u32_at(12),
-            chain: u32_at(16),
-            pid: u32_at(20),
+            time_ns: u64_at(b, 0),
+            tid: u32_at(b, 8),
+            cpu: u32_at(b, 12),
+            chain: u32_at(b, 16),
+            pid: u32_at(b, 20),
         }
     }
 }
@@ -65,11 +73,10 @@ impl Spillable for SwitchRecord {
         out.push(self.kind as u8);
     }
     fn get(b: &[u8]) -> Self {
-        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         SwitchRecord {
-            time_ns: u64::from_le_bytes(b[..8].try_into().unwrap_or_default()),
-            tid: u32_at(8),
-            cpu: u32_at(12),
+            time_ns: u64_at(b, 0),
+            tid: u32_at(b, 8),
+            cpu: u32_at(b, 12),
             kind: match b[16] {
                 0 => SwitchKind::In,
                 1 => SwitchKind::OutPreempted,
