@@ -98,6 +98,9 @@ pub fn ensure_init() {
 }
 
 thread_local! {
+    /// How many times calibration's and the in-run references' own events woke the writer on
+    /// this thread (see [`calibration_wakes`]).
+    static CALIBRATION_WAKES: Cell<u32> = const { Cell::new(0) };
     /// This thread's ring; null until the thread first records (and again once it exits).
     static RING: Cell<*const Ring> = const { Cell::new(std::ptr::null()) };
     /// The events this thread holds, to be stored before its next event stamped after them (see
@@ -224,11 +227,20 @@ fn push(ring: &Ring, event: Event) {
     match ring.push(event) {
         Push::Stored => {}
         // Calibration's and an in-run reference's own events: their measurement holds the
-        // wake (a reference's whole time is removed).
-        Push::StoredWakeWriter if event.id == sampling::CALIBRATION_SITE => wake_writer(),
+        // wake (a reference's whole time is removed; the reference says it woke the writer).
+        Push::StoredWakeWriter if event.id == sampling::CALIBRATION_SITE => {
+            CALIBRATION_WAKES.with(|w| w.set(w.get().wrapping_add(1)));
+            wake_writer()
+        }
         Push::StoredWakeWriter => wake_writer_measured(),
         Push::Full => wait_for_room(ring, event),
     }
+}
+
+/// A count that changes each time calibration's or an in-run reference's own events wake the
+/// writer on the calling thread: a reference compares it before and after its round.
+pub(crate) fn calibration_wakes() -> u32 {
+    CALIBRATION_WAKES.with(Cell::get)
 }
 
 /// Wakes the writer from a recording thread and holds how long that took ([`hold`]), as a

@@ -64,6 +64,11 @@ pub(crate) fn set_every_call(every_call: bool) -> bool {
     EVERY_CALL.swap(every_call, Ordering::Relaxed)
 }
 
+/// Whether every call is recorded (per-site sampling off).
+pub(crate) fn every_call() -> bool {
+    EVERY_CALL.load(Ordering::Relaxed)
+}
+
 /// Whether, with every call recorded, recorded exits take in-run references (see
 /// [`recorded_exit`]). Set before calibration, which measures the exit path the program takes.
 pub(crate) fn follow_every_call(follow: bool) {

@@ -14,7 +14,11 @@
 //!
 //! With every call recorded (`PARPROF_SAMPLING=off`) every thread that records takes them
 //! from its first recorded exit on, and the round's probed calls are recorded: a timed pair is
-//! what such a run removes. Nested in a probed parent, a timed pair cost 2 to 9 ns more than
+//! what such a run removes. Such a reference says so ([`REFERENCE_TIMED_PAIRS`]): what its
+//! pairs cost has a tail the program's pairs share (the writer draining the ring on another
+//! CPU), which the analysis follows by the references' mean, not their median. A reference
+//! whose own events woke the writer says that too ([`REFERENCE_WOKE_WRITER`]): it holds the
+//! wake's system call, which the program's events measure apart, and is left out. Nested in a probed parent, a timed pair cost 2 to 9 ns more than
 //! calibrated at start-up, varying from run to run, and the start-up figure alone left +18 % to
 //! +85 % of the parent's distortion (project issue 40). In place a timed pair writes its events
 //! where the thread's next events go, into ring memory that the writer on another CPU read
@@ -68,7 +72,7 @@
 use crate::clock;
 use crate::recorder;
 use crate::sampling;
-use crate::trace::Event;
+use crate::trace::{Event, REFERENCE_TIMED_PAIRS, REFERENCE_WOKE_WRITER};
 use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -176,8 +180,16 @@ fn take(probed_small_body: impl Fn(u64) -> u64) {
         NEXT_AT.set(clock::now().saturating_add(interval));
         return;
     }
+    let wakes = recorder::calibration_wakes();
     let began = clock::now();
     let round = round(began, probed_small_body);
+    let mut flags = 0;
+    if sampling::every_call() {
+        flags |= REFERENCE_TIMED_PAIRS;
+    }
+    if recorder::calibration_wakes() != wakes {
+        flags |= REFERENCE_WOKE_WRITER;
+    }
     let taken = TAKEN.get();
     if taken + 1 < FIRST_REFERENCES {
         TAKEN.set(taken + 1);
@@ -192,5 +204,5 @@ fn take(probed_small_body: impl Fn(u64) -> u64) {
     let sixteenths = (round.per_call * 16.0)
         .round()
         .clamp(0.0, f64::from(u16::MAX)) as u16;
-    recorder::record_measured(Event::speed_reference(began, took, sixteenths));
+    recorder::record_measured(Event::speed_reference(began, took, sixteenths, flags));
 }

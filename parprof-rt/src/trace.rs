@@ -88,6 +88,16 @@ pub const UNRECORDED_NESTED: u8 = 1;
 /// the wake began and stored before the thread's next event stamped after that, in time order.
 pub const BUFFER_WRITER_WOKEN: u8 = 1;
 
+/// `Event::flags` of an [`EventKind::SpeedReference`] whose probed calls were timed pairs,
+/// recorded into the ring (every call recorded): its readings follow what the ring's writes cost
+/// in place, including while the writer drains on another CPU. Without it (untimed calls, and
+/// traces written before the flag) the calls wrote nothing.
+pub const REFERENCE_TIMED_PAIRS: u8 = 1;
+/// `Event::flags` of an [`EventKind::SpeedReference`] during which the round's own events woke
+/// the writer: its reading holds the wake, which the program's events measure apart
+/// ([`BUFFER_WRITER_WOKEN`]).
+pub const REFERENCE_WOKE_WRITER: u8 = 2;
+
 /// `Event::flags` of an [`EventKind::Detail`]: per-job events stop here.
 pub const DETAIL_PAUSE: u8 = 0;
 /// `Event::flags` of an [`EventKind::Detail`]: per-job events start again; frame events follow.
@@ -191,8 +201,9 @@ pub enum EventKind {
     /// The thread measured what a probe costs in place, as calibration did at start-up, so that
     /// the correction follows the machine's speed during the run (see the runtime's
     /// `speed_reference` module): from `ts` for `id` ticks, removed like probe overhead; `aux`
-    /// is the measured cost of one untimed call in 1/16 ticks. The calibration row of this
-    /// kind holds the same figure measured at start-up, in ticks.
+    /// is the measured cost of one untimed call (a timed pair when every call is recorded) in
+    /// 1/16 ticks, `flags` [`REFERENCE_TIMED_PAIRS`] and [`REFERENCE_WOKE_WRITER`]. The
+    /// calibration row of this kind holds the same figure measured at start-up, in ticks.
     SpeedReference = 14,
     /// The rayon-core hooks' per-job events stop or start again on this thread (see the
     /// runtime's `lifecycle_totals` module): `flags` is [`DETAIL_PAUSE`], [`DETAIL_RESUME`] or
@@ -327,13 +338,18 @@ impl Event {
     }
 
     /// A reference of the probes' in-place cost (see [`EventKind::SpeedReference`]).
-    pub const fn speed_reference(ts: u64, took_ticks: u32, sixteenths_per_call: u16) -> Event {
+    pub const fn speed_reference(
+        ts: u64,
+        took_ticks: u32,
+        sixteenths_per_call: u16,
+        flags: u8,
+    ) -> Event {
         Event {
             ts,
             id: took_ticks,
             aux: sixteenths_per_call,
             kind: EventKind::SpeedReference as u8,
-            flags: 0,
+            flags,
         }
     }
 

@@ -24,6 +24,7 @@ use super::offcpu::{OffCpu, OffCpuCursor, OffCpuIndex, SwitchedOut};
 use super::spans::{LongestSpans, TickSpan, TickSpanKind};
 use parprof_rt::trace::{
     BUFFER_WRITER_WOKEN, Calibration, DETAIL_FRAME, DETAIL_RESUME, Event, EventKind,
+    REFERENCE_TIMED_PAIRS, REFERENCE_WOKE_WRITER,
 };
 use std::collections::{BTreeSet, HashMap};
 
@@ -629,15 +630,26 @@ impl Totals<'_> {
     }
 
     /// The thread measured a probe's in-place cost from `ts` (see [`super::in_run_speed`]):
-    /// followed, unless the thread was switched out meanwhile (the round measured the switch).
+    /// followed, unless the thread was switched out meanwhile (the round measured the switch)
+    /// or the round woke the writer (it holds the wake, which the program's events measure
+    /// apart).
     fn on_reference(&mut self, thread: &mut ThreadState<'_>, event: &Event, ts: u64) {
         let took = u64::from(event.id);
         if thread.switched_out_within(ts, ts.saturating_add(took)) > 0 {
             self.speed.switched += 1;
             return;
         }
+        if event.flags & REFERENCE_WOKE_WRITER != 0 {
+            self.speed.woke_writer += 1;
+            return;
+        }
         let per_call = f64::from(event.aux) / 16.0;
-        if let Some(reading) = thread.speed.on_reference(per_call, self.start_up_reference) {
+        let timed_pairs = event.flags & REFERENCE_TIMED_PAIRS != 0;
+        if let Some(reading) =
+            thread
+                .speed
+                .on_reference(per_call, self.start_up_reference, timed_pairs)
+        {
             self.speed.on_reference(reading, thread.speed.factor());
         }
     }
@@ -1339,7 +1351,7 @@ mod tests {
             },
         ]);
         // A reference that read 4 ticks a call (in 1/16 ticks), taking 30 ticks.
-        let half_speed = |ts| Event::speed_reference(ts, 30, 4 * 16);
+        let half_speed = |ts| Event::speed_reference(ts, 30, 4 * 16, 0);
         let events = [
             Event::new(0, Enter, F),
             // 10 calls at the calibrated cost: 100 ticks; writing them took 10.
@@ -1378,9 +1390,9 @@ mod tests {
         let events = [
             Event::new(0, Enter, F),
             // Read 16 ticks a call: the factor is 2 from here on.
-            Event::speed_reference(100, 30, 16 * 16),
+            Event::speed_reference(100, 30, 16 * 16, 0),
             // Read 1000 ticks a call, for the switch: left out.
-            Event::speed_reference(400, 70, 1000 * 16),
+            Event::speed_reference(400, 70, 1000 * 16, 0),
             Event::new(600, Enter, G),
             Event::new(700, Exit, G),
             Event::new(1000, Exit, F),
@@ -1391,6 +1403,41 @@ mod tests {
         assert_eq!((f.overhead, f.switched_out.total()), (110, 40));
         let speed = r.speed.summary().expect("references");
         assert_eq!((speed.references, speed.switched), (1, 1));
+        assert_eq!((speed.lowest_factor, speed.highest_factor), (2.0, 2.0));
+    }
+
+    /// A reference whose own events woke the writer holds the wake: it is left out, and its
+    /// time is removed all the same.
+    #[test]
+    fn a_reference_that_woke_the_writer_is_not_followed() {
+        use EventKind::{Enter, Exit, SpeedReference};
+        let mut cal = calibration(10.0, 10.0);
+        cal.push(Calibration {
+            kind: SpeedReference,
+            cost_ticks: 8.0,
+            spread: 0.0,
+            rounds: 21,
+        });
+        let events = [
+            Event::new(0, Enter, F),
+            // Timed pairs read 16 ticks a call: the factor is 2 from here on.
+            Event::speed_reference(100, 30, 16 * 16, REFERENCE_TIMED_PAIRS),
+            // Read 40 ticks a call with a wake in it: left out.
+            Event::speed_reference(
+                400,
+                30,
+                40 * 16,
+                REFERENCE_TIMED_PAIRS | REFERENCE_WOKE_WRITER,
+            ),
+            Event::new(600, Enter, G),
+            Event::new(700, Exit, G),
+            Event::new(1000, Exit, F),
+        ];
+        let r = run(&off_cpu(&[]), &cal, &events);
+        // F: its entry 10, the references 30 + 30, G's pair 2 × 20.
+        assert_eq!(r.probes[&F].totals.overhead, 110);
+        let speed = r.speed.summary().expect("references");
+        assert_eq!((speed.references, speed.woke_writer), (1, 1));
         assert_eq!((speed.lowest_factor, speed.highest_factor), (2.0, 2.0));
     }
 

@@ -235,6 +235,7 @@ mod tests {
             highest_factor: 1.0,
             spread: 0.0,
             switched: 0,
+            woke_writer: 0,
         };
         clock.in_run_speed = Some(steady_run.clone());
         weigh_overhead_uncertainty(&mut clock, &mut probes);

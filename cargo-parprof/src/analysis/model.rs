@@ -89,6 +89,8 @@ pub struct InRunSpeed {
     pub spread: f64,
     /// References left out because their thread was switched out while it took them.
     pub switched: u64,
+    /// References left out because their own events woke the trace writer.
+    pub woke_writer: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -521,6 +521,7 @@ mod tests {
             highest_factor: 1.25,
             spread: 0.1,
             switched: 0,
+            woke_writer: 0,
         };
         let note = speed_followed_sentence(&speed(0.61)).expect("a note");
         assert!(
