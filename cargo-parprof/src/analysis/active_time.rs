@@ -974,6 +974,18 @@ mod tests {
         ]
     }
 
+    /// [`calibration`] with the start-up reference of the in-run ones: 8 ticks a call.
+    fn calibration_with_reference(enter: f64, exit: f64) -> Vec<Calibration> {
+        let mut cal = calibration(enter, exit);
+        cal.push(Calibration {
+            kind: EventKind::SpeedReference,
+            cost_ticks: 8.0,
+            spread: 0.0,
+            rounds: 21,
+        });
+        cal
+    }
+
     /// Entries and exits free, an untimed call `untimed` ticks.
     fn calibration_with_untimed(untimed: f64) -> Vec<Calibration> {
         let mut cal = calibration(0.0, 0.0);
@@ -1333,23 +1345,15 @@ mod tests {
     /// time is removed like overhead.
     #[test]
     fn speed_references_scale_the_costs_that_follow_them() {
-        use EventKind::{Enter, Exit, SpeedReference, Unrecorded};
-        let mut cal = calibration(0.0, 0.0);
-        cal.extend([
-            Calibration {
-                kind: Unrecorded,
-                cost_ticks: 10.0,
-                spread: 0.0,
-                rounds: 21,
-            },
-            // Calibration's reference read 8 ticks a call.
-            Calibration {
-                kind: SpeedReference,
-                cost_ticks: 8.0,
-                spread: 0.0,
-                rounds: 21,
-            },
-        ]);
+        use EventKind::{Enter, Exit, Unrecorded};
+        // Calibration's reference read 8 ticks a call.
+        let mut cal = calibration_with_reference(0.0, 0.0);
+        cal.push(Calibration {
+            kind: Unrecorded,
+            cost_ticks: 10.0,
+            spread: 0.0,
+            rounds: 21,
+        });
         // A reference that read 4 ticks a call (in 1/16 ticks), taking 30 ticks.
         let half_speed = |ts| Event::speed_reference(ts, 30, 4 * 16, 0);
         let events = [
@@ -1377,14 +1381,8 @@ mod tests {
     /// out, and its time (on the CPU) is removed all the same.
     #[test]
     fn a_reference_taken_while_switched_out_is_not_followed() {
-        use EventKind::{Enter, Exit, SpeedReference};
-        let mut cal = calibration(10.0, 10.0);
-        cal.push(Calibration {
-            kind: SpeedReference,
-            cost_ticks: 8.0,
-            spread: 0.0,
-            rounds: 21,
-        });
+        use EventKind::{Enter, Exit};
+        let cal = calibration_with_reference(10.0, 10.0);
         // Switched out 410..450, inside the second reference (400..430 on the CPU: 70 ticks).
         let off_cpu = off_cpu(&[(410, SwitchKind::OutPreempted), (450, SwitchKind::In)]);
         let events = [
@@ -1410,14 +1408,8 @@ mod tests {
     /// time is removed all the same.
     #[test]
     fn a_reference_that_woke_the_writer_is_not_followed() {
-        use EventKind::{Enter, Exit, SpeedReference};
-        let mut cal = calibration(10.0, 10.0);
-        cal.push(Calibration {
-            kind: SpeedReference,
-            cost_ticks: 8.0,
-            spread: 0.0,
-            rounds: 21,
-        });
+        use EventKind::{Enter, Exit};
+        let cal = calibration_with_reference(10.0, 10.0);
         let events = [
             Event::new(0, Enter, F),
             // Timed pairs read 16 ticks a call: the factor is 2 from here on.
