@@ -229,12 +229,21 @@ fn push(ring: &Ring, event: Event) {
         // Calibration's and an in-run reference's own events: their measurement holds the
         // wake (a reference's whole time is removed; the reference says it woke the writer).
         Push::StoredWakeWriter if event.id == sampling::CALIBRATION_SITE => {
-            CALIBRATION_WAKES.with(|w| w.set(w.get().wrapping_add(1)));
-            wake_writer()
+            wake_writer_from_calibration()
         }
         Push::StoredWakeWriter => wake_writer_measured(),
         Push::Full => wait_for_room(ring, event),
     }
+}
+
+/// Wakes the writer from calibration's or an in-run reference's own events, counted (see
+/// [`calibration_wakes`]); out of line, as the measured wake is, so that the store of an event
+/// stays small where it is inlined.
+#[cold]
+#[inline(never)]
+fn wake_writer_from_calibration() {
+    CALIBRATION_WAKES.with(|w| w.set(w.get().wrapping_add(1)));
+    wake_writer();
 }
 
 /// A count that changes each time calibration's or an in-run reference's own events wake the

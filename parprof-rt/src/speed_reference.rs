@@ -18,9 +18,11 @@
 //! pairs cost has a tail the program's pairs share (the writer draining the ring on another
 //! CPU), which the analysis follows by the references' mean, not their median. A reference
 //! whose own events woke the writer says that too ([`REFERENCE_WOKE_WRITER`]): it holds the
-//! wake's system call, which the program's events measure apart, and is left out. Nested in a probed parent, a timed pair cost 2 to 9 ns more than
-//! calibrated at start-up, varying from run to run, and the start-up figure alone left +18 % to
-//! +85 % of the parent's distortion (project issue 40). In place a timed pair writes its events
+//! wake's system call, which the program's events measure apart, and is left out.
+//!
+//! Nested in a probed parent, a timed pair cost 2 to 9 ns more than calibrated at start-up,
+//! varying from run to run, and the start-up figure alone left +18 % to +85 % of the parent's
+//! distortion (project issue 40). In place a timed pair writes its events
 //! where the thread's next events go, into ring memory that the writer on another CPU read
 //! last, while the writer runs; at start-up there is no writer. The round's events are written
 //! through the real path into the ring, and left out of the trace by the writer (their site is

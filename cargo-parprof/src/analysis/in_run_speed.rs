@@ -76,11 +76,12 @@ impl SpeedFollower {
         self.seen = (self.seen + 1).min(3);
         let mut last = self.last;
         let recent = &mut last[3 - self.seen..];
-        recent.sort_by(f64::total_cmp);
-        self.factor = match &*recent {
-            _ if timed_pairs => recent.iter().sum::<f64>() / recent.len() as f64,
-            [a, b] => (a + b) / 2.0,
-            sorted => sorted[sorted.len() / 2],
+        // Of one or two references the median is their mean.
+        self.factor = if timed_pairs || recent.len() < 3 {
+            recent.iter().sum::<f64>() / recent.len() as f64
+        } else {
+            recent.sort_by(f64::total_cmp);
+            recent[1]
         };
         Some(factor)
     }
