@@ -6,7 +6,8 @@ use syn::ext::IdentExt;
 use syn::parse::Parser;
 use syn::spanned::Spanned;
 use syn::{
-    Attribute, Block, Error, Ident, ImplItem, Item, ItemFn, ItemImpl, LitStr, Meta, Signature, Type,
+    Attribute, Block, Error, Expr, Ident, ImplItem, Item, ItemFn, ItemImpl, LitStr, Meta,
+    ReturnType, Signature, Stmt, Type,
 };
 
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -110,7 +111,7 @@ fn probe_fn(args: Args, mut f: ItemFn) -> syn::Result<TokenStream> {
         }
         None => SiteName::Fixed(default_name(None, &f.sig.ident)),
     };
-    instrument(&mut f.block, &f.sig.ident, name);
+    instrument(&mut f.block, &f.sig, name);
     Ok(f.into_token_stream())
 }
 
@@ -178,7 +179,7 @@ fn probe_impl(attr: TokenStream, mut imp: ItemImpl) -> TokenStream {
             // Every function of an impl block, with or without receiver, can name `Self`.
             (None, None) => SiteName::OfSelfType(default_name(None, &f.sig.ident)),
         };
-        instrument(&mut f.block, &f.sig.ident, name);
+        instrument(&mut f.block, &f.sig, name);
     }
     let mut out: TokenStream = errors.into_iter().map(|e| e.to_compile_error()).collect();
     imp.to_tokens(&mut out);
@@ -292,13 +293,18 @@ fn default_name(type_name: Option<&str>, function: &Ident) -> TokenStream {
     quote!(::core::concat!(::core::module_path!(), "::", #type_part #function))
 }
 
-/// Puts the site's static and the guard in front of the body's statements; the statements
-/// themselves are untouched, so inference, `return` and the tail expression are unchanged.
-fn instrument(block: &mut Block, function: &Ident, name: SiteName) {
+/// Puts the site's static and the guard in front of the body, and hands the body's value to
+/// the guard's exit. The statements themselves are untouched, so inference, `return` and `?`
+/// are unchanged; the value passes through `leave`, in the body's tail position (the return
+/// type still flows into it), so that it is computed before the exit probe runs: a body
+/// computed in registers alone could otherwise move past the exit, its time given to the
+/// caller. A body without a value (`()`, or one that never returns) is left as it was: a
+/// call after it would be unreachable, which rustc would say in the user's crate.
+fn instrument(block: &mut Block, sig: &Signature, name: SiteName) {
     // The function name's location, not the attribute's (which `line!()` would give): on an
     // impl block every function would otherwise share the line of the one attribute.
-    let location = function.span().unwrap();
-    let file = LitStr::new(&location.file(), function.span());
+    let location = sig.ident.span().unwrap();
+    let file = LitStr::new(&location.file(), sig.ident.span());
     let line = Literal::u32_unsuffixed(location.line() as u32);
     // Mixed-site hygiene hides the guard from the body, which so cannot drop it early.
     let span = Span::mixed_site();
@@ -319,5 +325,46 @@ fn instrument(block: &mut Block, function: &Ident, name: SiteName) {
             ::parprof_rt::__private::Site::new(#name, #file, #line);
         let __parprof_guard = #enter;
     });
-    block.stmts.splice(0..0, prologue.stmts);
+    if !returns_a_value(sig, block) {
+        block.stmts.splice(0..0, prologue.stmts);
+        return;
+    }
+    let body = Block {
+        brace_token: block.brace_token,
+        stmts: std::mem::take(&mut block.stmts),
+    };
+    let tail: Expr = syn::parse_quote_spanned!(span=>
+        ::parprof_rt::__private::leave(__parprof_guard, #body)
+    );
+    block.stmts = prologue.stmts;
+    block.stmts.push(Stmt::Expr(tail, None));
+}
+
+/// Whether the body ends in an expression that may give a value, as its syntax shows: not
+/// `-> !`, not a body ending in a statement, not a tail of `return`, `loop` or `panic!` and
+/// its kin. (A tail call of a function that never returns is not seen: a probe on it gets an
+/// unreachable-code warning.)
+fn returns_a_value(sig: &Signature, block: &Block) -> bool {
+    if matches!(&sig.output, ReturnType::Type(_, ty) if matches!(**ty, Type::Never(_))) {
+        return false;
+    }
+    match block.stmts.last() {
+        Some(Stmt::Expr(tail, None)) => !diverges(tail),
+        Some(Stmt::Macro(m)) => m.semi_token.is_none() && !is_diverging_macro(&m.mac),
+        _ => false,
+    }
+}
+
+fn diverges(tail: &Expr) -> bool {
+    match tail {
+        Expr::Return(_) | Expr::Loop(_) => true,
+        Expr::Macro(m) => is_diverging_macro(&m.mac),
+        _ => false,
+    }
+}
+
+fn is_diverging_macro(mac: &syn::Macro) -> bool {
+    (mac.path.segments.last()).is_some_and(|last| {
+        ["panic", "unreachable", "todo", "unimplemented"].contains(&last.ident.to_string().as_str())
+    })
 }

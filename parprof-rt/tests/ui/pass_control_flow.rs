@@ -49,6 +49,48 @@ fn nested() -> u32 {
     inner() + 1
 }
 
+// The body's value goes through the probe's exit: coercions at the tail, a `return` as the
+// last statement, an opaque type, and a temporary that borrows a local all still compile.
+#[probe]
+fn boxed(n: u32) -> Box<dyn std::fmt::Display> {
+    Box::new(n)
+}
+
+#[probe]
+#[allow(clippy::needless_return)]
+fn returned_last(n: u32) -> u32 {
+    return n + 1;
+}
+
+#[probe]
+fn evens(n: u32) -> impl Iterator<Item = u32> {
+    (0..n).filter(|x| x % 2 == 0)
+}
+
+// The return type still reaches a closure in the tail: its argument's type comes from there.
+#[probe]
+fn adder(k: u32) -> impl Fn(u32) -> u32 {
+    move |x| x + k
+}
+
+#[probe]
+fn boxed_adder(k: u32) -> Box<dyn Fn(u32) -> u32> {
+    Box::new(move |x| x + k)
+}
+
+#[probe]
+fn locked_len(m: &std::sync::Mutex<Vec<u8>>) -> usize {
+    let guard = m.lock().unwrap();
+    guard.len()
+}
+
+#[probe]
+fn forever() -> ! {
+    loop {
+        std::thread::park();
+    }
+}
+
 fn main() {
     assert_eq!(parse_sum("1", "2"), Ok(3));
     assert!(parse_sum("x", "2").is_err());
@@ -60,4 +102,11 @@ fn main() {
     drop(std::panic::take_hook());
     assert_eq!(with_items(), 2);
     assert_eq!(nested(), 2);
+    assert_eq!(boxed(7).to_string(), "7");
+    assert_eq!(returned_last(1), 2);
+    assert_eq!(evens(5).count(), 3);
+    assert_eq!(adder(2)(3), 5);
+    assert_eq!(boxed_adder(2)(3), 5);
+    assert_eq!(locked_len(&std::sync::Mutex::new(vec![1, 2])), 2);
+    let _never_called: fn() -> ! = forever;
 }
