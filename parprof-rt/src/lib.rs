@@ -74,7 +74,9 @@ pub use parprof_macros::parallel_region;
 /// The exit is recorded by a guard dropped when the function is left by any path: a return,
 /// `?`, the end of the body, or a panic unwinding through it. The function's signature,
 /// attributes and body are kept as written; the probe adds two statements in front of the
-/// body, so type inference and `return` behave as before. The probe registers its site once
+/// body and hands the body's value, in tail position, through the guard's exit (so that a
+/// value computed in registers alone is computed before the exit is timed), so type
+/// inference and `return` behave as before. The probe registers its site once
 /// (one `static` per function); afterwards a call records only an id and a timestamp, and with
 /// recording off it costs one predictable branch. The `off` feature of `parprof-rt` removes
 /// probes entirely.
