@@ -18,6 +18,11 @@
 #       (kernel.perf_event_paranoid <= 2). With KEEP set to a
 #       folder, each recording's report.json is copied there, and every run's work time
 #       (plain, and the profiling build run without the profiler) is written to KEEP/times.tsv.
+#   scripts/predicted-gain-elsewhere.sh breakdown [DIR] [KEYS] [WORKERS]
+#       there: where the whole `cargo-parprof record` of the quicksort of KEYS keys (default
+#       16 M) joined down to single elements goes, 3 rounds: the plain process, the profiling
+#       build run alone (its hooks, no profiler), the record, each with the sort's own time,
+#       and the phases after the program again on the run folder (report_phases).
 set -euo pipefail
 
 mode="${1:-}"
@@ -147,8 +152,35 @@ run() {
     echo "run folders: $out"
 }
 
+# Milliseconds between two `date +%s%N` readings.
+ms() { echo $((($2 - $1) / 1000000)); }
+
+# The sort's own time a run printed (`work_ns=`), in ms.
+sort_ms() { awk -F= '/^work_ns=/ { printf "%d", $2 / 1e6 }' <<<"$1"; }
+
+breakdown() {
+    local keys="${3:-16000000}" workers="${4:-$(nproc)}" out t0 t1 t2 t3 plain hooked recorded
+    out="$(mktemp -d)"
+    local args=(quicksort bad "$keys" "$workers")
+    for i in 1 2 3; do
+        t0="$(date +%s%N)"
+        plain="$("$dir/gain_pairs-plain" "${args[@]}")"
+        t1="$(date +%s%N)"
+        hooked="$("$dir/gain_pairs-hooked" "${args[@]}")"
+        t2="$(date +%s%N)"
+        recorded="$("$dir/cargo-parprof" record -o "$out/sort-$i" -- \
+            "$dir/gain_pairs-hooked" "${args[@]}" 2>/dev/null)"
+        t3="$(date +%s%N)"
+        echo "round $i: plain $(ms "$t0" "$t1") ms (sort $(sort_ms "$plain")), hooked alone" \
+            "$(ms "$t1" "$t2") ms (sort $(sort_ms "$hooked")), record $(ms "$t2" "$t3") ms" \
+            "(sort $(sort_ms "$recorded"))"
+        "$dir/report_phases" "$out/sort-$i" | sed -n '3,9p' | tr -s ' ' | paste -sd ';' | sed 's/^/  /'
+    done
+}
+
 case "$mode" in
     pack) pack ;;
     run) run "$@" ;;
-    *) sed -n '2,17p' "$0"; exit 2 ;;
+    breakdown) breakdown "$@" ;;
+    *) sed -n '2,22p' "$0"; exit 2 ;;
 esac
