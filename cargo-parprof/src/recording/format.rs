@@ -1331,7 +1331,7 @@ impl Decoder {
                 for _ in 0..c.count()? {
                     let parent = c.u32()?;
                     let frame = frame(c)?;
-                    self.stacks.push(parent, frame).ok_or_else(|| {
+                    self.stacks.push(parent, &frame).ok_or_else(|| {
                         format!("stack id {parent} refers to no stack read before it")
                     })?;
                 }

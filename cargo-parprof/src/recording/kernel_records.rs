@@ -184,14 +184,16 @@ impl Default for StackTree {
 impl StackTree {
     /// The stack `parent` with `frame` inside it, as a new node: `None` when `parent` is not
     /// in the tree.
-    fn push(&mut self, parent: StackId, frame: Frame) -> Option<StackId> {
+    fn push(&mut self, parent: StackId, frame: &Frame) -> Option<StackId> {
         let id = StackId::try_from(self.nodes.len()).ok()?;
         if (parent as usize) >= self.nodes.len() {
             return None;
         }
         let frames = &mut self.frames;
-        let index = *self.frame_ids.entry(frame_key(&frame)).or_insert_with(|| {
-            frames.push(frame);
+        // Cloned only when new: a frame is shared by many nodes, and each clone and drop of
+        // its name is an atomic update (a deep recursion adds a million nodes).
+        let index = *self.frame_ids.entry(frame_key(frame)).or_insert_with(|| {
+            frames.push(frame.clone());
             (frames.len() - 1) as u32
         });
         self.nodes.push(StackNode {
@@ -324,11 +326,11 @@ impl StackInterner {
     /// Adds the stack `parent` with `frame` inside it as the next node, without looking it up
     /// (the records' reader adds the nodes as they were written, each once); `None` when
     /// `parent` is not in the tree, or the tree is full (no node takes the id [`CROWDED`]).
-    pub fn push(&mut self, parent: StackId, frame: Frame) -> Option<StackId> {
+    pub fn push(&mut self, parent: StackId, frame: &Frame) -> Option<StackId> {
         if self.tree.nodes.len() >= CROWDED as usize {
             return None;
         }
-        let key = child_key(parent, &frame);
+        let key = child_key(parent, frame);
         let id = self.tree.push(parent, frame)?;
         self.first_child.push(EMPTY_STACK);
         let first = &mut self.first_child[parent as usize];
@@ -344,7 +346,7 @@ impl StackInterner {
     /// [`Self::push`] of a frame under a node this interner gave.
     fn add_new(&mut self, parent: StackId, frame: &Frame) -> StackId {
         // Fewer nodes than frames sampled: more than 4 G of them cannot be recorded.
-        self.push(parent, frame.clone())
+        self.push(parent, frame)
             .expect("fewer than 2^32 - 1 stacks, each parent added before its children")
     }
 
@@ -734,10 +736,10 @@ mod tests {
             inlined,
         };
         let mut interner = StackInterner::default();
-        let outer = interner.push(EMPTY_STACK, frame(false)).unwrap();
-        let inner = interner.push(outer, frame(true)).unwrap();
+        let outer = interner.push(EMPTY_STACK, &frame(false)).unwrap();
+        let inner = interner.push(outer, &frame(true)).unwrap();
         assert_eq!(interner.intern(&[frame(false), frame(true)]), inner);
-        assert_eq!(interner.push(7, frame(false)), None);
+        assert_eq!(interner.push(7, &frame(false)), None);
     }
 
     proptest! {
