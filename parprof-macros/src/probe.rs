@@ -365,6 +365,8 @@ fn diverges(tail: &Expr) -> bool {
 
 fn is_diverging_macro(mac: &syn::Macro) -> bool {
     (mac.path.segments.last()).is_some_and(|last| {
-        ["panic", "unreachable", "todo", "unimplemented"].contains(&last.ident.to_string().as_str())
+        ["panic", "unreachable", "todo", "unimplemented"]
+            .iter()
+            .any(|name| last.ident == name)
     })
 }
