@@ -520,6 +520,14 @@ pub(crate) fn hook(kind: EventKind, region: u32, aux: u16, flags: u8) -> bool {
         crate::hook_spin::spin_if_asked();
         return true;
     }
+    general_hook(t, kind, region, aux, flags)
+}
+
+/// A hook that [`Tracker::fast_hook`] did not take: out of line, so that the fast path inlined
+/// at each hook point keeps few registers and no stack frame of its own (inlined, the general
+/// path made each hook point save five registers and reserve 88 bytes of stack first).
+#[inline(never)]
+fn general_hook(t: &mut Tracker, kind: EventKind, region: u32, aux: u16, flags: u8) -> bool {
     let recorded = t.on_hook(kind, region, aux, flags);
     if kind == EventKind::RegionBegin {
         t.take_pending_items(region);
