@@ -40,8 +40,12 @@ pub fn write_all(
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let figures = Figures::of(analysis, options)?;
-    let mut written = write_in_parallel(out_dir, figures.views(analysis))?;
-    written.push(write_page(analysis, out_dir, &written)?);
+    let views = write_in_parallel(out_dir, figures.views(analysis))?;
+    let embedded = (views.iter())
+        .filter_map(|v| Some((v.name, v.page_figure.clone()?)))
+        .collect();
+    let mut written: Vec<PathBuf> = views.into_iter().map(|v| v.path).collect();
+    written.push(write_page(analysis, out_dir, embedded)?);
     Ok(written)
 }
 
@@ -117,30 +121,32 @@ impl<'a> Figures<'a> {
     }
 }
 
-/// report.html, which embeds the figures just written.
-fn write_page(analysis: &Analysis, out_dir: &Path, written: &[PathBuf]) -> anyhow::Result<PathBuf> {
-    let figures = [
-        (
-            "active.svg",
-            "Active time per call path of probes (flamegraph)",
-        ),
-        ("cpu.svg", "CPU samples (flamegraph)"),
-        (
-            "offcpu.svg",
-            "Off-CPU time: where threads waited or were preempted (flamegraph)",
-        ),
-        (
-            "utilization.svg",
-            "Parallelism over time: work executed vs. slots available",
-        ),
-    ];
-    let svgs = figures
-        .iter()
-        .filter(|(file, _)| written.contains(&out_dir.join(file)))
-        .filter_map(|(file, caption)| {
-            let svg = std::fs::read_to_string(out_dir.join(file)).ok()?;
-            Some((caption.to_string(), svg))
-        })
+/// The figures report.html embeds, in its order, with their captions.
+const PAGE_FIGURES: [(&str, &str); 4] = [
+    (
+        "active.svg",
+        "Active time per call path of probes (flamegraph)",
+    ),
+    ("cpu.svg", "CPU samples (flamegraph)"),
+    (
+        "offcpu.svg",
+        "Off-CPU time: where threads waited or were preempted (flamegraph)",
+    ),
+    (
+        "utilization.svg",
+        "Parallelism over time: work executed vs. slots available",
+    ),
+];
+
+/// report.html, which embeds the figures just written (`figures`: file name, SVG).
+fn write_page(
+    analysis: &Analysis,
+    out_dir: &Path,
+    figures: Vec<(&str, String)>,
+) -> anyhow::Result<PathBuf> {
+    let mut figures: std::collections::HashMap<&str, String> = figures.into_iter().collect();
+    let svgs = (PAGE_FIGURES.iter())
+        .filter_map(|(file, caption)| Some((caption.to_string(), figures.remove(file)?)))
         .collect();
     let page = html::render(&html::input_of(analysis, svgs));
     write_file(
@@ -163,12 +169,12 @@ const SLOWEST_VIEWS: [&str; 2] = ["profile.json.gz", "timeline.json"];
 /// analysis), the slowest first, so that they take about the time of the longest rather than
 /// of all together. The files come back in the order given; the first error, in that order,
 /// is the one reported.
-fn write_in_parallel(out_dir: &Path, views: Vec<View>) -> anyhow::Result<Vec<PathBuf>> {
+fn write_in_parallel(out_dir: &Path, views: Vec<View>) -> anyhow::Result<Vec<WrittenView>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut views: Vec<_> = views.into_iter().enumerate().collect();
     views.sort_by_key(|(_, (name, _))| !SLOWEST_VIEWS.contains(name));
     let queue = std::sync::Mutex::new(views.into_iter());
-    let mut results: Vec<(usize, anyhow::Result<PathBuf>)> = std::thread::scope(|scope| {
+    let mut results: Vec<(usize, anyhow::Result<WrittenView>)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
@@ -178,7 +184,7 @@ fn write_in_parallel(out_dir: &Path, views: Vec<View>) -> anyhow::Result<Vec<Pat
                         let Some((at, (name, write))) = next else {
                             return done;
                         };
-                        done.push((at, write_file(out_dir, name, write)));
+                        done.push((at, write_view(out_dir, name, write)));
                     }
                 })
             })
@@ -189,6 +195,38 @@ fn write_in_parallel(out_dir: &Path, views: Vec<View>) -> anyhow::Result<Vec<Pat
     });
     results.sort_by_key(|(at, _)| *at);
     results.into_iter().map(|(_, r)| r).collect()
+}
+
+/// A view written into the run folder; a figure of the page kept as it was written, so that
+/// the page embeds it without reading the file back.
+struct WrittenView {
+    name: &'static str,
+    path: PathBuf,
+    page_figure: Option<String>,
+}
+
+fn write_view(
+    out_dir: &Path,
+    name: &'static str,
+    write: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
+) -> anyhow::Result<WrittenView> {
+    if !PAGE_FIGURES.iter().any(|(file, _)| *file == name) {
+        let path = write_file(out_dir, name, write)?;
+        return Ok(WrittenView {
+            name,
+            path,
+            page_figure: None,
+        });
+    }
+    let mut svg = Vec::new();
+    write(&mut svg).with_context(|| format!("cannot draw {name}"))?;
+    let path = write_file(out_dir, name, |w| Ok(w.write_all(&svg)?))?;
+    let svg = String::from_utf8(svg).with_context(|| format!("{name} is not UTF-8"))?;
+    Ok(WrittenView {
+        name,
+        path,
+        page_figure: Some(svg),
+    })
 }
 
 fn write_file(
