@@ -506,7 +506,8 @@ thread_local! {
 /// window is open, counted otherwise. False when nothing is recorded (recording is off, or
 /// the thread is past its exit).
 ///
-/// Inlined at each hook with its kind, so that each compiles to its own path.
+/// The counted fast path is inlined at each hook with its kind, so that each compiles to its
+/// own path; the general one is shared ([`general_hook`]).
 #[inline(always)]
 pub(crate) fn hook(kind: EventKind, region: u32, aux: u16, flags: u8) -> bool {
     let mut tracker = TRACKER.with(Cell::get);
