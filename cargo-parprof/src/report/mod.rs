@@ -27,6 +27,7 @@ pub use wording::notes;
 
 use crate::analysis::{Analysis, OffCpuStacks};
 use anyhow::Context;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -40,12 +41,15 @@ pub fn write_all(
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let figures = Figures::of(analysis, options)?;
-    let views = write_in_parallel(out_dir, figures.views(analysis))?;
-    let embedded = (views.iter())
-        .filter_map(|v| Some((v.name, v.page_figure.clone()?)))
-        .collect();
-    let mut written: Vec<PathBuf> = views.into_iter().map(|v| v.path).collect();
-    written.push(write_page(analysis, out_dir, embedded)?);
+    let mut written = Vec::new();
+    let mut page_figures = HashMap::new();
+    for view in write_in_parallel(out_dir, figures.views(analysis))? {
+        if let Some(svg) = view.page_figure {
+            page_figures.insert(view.name, svg);
+        }
+        written.push(view.path);
+    }
+    written.push(write_page(analysis, out_dir, page_figures)?);
     Ok(written)
 }
 
@@ -138,13 +142,12 @@ const PAGE_FIGURES: [(&str, &str); 4] = [
     ),
 ];
 
-/// report.html, which embeds the figures just written (`figures`: file name, SVG).
+/// report.html, which embeds the figures just written (`figures`: SVG by file name).
 fn write_page(
     analysis: &Analysis,
     out_dir: &Path,
-    figures: Vec<(&str, String)>,
+    mut figures: HashMap<&str, String>,
 ) -> anyhow::Result<PathBuf> {
-    let mut figures: std::collections::HashMap<&str, String> = figures.into_iter().collect();
     let svgs = (PAGE_FIGURES.iter())
         .filter_map(|(file, caption)| Some((caption.to_string(), figures.remove(file)?)))
         .collect();
