@@ -47,7 +47,7 @@ use crate::recording::{DEFAULT_PERIOD_NS, ExitStatus, TargetInfo, Thresholds};
 use active_time::{ActiveTimeResult, PathFrame};
 use attributed_counters::CountersAnalysis;
 use attributed_counters::{AttributionContext, SpanCollector};
-use lifecycle::LifecycleTimeline;
+use lifecycle::{Lifecycle, LifecycleTimeline};
 use offcpu::OffCpuIndex;
 use parprof_rt::trace::{SiteRecord, TickConverter};
 use serde::Serialize;
@@ -160,15 +160,37 @@ pub fn analyse(trace: TraceInput, kernel: &KernelRecords, opts: &AnalysisOptions
 }
 
 /// [`analyse`], with the counters collected for `--counters` attributed to probes, tasks and
-/// regions. The steps: place the kernel's records on the trace's time line, stream the trace
-/// through the per-event analyses, then turn each result into the model's figures and notes.
+/// regions: [`pass_over_trace`], then [`TracePass::finish`] with the same records.
 pub fn analyse_with_counters(
     trace: TraceInput,
     kernel: &KernelRecords,
     counters: &CounterRecords,
     opts: &AnalysisOptions,
 ) -> Analysis {
-    let mut notes = trace.notes;
+    pass_over_trace(trace, kernel, counters, opts).finish(kernel, counters, opts)
+}
+
+/// The analysis's first step, which needs no stacks of the samples (they may be symbolised
+/// meanwhile): the kernel's records placed on the trace's time line, and the trace streamed
+/// through the per-event analyses.
+pub struct TracePass {
+    notes: Vec<Note>,
+    source: TraceSource,
+    span: RunSpan,
+    off_cpu: Arc<OffCpuIndex>,
+    phases: bench_phases::BenchPhases,
+    calls: Option<bench_phases::CallWindow>,
+    streamed: Streamed,
+}
+
+/// The first step of [`analyse_with_counters`]: `kernel`'s samples need not have their stacks,
+/// only their times.
+pub fn pass_over_trace(
+    trace: TraceInput,
+    kernel: &KernelRecords,
+    counters: &CounterRecords,
+    opts: &AnalysisOptions,
+) -> TracePass {
     let mut source = TraceSource::of(trace.path, trace.opened, trace.spill);
     let sorted = kernel.with_switches_sorted();
     let span = RunSpan::of(&source, &sorted);
@@ -176,68 +198,96 @@ pub fn analyse_with_counters(
     // The switches and thread starts are the same with or without the batch's samples only.
     let off_cpu = Arc::new(source.off_cpu(&sorted, span));
     let streamed = batch.stream(&mut source, counters, &off_cpu, opts);
-    let kernel = &*batch.kernel;
-    let cx = Context {
-        kernel,
-        counters,
-        opts,
-        off_cpu: &off_cpu,
-        source: &source,
+    TracePass {
+        notes: trace.notes,
+        source,
         span,
-    };
-    let (mut counters_analysis, counter_notes) =
-        cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites);
-    let threads = cx.threads(&streamed.activity, &streamed.contents);
-    let (folded, offcpu_stacks) = cpu_stacks::fold_both(kernel, &threads, span.origin_ns);
-    let regions = with_blocked_where(streamed.lifecycle.regions, offcpu_stacks.as_ref());
-    let lost_events = streamed.contents.lost_events(source.end_chunk());
-    let views = cx.probe_views(
-        streamed.active,
-        streamed.lifecycle.timeline,
-        &streamed.contents.sites,
-    );
-    notes.extend(cx.measurement_notes(
-        &streamed.contents,
-        &views,
-        folded.unsymbolised,
-        lost_events,
-    ));
-    notes.extend(lifecycle_notes(&regions, &opts.thresholds));
-    notes.extend(cx.outside_regions_note(&streamed.lifecycle.workers, &streamed.lifecycle.runs));
-    notes.extend(counter_notes);
-    if let Some(counters) = counters_analysis.as_mut() {
-        sampled_tasks::from_regions(&mut counters.items, &regions);
+        off_cpu,
+        phases: batch.phases,
+        calls: batch.calls,
+        streamed,
     }
-    let utilization = cx.utilization(&mut notes);
-    let mut probes = views.probes;
-    let clock = source.clock_with_speed(views.in_run_speed, &mut probes);
-    Analysis {
-        target: TargetInfo::default(),
-        exit: ExitStatus::default(),
-        rayon_hooks: None,
-        bench: batch.measurement(&source.converter, span.origin_ns),
-        capabilities: kernel.capabilities.clone(),
-        trace: source.summary(streamed.contents.completeness, streamed.contents.events),
-        clock,
-        threads,
-        probes,
-        call_paths: views.call_paths,
-        outermost_calls: views.outermost_calls,
-        cpu_samples: folded.samples,
-        offcpu_stacks,
-        timeline: views.timeline,
-        regions,
-        counters: counters_analysis,
-        utilization,
-        slices: None,
-        lost_events,
-        lost_kernel_records: kernel.lost_records,
-        malformed_kernel_records: kernel.malformed_records,
-        call_chains: kernel.call_chains,
-        steal_ns: kernel.steal_ns,
-        buffer_stalls: views.buffer_stalls,
-        anomalies: views.anomalies,
-        notes,
+}
+
+impl TracePass {
+    /// The rest of the analysis, with the records the pass had, their samples' stacks now
+    /// there: the stacks' figures (the scheduler's share of the tasks' code, the flamegraphs)
+    /// and the diagnoses that use them, then each result turned into the model's figures and
+    /// notes.
+    pub fn finish(
+        self,
+        kernel: &KernelRecords,
+        counters: &CounterRecords,
+        opts: &AnalysisOptions,
+    ) -> Analysis {
+        let (source, span, off_cpu) = (self.source, self.span, self.off_cpu);
+        let (mut notes, mut streamed) = (self.notes, self.streamed);
+        let sorted = kernel.with_switches_sorted();
+        let batch = MeasuredBatch::with_calls(self.phases, self.calls, &source, &sorted);
+        let kernel = &*batch.kernel;
+        let cx = Context {
+            kernel,
+            counters,
+            opts,
+            off_cpu: &off_cpu,
+            source: &source,
+            span,
+        };
+        cx.measure_and_diagnose(&mut streamed.lifecycle);
+        let (mut counters_analysis, counter_notes) =
+            cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites);
+        let threads = cx.threads(&streamed.activity, &streamed.contents);
+        let (folded, offcpu_stacks) = cpu_stacks::fold_both(kernel, &threads, span.origin_ns);
+        let regions = with_blocked_where(streamed.lifecycle.regions, offcpu_stacks.as_ref());
+        let lost_events = streamed.contents.lost_events(source.end_chunk());
+        let views = cx.probe_views(
+            streamed.active,
+            streamed.lifecycle.timeline,
+            &streamed.contents.sites,
+        );
+        notes.extend(cx.measurement_notes(
+            &streamed.contents,
+            &views,
+            folded.unsymbolised,
+            lost_events,
+        ));
+        let (workers, runs) = (&streamed.lifecycle.workers, &streamed.lifecycle.runs);
+        notes.extend(cx.region_notes(&regions, workers, runs));
+        notes.extend(counter_notes);
+        if let Some(counters) = counters_analysis.as_mut() {
+            sampled_tasks::from_regions(&mut counters.items, &regions);
+        }
+        let utilization = cx.utilization(&mut notes);
+        let mut probes = views.probes;
+        let clock = source.clock_with_speed(views.in_run_speed, &mut probes);
+        Analysis {
+            target: TargetInfo::default(),
+            exit: ExitStatus::default(),
+            rayon_hooks: None,
+            bench: batch.measurement(&source.converter, span.origin_ns),
+            capabilities: kernel.capabilities.clone(),
+            trace: source.summary(streamed.contents.completeness, streamed.contents.events),
+            clock,
+            threads,
+            probes,
+            call_paths: views.call_paths,
+            outermost_calls: views.outermost_calls,
+            cpu_samples: folded.samples,
+            offcpu_stacks,
+            timeline: views.timeline,
+            regions,
+            counters: counters_analysis,
+            utilization,
+            slices: None,
+            lost_events,
+            lost_kernel_records: kernel.lost_records,
+            malformed_kernel_records: kernel.malformed_records,
+            call_chains: kernel.call_chains,
+            steal_ns: kernel.steal_ns,
+            buffer_stalls: views.buffer_stalls,
+            anomalies: views.anomalies,
+            notes,
+        }
     }
 }
 
@@ -268,12 +318,25 @@ impl<'a> MeasuredBatch<'a> {
         source: &TraceSource,
         kernel: &'a KernelRecords,
     ) -> MeasuredBatch<'a> {
+        let calls =
+            (phases.measured).map(|batch| bench_phases::CallWindow::new(batch.begin, batch.end));
+        Self::with_calls(phases, calls, source, kernel)
+    }
+
+    /// The batch of `phases` with the window of its probes' calls, `calls`, as a pass over the
+    /// trace left it.
+    fn with_calls(
+        phases: bench_phases::BenchPhases,
+        calls: Option<bench_phases::CallWindow>,
+        source: &TraceSource,
+        kernel: &'a KernelRecords,
+    ) -> MeasuredBatch<'a> {
         let Some(batch) = phases.measured else {
             return MeasuredBatch {
                 phases,
                 kernel: Cow::Borrowed(kernel),
                 samples_dropped: 0,
-                calls: None,
+                calls,
             };
         };
         let ns = |ticks| source.converter.to_ns(ticks);
@@ -282,7 +345,7 @@ impl<'a> MeasuredBatch<'a> {
             phases,
             kernel: Cow::Owned(kept),
             samples_dropped,
-            calls: Some(bench_phases::CallWindow::new(batch.begin, batch.end)),
+            calls,
         }
     }
 
@@ -295,14 +358,12 @@ impl<'a> MeasuredBatch<'a> {
         opts: &AnalysisOptions,
     ) -> Streamed {
         let calls = self.calls.as_mut();
-        let (spans, thresholds) = (opts.max_timeline_spans, &opts.thresholds);
         stream_trace(
             source,
             &self.kernel,
             counters,
             off_cpu,
-            spans,
-            thresholds,
+            opts.max_timeline_spans,
             calls,
         )
     }
@@ -434,6 +495,26 @@ impl Context<'_> {
     /// Method 3: the counters attributed to probes, tasks and regions, and their notes.
     /// Called first after the trace's pass: the spans it kept (a run of them in memory) are
     /// freed before the off-CPU stacks index the switches.
+    /// Each region's scheduler share, from the CPU samples' stacks (where there are stacks),
+    /// then the regions' diagnoses, which use it.
+    fn measure_and_diagnose(&self, lifecycle: &mut Lifecycle) {
+        let kernel = self.kernel;
+        if kernel.samples_have_stacks() {
+            sched_share::measure(
+                &mut lifecycle.regions,
+                &lifecycle.region_runs,
+                (kernel.cpu_samples()).filter_map(|(sample, stack)| Some((sample, stack?))),
+                &kernel.stacks,
+                |ns| self.source.ticks(ns),
+            );
+        }
+        diagnoses::diagnose_regions(
+            &mut lifecycle.regions,
+            &self.opts.thresholds,
+            Some(kernel.capabilities.cpus.usable()),
+        );
+    }
+
     fn attribute_counters(
         &self,
         spans: SpanCollector,
@@ -479,6 +560,19 @@ impl Context<'_> {
 
 impl Context<'_> {
     /// The note on the program's code that rayon workers ran while no region was open, if any.
+    /// What the regions' figures leave out or may have wrong, and the rayon work done outside
+    /// every region.
+    fn region_notes(
+        &self,
+        regions: &[lifecycle::RegionReport],
+        workers: &[u32],
+        runs: &[(u64, u64)],
+    ) -> Vec<Note> {
+        let mut notes = lifecycle_notes(regions, &self.opts.thresholds);
+        notes.extend(self.outside_regions_note(workers, runs));
+        notes
+    }
+
     fn outside_regions_note(&self, workers: &[u32], runs: &[(u64, u64)]) -> Option<Note> {
         let samples = (self.kernel.cpu_samples()).map(|(s, stack)| outside_regions::WorkerSample {
             tid: s.tid,

@@ -6,16 +6,13 @@
 use super::active_time::{ActiveTime, ActiveTimeResult};
 use super::attributed_counters::SpanCollector;
 use super::bench_phases;
-use super::diagnoses;
 use super::event_consumer::EventConsumer;
 use super::hook_time;
 use super::lifecycle::{Lifecycle, LifecycleBuilder};
 use super::model::TraceCompleteness;
 use super::offcpu::OffCpuIndex;
-use super::sched_share;
 use super::threads::ThreadActivity;
 use super::trace_source::{OpenTrace, TraceSource};
-use crate::recording::Thresholds;
 use crate::recording::counters::CounterRecords;
 use crate::recording::kernel_records::KernelRecords;
 use parprof_rt::trace::{
@@ -72,7 +69,6 @@ pub(super) fn stream_trace(
     counters: &CounterRecords,
     off_cpu: &Arc<OffCpuIndex>,
     max_timeline_spans: usize,
-    thresholds: &Thresholds,
     calls: Option<&mut bench_phases::CallWindow>,
 ) -> Streamed {
     let mut active = ActiveTime::new(off_cpu, &source.header.calibration, max_timeline_spans);
@@ -120,20 +116,6 @@ pub(super) fn stream_trace(
             source.converter.ns_per_tick(),
         );
     }
-    if kernel.samples_have_stacks() {
-        sched_share::measure(
-            &mut lifecycle.regions,
-            &lifecycle.region_runs,
-            (kernel.cpu_samples()).filter_map(|(sample, stack)| Some((sample, stack?))),
-            &kernel.stacks,
-            |ns| source.ticks(ns),
-        );
-    }
-    diagnoses::diagnose_regions(
-        &mut lifecycle.regions,
-        thresholds,
-        Some(kernel.capabilities.cpus.usable()),
-    );
     Streamed {
         active: active.finish(),
         activity,

@@ -57,12 +57,19 @@ pub(super) fn profile_once(
     program_args: &[OsString],
     output_dir: &Path,
 ) -> Result<i32> {
-    let ((), exit_code) =
-        session::record_once(program, settings, program_args, output_dir, |recording| {
+    let ((), exit_code) = session::record_once(
+        program,
+        settings,
+        program_args,
+        output_dir,
+        |recording| {
             crate::console::note!("parprof: analysing");
-            let options = &recording.run.options;
-            let analysis = pipeline::analyse(recording, output_dir, options)?;
-            pipeline::write(&analysis, output_dir, options, frames)
-        })?;
+            pipeline::pass_over_trace(recording, output_dir, &recording.run.options)
+        },
+        |passed, recording| {
+            let analysis = pipeline::finish_analysis(passed, recording)?;
+            pipeline::write(&analysis, output_dir, &recording.run.options, frames)
+        },
+    )?;
     Ok(exit_code)
 }

@@ -23,13 +23,32 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-/// Analyses the run recorded in `run_dir` (its trace is there) with `options`.
+/// Analyses the run recorded in `run_dir` (its trace is there) with `options`:
+/// [`pass_over_trace`], then [`finish_analysis`].
 pub fn analyse(
     recording: &Recording,
     run_dir: &Path,
     options: &RecordedOptions,
 ) -> Result<Analysis> {
-    let analysis_opts = AnalysisOptions {
+    finish_analysis(pass_over_trace(recording, run_dir, options)?, recording)
+}
+
+/// What [`pass_over_trace`] leaves for [`finish_analysis`].
+pub struct PassedTrace {
+    pass: analysis::TracePass,
+    opts: AnalysisOptions,
+    slice_results: Option<SliceResults>,
+    slice_notes: Vec<Note>,
+}
+
+/// The analysis's pass over the trace of the run recorded in `run_dir`, with `options`: it
+/// needs no stacks of the samples, which may be symbolised meanwhile.
+pub fn pass_over_trace(
+    recording: &Recording,
+    run_dir: &Path,
+    options: &RecordedOptions,
+) -> Result<PassedTrace> {
+    let opts = AnalysisOptions {
         child_pid: Some(recording.run.child_pid),
         thresholds: options.thresholds.clone(),
         utilization_period_ns: options.utilization_period_ns,
@@ -38,34 +57,60 @@ pub fn analyse(
     };
     let mut slice_notes = Vec::new();
     let slice_results = slice_results(&recording.run, run_dir, &mut slice_notes);
-    // The collector follows the slices' processes like any child: their records are not the
-    // program's.
-    let slice_pids = slice_results.as_ref().map(slice_processes);
-    let kernel = match &slice_pids {
-        Some(pids) => Cow::Owned(recording.kernel.without_threads(pids)),
-        None => Cow::Borrowed(&recording.kernel),
-    };
-    // Where the kernel could not be told to follow threads only, it counted the slices with
-    // the program (their switches show it).
-    let slices_counted_with_program = slice_pids
-        .is_some_and(|pids| (recording.kernel.switch_records()).any(|s| pids.contains(&{ s.tid })));
-    let mut analysis = analyse_trace(run_dir, &kernel, &recording.counters, &analysis_opts)?;
+    let kernel = program_records(recording, slice_results.as_ref());
+    let input = trace_file::open(run_dir, &opts)?;
+    let pass = analysis::pass_over_trace(input, &kernel, &recording.counters, &opts);
+    Ok(PassedTrace {
+        pass,
+        opts,
+        slice_results,
+        slice_notes,
+    })
+}
+
+/// The rest of the analysis of `recording` after [`pass_over_trace`], its samples' stacks now
+/// there, and what only the command line knew of the run.
+pub fn finish_analysis(passed: PassedTrace, recording: &Recording) -> Result<Analysis> {
+    let PassedTrace {
+        pass,
+        opts,
+        slice_results,
+        slice_notes,
+    } = passed;
+    let kernel = program_records(recording, slice_results.as_ref());
+    let mut analysis = pass.finish(&kernel, &recording.counters, &opts);
     if let Some(failure) = (recording.kernel.stored.as_ref()).and_then(|s| s.0.failure()) {
         bail!("the run's records changed while they were analysed: {failure}");
     }
     describe_run(&mut analysis, &recording.run);
     analysis.notes.extend(slice_notes);
     analysis.slices = slice_results.map(|r| {
+        // Where the kernel could not be told to follow threads only, it counted the slices
+        // with the program (their switches show it).
+        let pids = slice_processes(&r);
         let mut s = slices::analyse(
             &r,
             &analysis.probes,
             &analysis.threads,
             analysis.counters.as_ref(),
         );
-        s.counted_with_program = slices_counted_with_program;
+        s.counted_with_program =
+            (recording.kernel.switch_records()).any(|sw| pids.contains(&{ sw.tid }));
         s
     });
     Ok(analysis)
+}
+
+/// The kernel's records of the program: the collector follows the slices' processes like any
+/// child, and their records are not the program's.
+fn program_records<'a>(
+    recording: &'a Recording,
+    slice_results: Option<&SliceResults>,
+) -> Cow<'a, KernelRecords> {
+    match slice_results.map(slice_processes) {
+        Some(pids) => Cow::Owned(recording.kernel.without_threads(&pids)),
+        None => Cow::Borrowed(&recording.kernel),
+    }
 }
 
 /// Opens the trace at `trace` (a trace file, or the output folder holding it) and analyses it

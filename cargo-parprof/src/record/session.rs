@@ -38,20 +38,23 @@ pub struct Settings {
 }
 
 /// Runs `program` with `args` once under the profiler, saves the run into `output_dir`, and
-/// gives the recording to `then` (the analysis); returns what `then` returned and the
-/// program's exit code (128 + signal when killed).
+/// gives the recording to the analysis: `pass`, its pass over the trace, which needs no stacks
+/// of the samples, then `then`, the rest; returns what `then` returned and the program's exit
+/// code (128 + signal when killed).
 ///
 /// The records are written once, as collected, with what symbolising them needs, so that a
 /// failure to symbolise them (or the profiler killed meanwhile) loses nothing: `cargo parprof
-/// report` symbolises such a run. Then the long lists are dropped from memory: the samples are
-/// symbolised from the file, their symbols appended to it, and `then` walks the lists from the
-/// file, as `report` does.
-pub fn record_once<T>(
+/// report` symbolises such a run. Then the long lists are dropped from memory and walked from
+/// the file, as `report` does: `pass` walks them while the samples are symbolised from the
+/// file on other threads, then their symbols are appended to it, and `then` walks them with
+/// their stacks.
+pub fn record_once<P, T>(
     program: &Program<'_>,
     settings: &Settings,
     args: &[OsString],
     output_dir: &Path,
-    then: impl FnOnce(&Recording) -> Result<T>,
+    pass: impl FnOnce(&Recording) -> Result<P>,
+    then: impl FnOnce(P, &Recording) -> Result<T>,
 ) -> Result<(T, i32)> {
     std::fs::create_dir_all(output_dir)
         .with_context(|| format!("cannot create the output folder {}", output_dir.display()))?;
@@ -86,14 +89,24 @@ pub fn record_once<T>(
         // Analysed unsymbolised, from memory: the file's samples are walked with their stacks.
         let r = &mut recording;
         lists.hold(&mut r.kernel, &mut r.addresses, &mut r.counters);
-        return Ok((then(&recording)?, exit_code));
+        let passed = pass(&recording)?;
+        return Ok((then(passed, &recording)?, exit_code));
     }
     drop(lists);
     recording::walk_lists_from_file(output_dir, &mut recording);
     return_freed_memory();
-    symbolize::symbolize_saved(output_dir, records_len, &mut recording)?;
+    let (symbols, passed) = std::thread::scope(|scope| {
+        let side_band = &recording.addresses.side_band;
+        let symbols = scope.spawn(|| symbolize::symbolise_saved_samples(output_dir, side_band));
+        let passed = pass(&recording);
+        let symbols = symbols
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (symbols, passed)
+    });
+    symbols?.save(output_dir, records_len, &mut recording)?;
     return_freed_memory();
-    Ok((then(&recording)?, exit_code))
+    Ok((then(passed?, &recording)?, exit_code))
 }
 
 /// What the analysis cannot know of a run: the program, how it was built, how it ended, and

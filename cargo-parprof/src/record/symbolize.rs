@@ -52,32 +52,62 @@ impl SampleAddresses {
 }
 
 /// Symbolises the samples saved without symbols in the run folder `dir` (its records
-/// `records_len` bytes long), walking them from its records rather than holding them, and
-/// appends the symbols there; then `recording`'s long lists are walked from the folder
-/// ([`recording::walk_lists_from_file`]). What symbolising holds is the run's distinct call
-/// chains and a stack id per sample until they are written. Should the symbols not be
-/// written, `recording` keeps them beside its lists, held if they still were.
+/// `records_len` bytes long) and appends the symbols there ([`symbolise_saved_samples`], then
+/// [`SavedSymbols::save`]).
 pub fn symbolize_saved(
     dir: &Path,
     records_len: u64,
     recording: &mut Recording,
 ) -> anyhow::Result<()> {
+    symbolise_saved_samples(dir, &recording.addresses.side_band)?.save(dir, records_len, recording)
+}
+
+/// The symbolised stacks of the samples saved in a run folder, made apart from the recording
+/// they go into: the analysis's pass over the trace, which needs none, runs meanwhile.
+pub struct SavedSymbols {
+    tree: StackTree,
+    sample_stacks: Vec<StackId>,
+    switch_sample_stacks: Vec<StackId>,
+}
+
+/// Symbolises the samples saved without symbols in the run folder `dir`, walking them from its
+/// records rather than holding them, in the address spaces of `side_band`. What symbolising
+/// holds is the run's distinct call chains and a stack id per sample.
+pub fn symbolise_saved_samples(dir: &Path, side_band: &SideBand) -> anyhow::Result<SavedSymbols> {
     let saved = SavedSamples::in_folder(dir);
     let chains = saved.call_chains();
     let lists = [saved.samples(false), saved.samples(true)];
-    let (tree, [stacks, switch_stacks]) =
-        symbolize_lists(&chains, lists, &recording.addresses.side_band);
+    let (tree, [sample_stacks, switch_sample_stacks]) = symbolize_lists(&chains, lists, side_band);
     drop(chains);
     if let Some(failure) = saved.failure() {
         anyhow::bail!("the samples could not be read again to symbolise them: {failure}");
     }
-    let kernel = &mut recording.kernel;
-    kernel.stacks = Arc::new(tree);
-    kernel.sample_stacks = stacks;
-    kernel.switch_sample_stacks = switch_stacks;
-    recording::append_symbols(dir, records_len, kernel)?;
-    recording::walk_lists_from_file(dir, recording);
-    Ok(())
+    Ok(SavedSymbols {
+        tree,
+        sample_stacks,
+        switch_sample_stacks,
+    })
+}
+
+impl SavedSymbols {
+    /// Gives `recording` these stacks and appends them to its records in the run folder `dir`
+    /// (`records_len` bytes long); then `recording`'s long lists are walked from the folder
+    /// ([`recording::walk_lists_from_file`]). Should the symbols not be written, `recording`
+    /// keeps them beside its lists, held if they still were.
+    pub fn save(
+        self,
+        dir: &Path,
+        records_len: u64,
+        recording: &mut Recording,
+    ) -> anyhow::Result<()> {
+        let kernel = &mut recording.kernel;
+        kernel.stacks = Arc::new(self.tree);
+        kernel.sample_stacks = self.sample_stacks;
+        kernel.switch_sample_stacks = self.switch_sample_stacks;
+        recording::append_symbols(dir, records_len, kernel)?;
+        recording::walk_lists_from_file(dir, recording);
+        Ok(())
+    }
 }
 
 /// The call chains of samples held in memory, each by an id: samples share the interned

@@ -456,9 +456,10 @@ pub struct KernelRecords {
 pub trait ListSource: std::fmt::Debug + Send + Sync {
     /// The switch records, sorted by time.
     fn switches(&self) -> Box<dyn Iterator<Item = SwitchRecord> + '_>;
-    /// The cpu samples (`switch_outs`: the switch samples) with their stacks, in the order
-    /// written; their call chains are left empty (the stacks stand for them).
-    fn samples(&self, switch_outs: bool) -> Box<dyn Iterator<Item = (CpuSample, StackId)> + '_>;
+    /// The cpu samples (`switch_outs`: the switch samples) with their stacks (none before
+    /// the samples are symbolised), in the order written; their call chains are left empty
+    /// (the stacks stand for them).
+    fn samples(&self, switch_outs: bool) -> Box<dyn Iterator<Item = StackedSample> + '_>;
     /// Why a walk ended before the list did (the file changed since it was read), if one did.
     fn failure(&self) -> Option<String>;
 }
@@ -545,9 +546,7 @@ impl KernelRecords {
         stacks: &'a [StackId],
     ) -> Box<dyn Iterator<Item = StackedSample> + 'a> {
         match &self.stored {
-            Some(stored) if held.is_empty() => {
-                Box::new(stored.0.samples(switch_outs).map(|(s, id)| (s, Some(id))))
-            }
+            Some(stored) if held.is_empty() => stored.0.samples(switch_outs),
             // The stacks are all there or none (not symbolised).
             _ => Box::new(
                 held.iter()

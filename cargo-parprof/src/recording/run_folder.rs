@@ -4,7 +4,7 @@ use super::address_spaces::SampleAt;
 use super::counters::{CounterSample, SeriesSource, StoredSeries};
 use super::format::{self, ListsToWrite, Loaded, RecordsError};
 use super::kernel_records::{
-    CallChain, CpuSample, KernelRecords, ListSource, StackId, StoredLists, SwitchRecord,
+    CallChain, KernelRecords, ListSource, StackedSample, StoredLists, SwitchRecord,
 };
 use super::run::Recording;
 use std::io::{BufReader, BufWriter};
@@ -223,12 +223,16 @@ impl ListSource for RecordsFile {
         }
     }
 
-    fn samples(&self, switch_outs: bool) -> Box<dyn Iterator<Item = (CpuSample, StackId)> + '_> {
+    fn samples(&self, switch_outs: bool) -> Box<dyn Iterator<Item = StackedSample> + '_> {
         let (Some(samples), Some(stacks)) = (self.input(), self.input()) else {
             return Box::new(std::iter::empty());
         };
         let samples = self.items(format::walk_samples(samples, switch_outs));
-        let stacks = self.items(format::walk_sample_stacks(stacks, switch_outs));
+        // Records saved before their samples were symbolised have no stacks (yet: the analysis
+        // may walk them while they are symbolised).
+        let stacks = (self.items(format::walk_sample_stacks(stacks, switch_outs)))
+            .map(Some)
+            .chain(std::iter::repeat(None));
         Box::new(samples.zip(stacks))
     }
 
