@@ -171,8 +171,8 @@ pub fn analyse_with_counters(
 }
 
 /// The analysis's first step, which needs no stacks of the samples (they may be symbolised
-/// meanwhile): the kernel's records placed on the trace's time line, and the trace streamed
-/// through the per-event analyses.
+/// meanwhile): the kernel's records placed on the trace's time line, the trace streamed
+/// through the per-event analyses, and what their results give without the stacks.
 pub struct TracePass {
     notes: Vec<Note>,
     source: TraceSource,
@@ -180,7 +180,21 @@ pub struct TracePass {
     off_cpu: Arc<OffCpuIndex>,
     phases: bench_phases::BenchPhases,
     calls: Option<bench_phases::CallWindow>,
-    streamed: Streamed,
+    figures: StacklessFigures,
+}
+
+/// The figures of a run that its samples' stacks do not change.
+struct StacklessFigures {
+    contents: TraceContents,
+    /// Without the scheduler's share of the tasks' code and the diagnoses, which need stacks.
+    regions: Vec<lifecycle::RegionReport>,
+    region_runs: HashMap<u32, Vec<(u64, u64)>>,
+    workers: Vec<u32>,
+    runs: Vec<(u64, u64)>,
+    counters: (Option<CountersAnalysis>, Vec<Note>),
+    threads: Vec<ThreadSummary>,
+    views: ProbeViews,
+    utilization: (Option<utilization::Utilization>, Vec<Note>),
 }
 
 /// The first step of [`analyse_with_counters`]: `kernel`'s samples need not have their stacks,
@@ -198,6 +212,15 @@ pub fn pass_over_trace(
     // The switches and thread starts are the same with or without the batch's samples only.
     let off_cpu = Arc::new(source.off_cpu(&sorted, span));
     let streamed = batch.stream(&mut source, counters, &off_cpu, opts);
+    let figures = Context {
+        kernel: &batch.kernel,
+        counters,
+        opts,
+        off_cpu: &off_cpu,
+        source: &source,
+        span,
+    }
+    .stackless_figures(streamed);
     TracePass {
         notes: trace.notes,
         source,
@@ -205,15 +228,14 @@ pub fn pass_over_trace(
         off_cpu,
         phases: batch.phases,
         calls: batch.calls,
-        streamed,
+        figures,
     }
 }
 
 impl TracePass {
     /// The rest of the analysis, with the records the pass had, their samples' stacks now
     /// there: the stacks' figures (the scheduler's share of the tasks' code, the flamegraphs)
-    /// and the diagnoses that use them, then each result turned into the model's figures and
-    /// notes.
+    /// and the diagnoses that use them, and the notes.
     pub fn finish(
         self,
         kernel: &KernelRecords,
@@ -221,7 +243,7 @@ impl TracePass {
         opts: &AnalysisOptions,
     ) -> Analysis {
         let (source, span, off_cpu) = (self.source, self.span, self.off_cpu);
-        let (mut notes, mut streamed) = (self.notes, self.streamed);
+        let (mut notes, f) = (self.notes, self.figures);
         let sorted = kernel.with_switches_sorted();
         let batch = MeasuredBatch::with_calls(self.phases, self.calls, &source, &sorted);
         let kernel = &*batch.kernel;
@@ -233,31 +255,21 @@ impl TracePass {
             source: &source,
             span,
         };
-        cx.measure_and_diagnose(&mut streamed.lifecycle);
-        let (mut counters_analysis, counter_notes) =
-            cx.attribute_counters(streamed.counter_spans, &streamed.contents.sites);
-        let threads = cx.threads(&streamed.activity, &streamed.contents);
-        let (folded, offcpu_stacks) = cpu_stacks::fold_both(kernel, &threads, span.origin_ns);
-        let regions = with_blocked_where(streamed.lifecycle.regions, offcpu_stacks.as_ref());
-        let lost_events = streamed.contents.lost_events(source.end_chunk());
-        let views = cx.probe_views(
-            streamed.active,
-            streamed.lifecycle.timeline,
-            &streamed.contents.sites,
-        );
-        notes.extend(cx.measurement_notes(
-            &streamed.contents,
-            &views,
-            folded.unsymbolised,
-            lost_events,
-        ));
-        let (workers, runs) = (&streamed.lifecycle.workers, &streamed.lifecycle.runs);
-        notes.extend(cx.region_notes(&regions, workers, runs));
+        let mut regions = f.regions;
+        cx.measure_and_diagnose(&mut regions, &f.region_runs);
+        let (folded, offcpu_stacks) = cpu_stacks::fold_both(kernel, &f.threads, span.origin_ns);
+        let regions = with_blocked_where(regions, offcpu_stacks.as_ref());
+        let lost_events = f.contents.lost_events(source.end_chunk());
+        notes.extend(cx.measurement_notes(&f.contents, &f.views, folded.unsymbolised, lost_events));
+        notes.extend(cx.region_notes(&regions, &f.workers, &f.runs));
+        let ((mut counters_analysis, counter_notes), (utilization, utilization_notes)) =
+            (f.counters, f.utilization);
         notes.extend(counter_notes);
         if let Some(counters) = counters_analysis.as_mut() {
             sampled_tasks::from_regions(&mut counters.items, &regions);
         }
-        let utilization = cx.utilization(&mut notes);
+        notes.extend(utilization_notes);
+        let views = f.views;
         let mut probes = views.probes;
         let clock = source.clock_with_speed(views.in_run_speed, &mut probes);
         Analysis {
@@ -266,9 +278,9 @@ impl TracePass {
             rayon_hooks: None,
             bench: batch.measurement(&source.converter, span.origin_ns),
             capabilities: kernel.capabilities.clone(),
-            trace: source.summary(streamed.contents.completeness, streamed.contents.events),
+            trace: source.summary(f.contents.completeness, f.contents.events),
             clock,
-            threads,
+            threads: f.threads,
             probes,
             call_paths: views.call_paths,
             outermost_calls: views.outermost_calls,
@@ -495,21 +507,49 @@ impl Context<'_> {
     /// Method 3: the counters attributed to probes, tasks and regions, and their notes.
     /// Called first after the trace's pass: the spans it kept (a run of them in memory) are
     /// freed before the off-CPU stacks index the switches.
+    /// What the pass's results give without the samples' stacks.
+    fn stackless_figures(&self, streamed: Streamed) -> StacklessFigures {
+        let Lifecycle {
+            regions,
+            region_runs,
+            timeline,
+            workers,
+            runs,
+        } = streamed.lifecycle;
+        let sites = &streamed.contents.sites;
+        let mut utilization_notes = Vec::new();
+        StacklessFigures {
+            counters: self.attribute_counters(streamed.counter_spans, sites),
+            threads: self.threads(&streamed.activity, &streamed.contents),
+            views: self.probe_views(streamed.active, timeline, sites),
+            utilization: (self.utilization(&mut utilization_notes), utilization_notes),
+            contents: streamed.contents,
+            regions,
+            region_runs,
+            workers,
+            runs,
+        }
+    }
+
     /// Each region's scheduler share, from the CPU samples' stacks (where there are stacks),
     /// then the regions' diagnoses, which use it.
-    fn measure_and_diagnose(&self, lifecycle: &mut Lifecycle) {
+    fn measure_and_diagnose(
+        &self,
+        regions: &mut [lifecycle::RegionReport],
+        region_runs: &HashMap<u32, Vec<(u64, u64)>>,
+    ) {
         let kernel = self.kernel;
         if kernel.samples_have_stacks() {
             sched_share::measure(
-                &mut lifecycle.regions,
-                &lifecycle.region_runs,
+                regions,
+                region_runs,
                 (kernel.cpu_samples()).filter_map(|(sample, stack)| Some((sample, stack?))),
                 &kernel.stacks,
                 |ns| self.source.ticks(ns),
             );
         }
         diagnoses::diagnose_regions(
-            &mut lifecycle.regions,
+            regions,
             &self.opts.thresholds,
             Some(kernel.capabilities.cpus.usable()),
         );
