@@ -529,7 +529,7 @@ impl FileSymbols {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recording::kernel_records::CpuSample;
+    use crate::recording::kernel_records::{CpuSample, StackedSample};
     use std::path::PathBuf;
 
     fn map(time_ns: u64, pid: u32, start: u64, path: &str) -> Mapping {
@@ -683,7 +683,18 @@ mod tests {
         recording::append_symbols(held_dir.path(), records_len, &held.kernel).unwrap();
         let mut walked = recording;
         recording::walk_lists_from_file(walked_dir.path(), &mut walked);
+        // Before the symbols are appended the samples are walked without stacks (the analysis's
+        // pass over the trace takes their times meanwhile).
+        let before: Vec<_> = walked.kernel.cpu_samples().collect();
+        assert_eq!(before.len(), 200);
+        assert!(before.iter().all(|(_, stack)| stack.is_none()));
         symbolize_saved(walked_dir.path(), records_len, &mut walked).unwrap();
+        let after: Vec<_> = walked.kernel.cpu_samples().collect();
+        assert_eq!(after.len(), 200);
+        assert!(after.iter().all(|(_, stack)| stack.is_some()));
+        let times =
+            |samples: &[StackedSample]| samples.iter().map(|(s, _)| s.time_ns).collect::<Vec<_>>();
+        assert_eq!(times(&before), times(&after));
 
         let bytes =
             |dir: &tempfile::TempDir| std::fs::read(dir.path().join("records.ppr")).unwrap();
