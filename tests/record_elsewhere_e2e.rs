@@ -77,8 +77,11 @@ fn assert_lifecycle(region: &Value) {
 
 #[test]
 fn a_program_built_here_is_recorded_elsewhere_and_reported_as_if_profiled_directly() {
-    let exe = build(EXAMPLE);
-    let parprof = common::parprof_binary();
+    // Built holding the machine: a build beside the other test's recording takes its cores.
+    let (exe, parprof) = {
+        let _machine = common::exclusive();
+        (build(EXAMPLE), common::parprof_binary())
+    };
     let elsewhere = tempfile::tempdir().expect("temporary directory");
     let copied_exe = elsewhere.path().join(EXAMPLE);
     std::fs::copy(&exe, &copied_exe).expect("copy the executable");
@@ -182,6 +185,8 @@ fn what_cannot_run_is_refused_with_a_clear_message() {
 /// once.
 #[test]
 fn a_program_not_built_by_parprof_is_recorded_without_the_lifecycle() {
+    // Built holding the machine: a build beside the other test's recording takes its cores.
+    let building = common::exclusive();
     let parprof = common::parprof_binary();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let built = Command::new(cargo)
@@ -190,6 +195,7 @@ fn a_program_not_built_by_parprof_is_recorded_without_the_lifecycle() {
         .status()
         .expect("run cargo build");
     assert!(built.success());
+    drop(building);
     let plain = parprof.parent().unwrap().join("examples").join(EXAMPLE);
     let dir = tempfile::tempdir().expect("temporary directory");
     let output = {

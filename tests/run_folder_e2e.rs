@@ -227,9 +227,10 @@ fn traced_pid(dir: &Path) -> Option<i32> {
 #[test]
 fn a_run_saved_before_its_symbols_is_symbolised_by_report() {
     use cargo_parprof::recording;
+    // Held while building too: a build beside another test's recording takes its cores.
+    let _machine = common::exclusive();
     let exe = build("long_run");
     let run = tempfile::tempdir().expect("temporary directory");
-    let _machine = common::exclusive();
     let mut profiler = std::process::Command::new(common::parprof_binary())
         .arg("record")
         .arg("-o")
