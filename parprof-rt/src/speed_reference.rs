@@ -59,6 +59,10 @@
 //! running as usual left +8 to +20 % (10 runs) and the writer woken but draining nothing +7 to
 //! +12 % (6 runs): the wakes make much of the writer's share, and the 8-round parent kept +42 to
 //! +66 % without the writer as with it (its pairs cost more around a shorter body).
+//! Events written with non-temporal stores (no cache line to fetch or share with the writer),
+//! each published after an `sfence`, as the writer must see them whole: a timed pair then cost
+//! the parent 271 ns in place (the fence writes the partial line out at every event); a fence
+//! per cache line of events would need the ring's publication rebuilt around it (not tried).
 //!
 //! A reference costs about 3 µs untimed, 9 µs timed (0.3 % and 0.9 % of a thread's time at
 //! one per millisecond). Shorter rounds do not track the probe's cost: 64 calls read 6×
