@@ -271,6 +271,7 @@ pub fn report(args: &ReportArgs) -> Result<()> {
 pub fn run(args: &ParprofArgs) -> Result<RunSummary> {
     // The program's output owns stdout from here on.
     console::summary_to_stderr();
+    let _warmed = crate::record::perf::SwitchRecordsWarmed::start();
     let built = build::build_target(&args.build)?;
     let target = &built.target;
     let parprof_dir = built.target_dir.join("parprof");

@@ -87,6 +87,34 @@ pub fn kernel_inherits_to_threads_only() -> bool {
     })
 }
 
+/// The first event on the machine that asks for context-switch records makes the kernel wait
+/// out an RCU grace period inside its `perf_event_open` (10–15 ms on the project's VM, on the
+/// critical path before the program starts); while one is open, later ones open at once. A
+/// disabled dummy event on this process, opened on a thread of its own while cargo checks the
+/// build, waits it out there; it is closed when this is dropped (where the kernel refuses it,
+/// nothing is open and nothing changes).
+pub struct SwitchRecordsWarmed {
+    /// The event, once open: held, never read.
+    _event: JoinHandle<Option<Counter>>,
+}
+
+impl SwitchRecordsWarmed {
+    pub fn start() -> SwitchRecordsWarmed {
+        let event = std::thread::spawn(|| {
+            Builder::new(perf_event::events::Software::DUMMY)
+                .observe_self()
+                .any_cpu()
+                .context_switch(true)
+                .exclude_kernel(true)
+                .exclude_hv(true)
+                .enabled(false)
+                .build()
+                .ok()
+        });
+        SwitchRecordsWarmed { _event: event }
+    }
+}
+
 /// Makes `b` the event whose ring buffer the collector drains: its samples carry TID, TIME
 /// and CPU plus `extra`, every other record the same three as the `sample_id_all` trailer
 /// that [`SampleId::trailer`] reads, with the threads' context switches if `switches`. It is
