@@ -174,23 +174,31 @@ fn sort_region(sort: &Sort, cutoff: &str, annotation: Annotation) -> Value {
     sort_regions(sort, cutoff, annotation).swap_remove(0)
 }
 
-/// A tuned program has no diagnosis in any region. When the first run shows one, the
-/// program runs again: other programs on the machine (builds beside the tests) stretch one
-/// worker's task while another sleeps, which shows as load imbalance until preemption is told
-/// apart (issue 9, item 4). A diagnosis found twice in a row fails.
-fn assert_no_diagnosis_in_two_runs(program: &str, run: impl Fn() -> Vec<Value>) {
-    let regions = run();
-    if regions.iter().all(|r| common::work_codes(r).is_empty()) {
-        return;
+/// A tuned program has no diagnosis in any region. When a run shows one, the program runs
+/// again: other programs on the machine (builds beside the tests, the VM's neighbours) stretch
+/// one worker's task while another sleeps, which shows as load imbalance until preemption is
+/// told apart (issue 9, item 4). A fresh clone's CI run (2026-11-28 22:30 UTC) found
+/// `load_imbalance` twice in a row in `par_sort_unstable`'s 12 ms region (11 % and 16 % asleep,
+/// the second run preempted 18 % by other programs), where 6 runs of that test on the quiet VM
+/// just after found none: a diagnosis found three times in a row fails.
+fn assert_no_diagnosis_in_runs(program: &str, run: impl Fn() -> Vec<Value>) {
+    for attempt in 1..MAX_RUNS {
+        let regions = run();
+        if regions.iter().all(|r| common::work_codes(r).is_empty()) {
+            return;
+        }
+        eprintln!("{program}: a diagnosis in run {attempt}, running it again: {regions:#?}");
     }
-    eprintln!("{program}: a diagnosis in the first run, running it again: {regions:#?}");
     for region in run() {
         assert_no_diagnosis(&region);
     }
 }
 
+/// Runs of a tuned program, at most, before a diagnosis it shows fails the test.
+const MAX_RUNS: usize = 3;
+
 fn assert_tuned(sort: &Sort, cutoff: &str, annotation: Annotation) {
-    assert_no_diagnosis_in_two_runs(sort.example, || sort_regions(sort, cutoff, annotation));
+    assert_no_diagnosis_in_runs(sort.example, || sort_regions(sort, cutoff, annotation));
 }
 
 /// Cut down to single items (the textbook recursion): tasks of a few tens of nanoseconds.
@@ -303,7 +311,7 @@ fn assert_join_tasks(regions: &[Value], entries: u64) -> u64 {
 /// of random data splitting about in half). `main` enters the pool three times: the
 /// iterator, the merge recursion, and the top merge.
 fn check_stable_par_sort(annotation: Annotation) {
-    assert_no_diagnosis_in_two_runs("par_sort", || {
+    assert_no_diagnosis_in_runs("par_sort", || {
         let (_, regions) = par_sort(false, annotation);
         let joins = assert_join_tasks(&regions, 3);
         let chunks = SORTED.div_ceil(2_000);
@@ -326,7 +334,7 @@ fn check_stable_par_sort(annotation: Annotation) {
 /// leaves a side of more than 2,000 items, and with sampled pivots on random data both about
 /// as large: at most one join per 1,000 items.
 fn check_unstable_par_sort(annotation: Annotation) {
-    assert_no_diagnosis_in_two_runs("par_sort_unstable", || {
+    assert_no_diagnosis_in_runs("par_sort_unstable", || {
         let (_, regions) = par_sort(true, annotation);
         let joins = assert_join_tasks(&regions, 1);
         let (low, high) = ((SORTED - 4_001) / 4_002, SORTED / 1_000);
