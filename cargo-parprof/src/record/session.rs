@@ -96,11 +96,7 @@ pub fn record_once<P, T>(
     recording::walk_lists_from_file(output_dir, &mut recording);
     return_freed_memory();
     if records_len > OVERLAPPED_RECORDS_MAX {
-        symbolize::symbolise_saved_samples(output_dir, &recording.addresses.side_band)?.save(
-            output_dir,
-            records_len,
-            &mut recording,
-        )?;
+        symbolize::symbolize_saved(output_dir, records_len, &mut recording)?;
         return_freed_memory();
         let passed = pass(&recording)?;
         return Ok((then(passed, &recording)?, exit_code));
